@@ -1,0 +1,87 @@
+// The CPU device: host memory buffers and synchronous execution of Programs.
+#include <unistd.h>
+
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <new>
+
+#include "backend_api.h"
+#include "cpu_kernels.h"
+#include "switchyard/error.h"
+#include "thread_pool.h"
+
+namespace switchyard::cpu_impl {
+namespace {
+
+std::string cpu_model() {
+  std::ifstream f("/proc/cpuinfo");
+  std::string line;
+  while (std::getline(f, line))
+    if (line.rfind("model name", 0) == 0) {
+      auto p = line.find(':');
+      if (p != std::string::npos) return line.substr(p + 2);
+    }
+  return "CPU";
+}
+
+DeviceInfo make_info() {
+  DeviceInfo info;
+  info.backend = "cpu";
+  info.index = 0;
+  info.name = cpu_model();
+  info.type = DeviceType::cpu;
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  info.memory_bytes = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+  info.properties = {{"threads", std::to_string(pool().size())}, {"gemm", gemm_library()}};
+  return info;
+}
+
+class CpuDevice final : public Device {
+ public:
+  CpuDevice() : Device(make_info()) {}
+
+  void* host_pointer(Buffer b) override { return b.handle; }
+  bool supports(Kernel k) const override { return k < Kernel::count_; }
+
+ private:
+  Buffer allocate_impl(size_t bytes) override {
+    size_t rounded = (bytes + 63) & ~size_t(63);
+    void* p = std::aligned_alloc(64, rounded);
+    if (!p)
+      throw OutOfMemory(detail::cat("[allocate] cannot allocate ", bytes,
+                                    " bytes of host memory on cpu: expected ", bytes,
+                                    " bytes free, found the allocator exhausted"));
+    return {p, bytes};
+  }
+  void release_impl(Buffer b) override { std::free(b.handle); }
+  void upload_impl(Buffer dst, size_t off, const void* src, size_t n) override {
+    std::memcpy(static_cast<char*>(dst.handle) + off, src, n);
+  }
+  void download_impl(Buffer src, size_t off, void* dst, size_t n) override {
+    std::memcpy(dst, static_cast<const char*>(src.handle) + off, n);
+  }
+  void copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t n) override {
+    std::memmove(static_cast<char*>(dst.handle) + dof, static_cast<const char*>(src.handle) + so, n);
+  }
+  void execute_impl(const Program& prog, std::span<const Binding> bind) override {
+    void* ptrs[5];
+    for (const Instr& ins : prog.instrs) {
+      for (int i = 0; i < ins.nargs; ++i) {
+        const Binding& b = bind[ins.args[i].slot];
+        ptrs[i] = static_cast<char*>(b.buffer.handle) + b.offset + ins.args[i].offset;
+      }
+      run_kernel(ins.kernel, ins.params, ptrs);
+    }
+  }
+  void synchronize_impl() override {}
+};
+
+}  // namespace
+}  // namespace switchyard::cpu_impl
+
+namespace switchyard::detail {
+BackendEntry cpu_backend() {
+  return {"cpu", true, "", {std::make_shared<cpu_impl::CpuDevice>()}};
+}
+}  // namespace switchyard::detail

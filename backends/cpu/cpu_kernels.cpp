@@ -1,0 +1,433 @@
+// CPU kernels: the reference implementation of every kernel in the table.
+// Elementwise work over large tensors is split across the thread pool.
+#include "cpu_kernels.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "switchyard/dtype.h"
+#include "switchyard/error.h"
+#include "thread_pool.h"
+
+namespace switchyard::cpu_impl {
+namespace {
+
+constexpr int64_t kGrain = 1 << 15;  // elements per chunk worth a thread wake-up
+
+template <class F>
+void pfor(int64_t n, F&& f) {
+  pool().parallel_for(n, kGrain, [&](int64_t lo, int64_t hi) { f(lo, hi); });
+}
+
+// ---- Philox4x32-10, as in Salmon et al. 2011 (and cuRAND, PyTorch). --------
+struct U4 { uint32_t v[4]; };
+U4 philox(U4 c, uint32_t k0, uint32_t k1) {
+  for (int r = 0; r < 10; ++r) {
+    uint64_t p0 = uint64_t(0xD2511F53u) * c.v[0];
+    uint64_t p1 = uint64_t(0xCD9E8D57u) * c.v[2];
+    c = {{uint32_t(p1 >> 32) ^ c.v[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ c.v[3] ^ k1,
+          uint32_t(p0)}};
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return c;
+}
+U4 philox_at(const KernelParams& p, int64_t k) {
+  uint64_t off = uint64_t(p.i[3]);
+  return philox({{uint32_t(k), uint32_t(uint64_t(k) >> 32), uint32_t(off), uint32_t(off >> 32)}},
+                uint32_t(p.i[1]), uint32_t(p.i[2]));
+}
+constexpr float kTwoPow24 = 1.0f / 16777216.0f;
+
+// ---- pointwise math ----------------------------------------------------------
+constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
+
+inline float unary_grad(Unary op, float x, float y) {
+  switch (op) {
+    case Unary::relu: return x > 0.f ? 1.f : 0.f;
+    case Unary::gelu: {
+      float u = kGeluC * (x + 0.044715f * x * x * x);
+      float t = std::tanh(u);
+      return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kGeluC * (1.f + 3.f * 0.044715f * x * x);
+    }
+    case Unary::tanh: return 1.f - y * y;
+    case Unary::sigmoid: return y * (1.f - y);
+    case Unary::exp: return y;
+    case Unary::log: return 1.f / x;
+    case Unary::neg: return -1.f;
+    case Unary::sqrt: return 0.5f / y;
+    case Unary::square: return 2.f * x;
+    case Unary::abs: return x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f);
+    case Unary::none: return 1.f;
+  }
+  return 0.f;
+}
+
+inline float binary_apply(Binary op, float a, float b) {
+  switch (op) {
+    case Binary::add: return a + b;
+    case Binary::sub: return a - b;
+    case Binary::mul: return a * b;
+    case Binary::div: return a / b;
+    case Binary::max: return std::max(a, b);
+    case Binary::min: return std::min(a, b);
+    case Binary::eq: return a == b ? 1.f : 0.f;
+  }
+  return 0.f;
+}
+
+template <class T>
+T* as(void* p) { return static_cast<T*>(p); }
+
+template <Binary OP>
+void binary_loop(const KernelParams& p, float* out, const float* a, const float* b) {
+  const int64_t* d = p.i;
+  const int64_t *sa = p.i + 4, *sb = p.i + 8;
+  int64_t rows = d[0] * d[1] * d[2];
+  auto body = [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      int64_t i0 = r / (d[1] * d[2]), i1 = (r / d[2]) % d[1], i2 = r % d[2];
+      const float* pa = a + i0 * sa[0] + i1 * sa[1] + i2 * sa[2];
+      const float* pb = b + i0 * sb[0] + i1 * sb[1] + i2 * sb[2];
+      float* po = out + r * d[3];
+      if (sa[3] == 1 && sb[3] == 1)
+        for (int64_t j = 0; j < d[3]; ++j) po[j] = binary_apply(OP, pa[j], pb[j]);
+      else if (sa[3] == 1)
+        for (int64_t j = 0; j < d[3]; ++j) po[j] = binary_apply(OP, pa[j], pb[j * sb[3]]);
+      else
+        for (int64_t j = 0; j < d[3]; ++j) po[j] = binary_apply(OP, pa[j * sa[3]], pb[j * sb[3]]);
+    }
+  };
+  pool().parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(d[3], 1)), body);
+}
+
+void softmax_rows(const KernelParams& p, float* out, const float* x) {
+  int64_t rows = p.i[0], cols = p.i[1];
+  bool log_out = p.op == 1;
+  pool().parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1)),
+                      [&](int64_t lo, int64_t hi) {
+    for (int64_t r = lo; r < hi; ++r) {
+      const float* xr = x + r * cols;
+      float* yr = out + r * cols;
+      float m = *std::max_element(xr, xr + cols);
+      double s = 0;
+      for (int64_t c = 0; c < cols; ++c) s += std::exp(double(xr[c] - m));
+      if (log_out) {
+        float lse = m + float(std::log(s));
+        for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] - lse;
+      } else {
+        float inv = float(1.0 / s);
+        for (int64_t c = 0; c < cols; ++c) yr[c] = std::exp(xr[c] - m) * inv;
+      }
+    }
+  });
+}
+
+void check_label(int32_t l, int64_t cols, int64_t row) {
+  SY_CHECK(l >= 0 && l < cols, "cross_entropy", "expected labels in [0, ", cols, "), found ", l,
+           " at row ", row);
+}
+
+void cast(const KernelParams& p, void* out, const void* in) {
+  DType from = DType(p.i[1]), to = DType(p.i[2]);
+  int64_t n = p.i[0];
+  auto conv = [&](auto* o) {
+    using T = std::remove_pointer_t<decltype(o)>;
+    for (int64_t k = 0; k < n; ++k) {
+      switch (from) {
+        case DType::f32: o[k] = T(as<const float>(const_cast<void*>(in))[k]); break;
+        case DType::i32: o[k] = T(as<const int32_t>(const_cast<void*>(in))[k]); break;
+        case DType::u8: o[k] = T(as<const uint8_t>(const_cast<void*>(in))[k]); break;
+      }
+    }
+  };
+  switch (to) {
+    case DType::f32: conv(as<float>(out)); break;
+    case DType::i32: conv(as<int32_t>(out)); break;
+    case DType::u8: conv(as<uint8_t>(out)); break;
+  }
+}
+
+template <class T>
+void transpose_t(int64_t R, int64_t C, T* out, const T* in) {
+  constexpr int64_t B = 32;
+  for (int64_t r0 = 0; r0 < R; r0 += B)
+    for (int64_t c0 = 0; c0 < C; c0 += B)
+      for (int64_t r = r0; r < std::min(R, r0 + B); ++r)
+        for (int64_t c = c0; c < std::min(C, c0 + B); ++c) out[c * R + r] = in[r * C + c];
+}
+
+}  // namespace
+
+float unary_apply(Unary op, float x) {
+  switch (op) {
+    case Unary::relu: return x > 0.f ? x : 0.f;
+    case Unary::gelu: return 0.5f * x * (1.f + std::tanh(kGeluC * (x + 0.044715f * x * x * x)));
+    case Unary::tanh: return std::tanh(x);
+    case Unary::sigmoid: return 1.f / (1.f + std::exp(-x));
+    case Unary::exp: return std::exp(x);
+    case Unary::log: return std::log(x);
+    case Unary::neg: return -x;
+    case Unary::sqrt: return std::sqrt(x);
+    case Unary::square: return x * x;
+    case Unary::abs: return std::fabs(x);
+    case Unary::none: return x;
+  }
+  return x;
+}
+
+void run_kernel(Kernel k, const KernelParams& p, void* const* a) {
+  switch (k) {
+    case Kernel::fill: {
+      int64_t n = p.i[0];
+      switch (DType(p.i[1])) {
+        case DType::f32: pfor(n, [&](int64_t lo, int64_t hi) { std::fill(as<float>(a[0]) + lo, as<float>(a[0]) + hi, p.f[0]); }); break;
+        case DType::i32: std::fill_n(as<int32_t>(a[0]), n, int32_t(p.f[0])); break;
+        case DType::u8: std::memset(a[0], int(uint8_t(p.f[0])), size_t(n)); break;
+      }
+      return;
+    }
+    case Kernel::arange: {
+      int64_t n = p.i[0];
+      if (DType(p.i[1]) == DType::f32)
+        for (int64_t j = 0; j < n; ++j) as<float>(a[0])[j] = p.f[0] + float(j) * p.f[1];
+      else if (DType(p.i[1]) == DType::i32)
+        for (int64_t j = 0; j < n; ++j) as<int32_t>(a[0])[j] = int32_t(p.f[0] + float(j) * p.f[1]);
+      else
+        for (int64_t j = 0; j < n; ++j) as<uint8_t>(a[0])[j] = uint8_t(p.f[0] + float(j) * p.f[1]);
+      return;
+    }
+    case Kernel::rand_uniform: {
+      float* o = as<float>(a[0]);
+      float lo_v = p.f[0], span = p.f[1] - p.f[0];
+      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
+        for (int64_t j = lo; j < hi; ++j)
+          o[j] = lo_v + span * float(philox_at(p, j).v[0] >> 8) * kTwoPow24;
+      });
+      return;
+    }
+    case Kernel::rand_normal: {
+      float* o = as<float>(a[0]);
+      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
+        for (int64_t j = lo; j < hi; ++j) {
+          U4 r = philox_at(p, j);
+          float u1 = float((r.v[0] >> 8) + 1) * kTwoPow24;  // (0, 1]
+          float u2 = float(r.v[1] >> 8) * kTwoPow24;
+          o[j] = p.f[0] + p.f[1] * std::sqrt(-2.f * std::log(u1)) *
+                              std::cos(6.283185307179586f * u2);
+        }
+      });
+      return;
+    }
+    case Kernel::cast: cast(p, a[0], a[1]); return;
+    case Kernel::transpose:
+      if (p.i[2] == 1) transpose_t(p.i[0], p.i[1], as<uint8_t>(a[0]), as<const uint8_t>(a[1]));
+      else transpose_t(p.i[0], p.i[1], as<uint32_t>(a[0]), as<const uint32_t>(a[1]));
+      return;
+    case Kernel::pad: {
+      float* o = as<float>(a[0]);
+      std::fill_n(o, p.i[2], 0.f);
+      std::memcpy(o + p.i[0], a[1], size_t(p.i[1]) * sizeof(float));
+      return;
+    }
+    case Kernel::gemm: {
+      float* C = as<float>(a[0]);
+      gemm(p.i[3], p.i[4], p.i[0], p.i[1], p.i[2], p.f[0], as<const float>(a[1]),
+           as<const float>(a[2]), p.i[5] ? as<const float>(a[3]) : nullptr, C);
+      if (Unary act = Unary(p.i[6]); act != Unary::none)
+        for (int64_t j = 0; j < p.i[0] * p.i[1]; ++j) C[j] = unary_apply(act, C[j]);
+      return;
+    }
+    case Kernel::binary: {
+      float* o = as<float>(a[0]);
+      const float *x = as<const float>(a[1]), *y = as<const float>(a[2]);
+      switch (Binary(p.op)) {
+        case Binary::add: binary_loop<Binary::add>(p, o, x, y); break;
+        case Binary::sub: binary_loop<Binary::sub>(p, o, x, y); break;
+        case Binary::mul: binary_loop<Binary::mul>(p, o, x, y); break;
+        case Binary::div: binary_loop<Binary::div>(p, o, x, y); break;
+        case Binary::max: binary_loop<Binary::max>(p, o, x, y); break;
+        case Binary::min: binary_loop<Binary::min>(p, o, x, y); break;
+        case Binary::eq: binary_loop<Binary::eq>(p, o, x, y); break;
+      }
+      return;
+    }
+    case Kernel::affine: {
+      float* o = as<float>(a[0]);
+      const float* x = as<const float>(a[1]);
+      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
+        for (int64_t j = lo; j < hi; ++j) o[j] = p.f[0] * x[j] + p.f[1];
+      });
+      return;
+    }
+    case Kernel::unary: {
+      float* o = as<float>(a[0]);
+      const float* x = as<const float>(a[1]);
+      Unary op = Unary(p.op);
+      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
+        if (op == Unary::relu)
+          for (int64_t j = lo; j < hi; ++j) o[j] = x[j] > 0.f ? x[j] : 0.f;
+        else
+          for (int64_t j = lo; j < hi; ++j) o[j] = unary_apply(op, x[j]);
+      });
+      return;
+    }
+    case Kernel::unary_backward: {
+      float* dx = as<float>(a[0]);
+      const float *dy = as<const float>(a[1]), *x = as<const float>(a[2]),
+                  *y = as<const float>(a[3]);
+      Unary op = Unary(p.op);
+      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
+        if (op == Unary::relu)
+          for (int64_t j = lo; j < hi; ++j) dx[j] = x[j] > 0.f ? dy[j] : 0.f;
+        else
+          for (int64_t j = lo; j < hi; ++j) dx[j] = dy[j] * unary_grad(op, x[j], y[j]);
+      });
+      return;
+    }
+    case Kernel::reduce_sum: {
+      int64_t outer = p.i[0], len = p.i[1], inner = p.i[2];
+      float* o = as<float>(a[0]);
+      const float* x = as<const float>(a[1]);
+      if (inner == 1) {
+        pool().parallel_for(outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(len, 1)),
+                            [&](int64_t lo, int64_t hi) {
+          for (int64_t r = lo; r < hi; ++r) {
+            double s = 0;
+            for (int64_t l = 0; l < len; ++l) s += x[r * len + l];
+            o[r] = float(s) * p.f[0];
+          }
+        });
+        return;
+      }
+      pool().parallel_for(inner, std::max<int64_t>(64, kGrain / std::max<int64_t>(len * outer, 1)),
+                          [&](int64_t lo, int64_t hi) {
+        std::vector<double> acc(size_t(hi - lo));
+        for (int64_t ob = 0; ob < outer; ++ob) {
+          std::fill(acc.begin(), acc.end(), 0.0);
+          for (int64_t l = 0; l < len; ++l) {
+            const float* row = x + (ob * len + l) * inner;
+            for (int64_t i = lo; i < hi; ++i) acc[size_t(i - lo)] += row[i];
+          }
+          for (int64_t i = lo; i < hi; ++i) o[ob * inner + i] = float(acc[size_t(i - lo)]) * p.f[0];
+        }
+      });
+      return;
+    }
+    case Kernel::expand: {
+      int64_t outer = p.i[0], len = p.i[1], inner = p.i[2];
+      float* o = as<float>(a[0]);
+      const float* x = as<const float>(a[1]);
+      for (int64_t ob = 0; ob < outer; ++ob)
+        for (int64_t l = 0; l < len; ++l)
+          for (int64_t i = 0; i < inner; ++i)
+            o[(ob * len + l) * inner + i] = p.f[0] * x[ob * inner + i];
+      return;
+    }
+    case Kernel::softmax: softmax_rows(p, as<float>(a[0]), as<const float>(a[1])); return;
+    case Kernel::softmax_backward: {
+      int64_t rows = p.i[0], cols = p.i[1];
+      float* dx = as<float>(a[0]);
+      const float *dy = as<const float>(a[1]), *y = as<const float>(a[2]);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float *g = dy + r * cols, *yr = y + r * cols;
+        float* d = dx + r * cols;
+        double s = 0;
+        if (p.op == 0) {
+          for (int64_t c = 0; c < cols; ++c) s += double(g[c]) * yr[c];
+          for (int64_t c = 0; c < cols; ++c) d[c] = yr[c] * (g[c] - float(s));
+        } else {
+          for (int64_t c = 0; c < cols; ++c) s += g[c];
+          for (int64_t c = 0; c < cols; ++c) d[c] = g[c] - std::exp(yr[c]) * float(s);
+        }
+      }
+      return;
+    }
+    case Kernel::cross_entropy: {
+      int64_t rows = p.i[0], cols = p.i[1];
+      const float* x = as<const float>(a[1]);
+      const int32_t* lab = as<const int32_t>(a[2]);
+      double total = 0;
+      for (int64_t r = 0; r < rows; ++r) {
+        check_label(lab[r], cols, r);
+        const float* xr = x + r * cols;
+        float m = *std::max_element(xr, xr + cols);
+        double s = 0;
+        for (int64_t c = 0; c < cols; ++c) s += std::exp(double(xr[c] - m));
+        total += double(m) + std::log(s) - double(xr[lab[r]]);
+      }
+      as<float>(a[0])[0] = float(total / double(rows));
+      return;
+    }
+    case Kernel::cross_entropy_backward: {
+      int64_t rows = p.i[0], cols = p.i[1];
+      float* dx = as<float>(a[0]);
+      const float* x = as<const float>(a[1]);
+      const int32_t* lab = as<const int32_t>(a[2]);
+      float scale = as<const float>(a[3])[0] / float(rows);
+      for (int64_t r = 0; r < rows; ++r) check_label(lab[r], cols, r);
+      for (int64_t r = 0; r < rows; ++r) {
+        const float* xr = x + r * cols;
+        float* d = dx + r * cols;
+        float m = *std::max_element(xr, xr + cols);
+        double s = 0;
+        for (int64_t c = 0; c < cols; ++c) s += std::exp(double(xr[c] - m));
+        float inv = float(1.0 / s);
+        for (int64_t c = 0; c < cols; ++c) d[c] = std::exp(xr[c] - m) * inv * scale;
+        d[lab[r]] -= scale;
+      }
+      return;
+    }
+    case Kernel::argmax: {
+      int64_t rows = p.i[0], cols = p.i[1];
+      const float* x = as<const float>(a[1]);
+      for (int64_t r = 0; r < rows; ++r)
+        as<int32_t>(a[0])[r] = int32_t(std::max_element(x + r * cols, x + (r + 1) * cols) - (x + r * cols));
+      return;
+    }
+    case Kernel::sgd_update: {
+      float* w = as<float>(a[0]);
+      float* buf = p.i[3] ? as<float>(a[1]) : nullptr;
+      const float* g = as<const float>(a[p.i[3] ? 2 : 1]);
+      float lr = p.f[0], mom = p.f[1], damp = p.f[2], wd = p.f[3];
+      bool nesterov = p.i[1], first = p.i[2];
+      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
+        for (int64_t j = lo; j < hi; ++j) {
+          float d = g[j] + wd * w[j];
+          if (buf) {
+            buf[j] = first ? d : mom * buf[j] + (1.f - damp) * d;
+            d = nesterov ? d + mom * buf[j] : buf[j];
+          }
+          w[j] -= lr * d;
+        }
+      });
+      return;
+    }
+    case Kernel::adam_update: {
+      float *w = as<float>(a[0]), *m = as<float>(a[1]), *v = as<float>(a[2]);
+      const float* g = as<const float>(a[3]);
+      float t = as<const float>(a[4])[0];
+      float lr = p.f[0], b1 = p.f[1], b2 = p.f[2], eps = p.f[3], wd = p.f[4];
+      bool decoupled = p.i[1];
+      float bc1 = 1.f - std::pow(b1, t), bc2 = 1.f - std::pow(b2, t);
+      float step = lr / bc1, inv_sqrt_bc2 = 1.f / std::sqrt(bc2);
+      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
+        for (int64_t j = lo; j < hi; ++j) {
+          float d = g[j];
+          if (decoupled) w[j] *= 1.f - lr * wd;
+          else d += wd * w[j];
+          m[j] = b1 * m[j] + (1.f - b1) * d;
+          v[j] = b2 * v[j] + (1.f - b2) * d * d;
+          w[j] -= step * m[j] / (std::sqrt(v[j]) * inv_sqrt_bc2 + eps);
+        }
+      });
+      return;
+    }
+    case Kernel::count_: break;
+  }
+  throw Error(detail::cat("[", kernel_name(k), "] not implemented on cpu"));
+}
+
+}  // namespace switchyard::cpu_impl

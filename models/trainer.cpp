@@ -1,0 +1,97 @@
+// The Fashion-MNIST training loop, written the way a PyTorch user writes it.
+#include "trainer.h"
+
+#include <chrono>
+#include <memory>
+
+#include "mlp.h"
+#include "switchyard/error.h"
+#include "switchyard/optim.h"
+
+namespace switchyard::models {
+
+static std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name,
+                                                        std::vector<Tensor> params, float lr) {
+  if (name == "sgd")
+    return std::make_unique<optim::SGD>(std::move(params),
+                                        optim::SGDOptions{.lr = lr, .momentum = 0.9f});
+  if (name == "adam") return std::make_unique<optim::Adam>(std::move(params), lr);
+  if (name == "adamw") return std::make_unique<optim::AdamW>(std::move(params), lr);
+  throw Error(detail::cat("[train] unknown optimizer '", name, "': expected sgd, adam or adamw"));
+}
+
+static double accuracy(nn::Module& model, const data::Dataset& test, Device& dev) {
+  NoGradGuard no_grad;
+  data::DataLoader loader(std::shared_ptr<const data::Dataset>(&test, [](auto*) {}),
+                          {.batch_size = 1000, .shuffle = false});
+  int64_t correct = 0, total = 0;
+  for (const auto& b : loader) {
+    auto pred = argmax(model(b.data.to(dev))).to_vector<int32_t>();
+    auto truth = b.target.to_vector<int32_t>();
+    for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == truth[i];
+    total += int64_t(pred.size());
+  }
+  return total ? double(correct) / double(total) : 0.0;
+}
+
+TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress,
+                                const EpochDone& epoch_done) {
+  using clock = std::chrono::steady_clock;
+  SY_CHECK(cfg.epochs >= 1, "train", "expected epochs >= 1, found ", cfg.epochs);
+  SY_CHECK(cfg.batch >= 1, "train", "expected batch >= 1, found ", cfg.batch);
+  SY_CHECK(cfg.lr > 0, "train", "expected lr > 0, found ", cfg.lr);
+  Device& dev = device(cfg.device);
+  auto train = std::make_shared<data::FashionMNIST>(cfg.data_dir, true, cfg.limit);
+  data::FashionMNIST test(cfg.data_dir, false, cfg.test_limit);
+
+  manual_seed(cfg.seed);
+  std::vector<int64_t> sizes{784};
+  sizes.insert(sizes.end(), cfg.hidden.begin(), cfg.hidden.end());
+  sizes.push_back(10);
+  auto model = mlp(sizes);  // built on the cpu, then moved, as in PyTorch
+  model->to(dev);
+  auto opt = make_optimizer(cfg.opt, model->parameters(), cfg.lr);
+  data::DataLoader loader(train, {.batch_size = cfg.batch, .shuffle = true, .seed = cfg.seed});
+
+  TrainResult r;
+  r.device = dev.str();
+  double train_seconds = 0;
+  for (int e = 1; e <= cfg.epochs; ++e) {
+    auto t0 = clock::now();
+    double loss_sum = 0;
+    int64_t seen = 0, bi = 0;
+    model->train(true);
+    for (const auto& batch : loader) {
+      Tensor x = batch.data.to(dev), y = batch.target.to(dev);
+      opt->zero_grad();
+      Tensor loss = cross_entropy((*model)(x), y);
+      loss.backward();
+      opt->step();
+      float l = loss.item();  // the step's single submission happens here
+      loss_sum += double(l) * double(x.size(0));
+      seen += x.size(0);
+      if (int(r.first_losses.size()) < cfg.record_losses) r.first_losses.push_back(l);
+      ++r.steps;
+      ++bi;
+      if (progress) progress(e, bi, loader.num_batches(), loss_sum / double(seen));
+    }
+    double secs = std::chrono::duration<double>(clock::now() - t0).count();
+    train_seconds += secs;
+    r.train_samples += seen;
+    model->train(false);
+    EpochStats s;
+    s.epoch = e;
+    s.loss = seen ? loss_sum / double(seen) : 0;
+    s.seconds = secs;
+    s.samples_per_s = secs > 0 ? double(seen) / secs : 0;
+    s.test_acc = accuracy(*model, test, dev);
+    r.epochs.push_back(s);
+    if (epoch_done) epoch_done(s);
+  }
+  r.final_loss = r.epochs.back().loss;
+  r.test_acc = r.epochs.back().test_acc;
+  r.train_samples_per_s = train_seconds > 0 ? double(r.train_samples) / train_seconds : 0;
+  return r;
+}
+
+}  // namespace switchyard::models

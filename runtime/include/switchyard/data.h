@@ -1,0 +1,105 @@
+// Datasets and the DataLoader. Datasets return host (cpu) tensors; the
+// training loop moves each batch to its device.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "switchyard/tensor.h"
+
+namespace switchyard::data {
+
+struct Batch {
+  Tensor data;
+  Tensor target;
+};
+
+class Dataset {
+ public:
+  virtual ~Dataset() = default;
+  virtual int64_t size() const = 0;
+  // Gathers the samples at `indices` into one batch (on the cpu).
+  virtual Batch get_batch(std::span<const int64_t> indices) const = 0;
+};
+
+// Rows of `data` paired with rows of `targets` (both on the cpu).
+class TensorDataset : public Dataset {
+ public:
+  TensorDataset(Tensor data, Tensor targets);
+  int64_t size() const override { return n_; }
+  Batch get_batch(std::span<const int64_t> indices) const override;
+
+ private:
+  Tensor data_, targets_;
+  std::vector<char> data_host_, target_host_;
+  int64_t n_ = 0;
+  size_t data_row_ = 0, target_row_ = 0;
+};
+
+// An IDX file (the MNIST family's format), gzip-compressed or not.
+struct IdxArray {
+  std::vector<int64_t> dims;
+  std::vector<uint8_t> data;  // unsigned bytes (type 0x08)
+};
+IdxArray read_idx(const std::string& path);
+
+// Fashion-MNIST from Debian's dataset-fashion-mnist package (IDX .gz files).
+// Images are kept as bytes and normalized per batch to
+// (x/255 - 0.2860) / 0.3530, shape (B, 784) f32; labels (B) i32.
+class FashionMNIST : public Dataset {
+ public:
+  static constexpr const char* kDefaultDir = "/usr/share/datasets/fashion-mnist";
+  FashionMNIST(const std::string& dir, bool train, int64_t limit = -1);
+  int64_t size() const override { return n_; }
+  Batch get_batch(std::span<const int64_t> indices) const override;
+
+ private:
+  std::vector<uint8_t> images_, labels_;
+  int64_t n_ = 0;
+  int64_t pixels_ = 0;
+};
+
+struct LoaderOptions {
+  int64_t batch_size = 64;
+  bool shuffle = true;
+  uint64_t seed = 0;
+  bool drop_last = false;
+  bool prefetch = true;  // prepare the next batch on a background thread
+};
+
+class DataLoader {
+ public:
+  DataLoader(std::shared_ptr<const Dataset> ds, LoaderOptions o);
+  int64_t num_batches() const;
+  const Dataset& dataset() const { return *ds_; }
+
+  struct Epoch;
+  class Iterator {
+   public:
+    Iterator() = default;
+    explicit Iterator(std::shared_ptr<Epoch> e);
+    const Batch& operator*() const { return current_; }
+    const Batch* operator->() const { return &current_; }
+    Iterator& operator++();
+    bool operator==(const Iterator& o) const { return done() == o.done(); }
+
+   private:
+    bool done() const { return !epoch_; }
+    std::shared_ptr<Epoch> epoch_;
+    Batch current_;
+  };
+  // Each begin() starts a new epoch with a new shuffle (seed + epoch number).
+  Iterator begin();
+  Iterator end() { return Iterator(); }
+  // The sample order of epoch `e` (for tests and reproducibility).
+  std::vector<int64_t> order(uint64_t epoch) const;
+
+ private:
+  std::shared_ptr<const Dataset> ds_;
+  LoaderOptions o_;
+  uint64_t epoch_ = 0;
+};
+
+}  // namespace switchyard::data

@@ -1,0 +1,106 @@
+// The Device interface: the narrow contract every backend implements, plus
+// device selection by name ("cpu", "vulkan:1", "cuda", "auto").
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <utility>
+#include <vector>
+
+#include "switchyard/program.h"
+
+namespace switchyard {
+
+enum class DeviceType { cpu, integrated_gpu, discrete_gpu, virtual_gpu, other };
+const char* device_type_name(DeviceType t);
+
+struct DeviceInfo {
+  std::string backend;  // "cpu", "vulkan", "cuda"
+  int index = 0;
+  std::string name;     // human-readable, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
+  DeviceType type = DeviceType::cpu;
+  uint64_t memory_bytes = 0;
+  std::vector<std::pair<std::string, std::string>> properties;  // backend extras
+  // The device string: "cpu", "vulkan:0", "cuda:1".
+  std::string str() const;
+};
+
+// Counters tests and benchmarks read. "allocations" are real device
+// allocations, not hits in the runtime's buffer cache.
+struct Counters {
+  uint64_t submissions = 0;
+  uint64_t kernel_launches = 0;
+  uint64_t buffer_allocations = 0;
+  uint64_t buffer_releases = 0;
+  uint64_t bytes_uploaded = 0;
+  uint64_t bytes_downloaded = 0;
+  uint64_t bytes_copied = 0;
+  uint64_t bytes_in_use = 0;
+  uint64_t peak_bytes_in_use = 0;
+};
+
+// Public non-virtual methods check arguments and keep the counters; the
+// private *_impl methods are what a backend implements. Transfers and
+// executions are enqueued in order on the device's queue; synchronize() waits
+// for all of them. upload() has consumed `src` when it returns.
+class Device {
+ public:
+  explicit Device(DeviceInfo info) : info_(std::move(info)) {}
+  virtual ~Device() = default;
+  Device(const Device&) = delete;
+  Device& operator=(const Device&) = delete;
+
+  const DeviceInfo& info() const { return info_; }
+  std::string str() const { return info_.str(); }
+  const Counters& counters() const { return counters_; }
+  void reset_peak() { counters_.peak_bytes_in_use = counters_.bytes_in_use; }
+
+  Buffer allocate(size_t bytes);  // throws OutOfMemory
+  void release(Buffer b);
+  void upload(Buffer dst, size_t offset, const void* src, size_t bytes);
+  void download(Buffer src, size_t offset, void* dst, size_t bytes);
+  void copy(Buffer src, size_t src_offset, Buffer dst, size_t dst_offset, size_t bytes);
+  void execute(const Program& p, std::span<const Binding> bindings);
+  void synchronize() { synchronize_impl(); }
+  // Host pointer to the buffer's memory when the device shares it with the
+  // host (CPU, zero-copy GPU memory), else nullptr.
+  virtual void* host_pointer(Buffer) { return nullptr; }
+  virtual bool supports(Kernel k) const = 0;
+
+ protected:
+  Counters counters_;
+
+ private:
+  virtual Buffer allocate_impl(size_t bytes) = 0;
+  virtual void release_impl(Buffer b) = 0;
+  virtual void upload_impl(Buffer dst, size_t offset, const void* src, size_t bytes) = 0;
+  virtual void download_impl(Buffer src, size_t offset, void* dst, size_t bytes) = 0;
+  virtual void copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t bytes) = 0;
+  virtual void execute_impl(const Program& p, std::span<const Binding> bindings) = 0;
+  virtual void synchronize_impl() = 0;
+
+  DeviceInfo info_;
+};
+
+// A backend enumerates its devices, or says why it has none.
+struct BackendEntry {
+  std::string name;
+  bool available = false;
+  std::string reason;  // why not available
+  std::vector<std::shared_ptr<Device>> devices;
+};
+
+// Every backend known to this build, available or not, with its devices.
+const std::vector<BackendEntry>& backends();
+// Every usable device, in selection order.
+std::vector<Device*> devices();
+// Resolve a device string: cpu, vulkan, vulkan:1, cuda, cuda:0, auto.
+// Throws Error listing what is available when the name is unknown or absent.
+Device& device(std::string_view name);
+// SWITCHYARD_DEVICE if set, else "auto".
+Device& default_device();
+Device& cpu();
+
+}  // namespace switchyard

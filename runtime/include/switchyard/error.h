@@ -1,0 +1,38 @@
+// Errors: every failure is a switchyard::Error whose message starts with the
+// operation and says what was expected and what was found.
+#pragma once
+#include <sstream>
+#include <stdexcept>
+#include <string>
+
+namespace switchyard {
+
+class Error : public std::runtime_error {
+ public:
+  using std::runtime_error::runtime_error;
+};
+
+// Thrown when a device (or the host) cannot provide the memory asked for.
+class OutOfMemory : public Error {
+ public:
+  using Error::Error;
+};
+
+namespace detail {
+template <class... A>
+std::string cat(const A&... a) {
+  std::ostringstream s;
+  (s << ... << a);
+  return s.str();
+}
+}  // namespace detail
+
+}  // namespace switchyard
+
+// SY_CHECK(cond, "op", parts...) throws Error("[op] parts...") when cond fails.
+#define SY_CHECK(cond, op, ...)                                           \
+  do {                                                                    \
+    if (!(cond))                                                          \
+      throw ::switchyard::Error(                                          \
+          ::switchyard::detail::cat("[", op, "] ", __VA_ARGS__));         \
+  } while (0)

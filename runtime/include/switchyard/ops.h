@@ -1,0 +1,65 @@
+// Ops: each checks shapes, dtypes and devices, builds a graph node and, when
+// an input requires grad, records its backward (written with ops).
+#pragma once
+#include "switchyard/tensor.h"
+
+namespace switchyard {
+
+// a @ b with optional transposes: (M,K) x (K,N) -> (M,N).
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+// x (B,in), weight (out,in) [PyTorch layout], bias (out) or undefined.
+Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
+Tensor transpose(const Tensor& x);  // 2-D
+
+// Elementwise with broadcasting (numpy rules, up to 4 dims).
+Tensor add(const Tensor& a, const Tensor& b);
+Tensor sub(const Tensor& a, const Tensor& b);
+Tensor mul(const Tensor& a, const Tensor& b);
+Tensor div(const Tensor& a, const Tensor& b);
+Tensor add(const Tensor& a, float s);
+Tensor sub(const Tensor& a, float s);
+Tensor mul(const Tensor& a, float s);
+Tensor div(const Tensor& a, float s);
+Tensor rsub(float s, const Tensor& a);  // s - a
+Tensor neg(const Tensor& a);
+Tensor eq(const Tensor& a, const Tensor& b);  // 1.0f where equal (no grad)
+
+Tensor relu(const Tensor& x);
+Tensor gelu(const Tensor& x);  // tanh approximation, as PyTorch's approximate="tanh"
+Tensor tanh(const Tensor& x);
+Tensor sigmoid(const Tensor& x);
+Tensor exp(const Tensor& x);
+Tensor log(const Tensor& x);
+Tensor sqrt(const Tensor& x);
+Tensor square(const Tensor& x);
+
+Tensor sum(const Tensor& x);  // all elements -> scalar
+Tensor sum(const Tensor& x, int64_t axis, bool keepdim = false);
+Tensor mean(const Tensor& x);
+Tensor mean(const Tensor& x, int64_t axis, bool keepdim = false);
+// Broadcast x to `shape` (numpy rules).
+Tensor expand(const Tensor& x, const Shape& shape);
+// Sum x down to `shape` (the adjoint of expand).
+Tensor sum_to(const Tensor& x, const Shape& shape);
+
+Tensor softmax(const Tensor& x, int64_t axis = -1);      // last axis only
+Tensor log_softmax(const Tensor& x, int64_t axis = -1);  // last axis only
+// logits (B,C) f32, labels (B) i32: mean over the batch of -log_softmax[label].
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
+Tensor mse_loss(const Tensor& input, const Tensor& target);  // mean
+Tensor argmax(const Tensor& x, int64_t axis = -1);  // last axis; i32
+
+inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
+inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
+inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
+inline Tensor operator/(const Tensor& a, const Tensor& b) { return div(a, b); }
+inline Tensor operator+(const Tensor& a, float s) { return add(a, s); }
+inline Tensor operator-(const Tensor& a, float s) { return sub(a, s); }
+inline Tensor operator*(const Tensor& a, float s) { return mul(a, s); }
+inline Tensor operator/(const Tensor& a, float s) { return div(a, s); }
+inline Tensor operator+(float s, const Tensor& a) { return add(a, s); }
+inline Tensor operator-(float s, const Tensor& a) { return rsub(s, a); }
+inline Tensor operator*(float s, const Tensor& a) { return mul(a, s); }
+inline Tensor operator-(const Tensor& a) { return neg(a); }
+
+}  // namespace switchyard

@@ -1,0 +1,80 @@
+// Optimizers. Each step is one fused in-place update kernel per parameter,
+// recorded lazily and run with the rest of the training step.
+#pragma once
+#include <vector>
+
+#include "switchyard/tensor.h"
+
+namespace switchyard::optim {
+
+class Optimizer {
+ public:
+  explicit Optimizer(std::vector<Tensor> params);
+  virtual ~Optimizer() = default;
+  void zero_grad();  // drops gradients (set_to_none)
+  void step();
+  // Moves optimizer state to the device of each parameter (step() does this
+  // by itself after model.to(device)).
+  void sync_state_devices();
+  float lr() const { return lr_; }
+  void set_lr(float lr) { lr_ = lr; }
+  const std::vector<Tensor>& params() const { return params_; }
+
+ protected:
+  virtual void update(size_t i, Tensor& p, const Tensor& g) = 0;
+  virtual std::vector<Tensor*> state(size_t i) = 0;  // per-parameter tensors
+  std::vector<Tensor> params_;
+  float lr_ = 1e-3f;
+  int64_t steps_ = 0;
+};
+
+struct SGDOptions {
+  float lr = 0.01f, momentum = 0.f, dampening = 0.f, weight_decay = 0.f;
+  bool nesterov = false;
+};
+
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<Tensor> params, SGDOptions o);
+  SGD(std::vector<Tensor> params, float lr) : SGD(std::move(params), SGDOptions{.lr = lr}) {}
+
+ private:
+  void update(size_t i, Tensor& p, const Tensor& g) override;
+  std::vector<Tensor*> state(size_t i) override;
+  SGDOptions o_;
+  std::vector<Tensor> momentum_;
+  std::vector<bool> started_;
+};
+
+struct AdamOptions {
+  float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.f;
+  bool decoupled = false;  // AdamW
+};
+
+class Adam : public Optimizer {
+ public:
+  Adam(std::vector<Tensor> params, AdamOptions o);
+  Adam(std::vector<Tensor> params, float lr) : Adam(std::move(params), AdamOptions{.lr = lr}) {}
+
+ private:
+  void update(size_t i, Tensor& p, const Tensor& g) override;
+  std::vector<Tensor*> state(size_t i) override;
+  AdamOptions o_;
+  std::vector<Tensor> m_, v_, step_;  // step_: per-parameter count, on device
+};
+
+// Adam with decoupled weight decay (default 0.01, as PyTorch).
+class AdamW : public Adam {
+ public:
+  AdamW(std::vector<Tensor> params, AdamOptions o) : Adam(std::move(params), with_decay(o)) {}
+  AdamW(std::vector<Tensor> params, float lr)
+      : AdamW(std::move(params), AdamOptions{.lr = lr, .weight_decay = 1e-2f}) {}
+
+ private:
+  static AdamOptions with_decay(AdamOptions o) {
+    o.decoupled = true;
+    return o;
+  }
+};
+
+}  // namespace switchyard::optim

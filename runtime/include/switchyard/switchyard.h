@@ -1,0 +1,9 @@
+// Switchyard: the whole public API.
+#pragma once
+#include "switchyard/data.h"
+#include "switchyard/device.h"
+#include "switchyard/error.h"
+#include "switchyard/nn.h"
+#include "switchyard/ops.h"
+#include "switchyard/optim.h"
+#include "switchyard/tensor.h"

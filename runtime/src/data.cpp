@@ -1,0 +1,248 @@
+// Datasets (TensorDataset, IDX files, Fashion-MNIST) and the DataLoader with a
+// background thread that prepares the next batch while the current one trains.
+#include "switchyard/data.h"
+
+#include <zlib.h>
+
+#include <algorithm>
+#include <condition_variable>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <mutex>
+#include <random>
+#include <thread>
+
+#include "switchyard/error.h"
+
+namespace switchyard::data {
+
+TensorDataset::TensorDataset(Tensor data, Tensor targets)
+    : data_(std::move(data)), targets_(std::move(targets)) {
+  SY_CHECK(data_.defined() && targets_.defined(), "TensorDataset", "expected defined tensors");
+  SY_CHECK(data_.dim() >= 1 && targets_.dim() >= 1 && data_.size(0) == targets_.size(0),
+           "TensorDataset", "expected data and targets with the same number of rows, found ",
+           shape_str(data_.shape()), " and ", shape_str(targets_.shape()));
+  n_ = data_.size(0);
+  auto host = [](const Tensor& t, std::vector<char>& out) {
+    Tensor c = t.to(cpu());
+    out.resize(size_t(c.numel()) * dtype_size(c.dtype()));
+    switch (c.dtype()) {
+      case DType::f32: { auto v = c.to_vector<float>(); std::memcpy(out.data(), v.data(), out.size()); break; }
+      case DType::i32: { auto v = c.to_vector<int32_t>(); std::memcpy(out.data(), v.data(), out.size()); break; }
+      case DType::u8: { auto v = c.to_vector<uint8_t>(); std::memcpy(out.data(), v.data(), out.size()); break; }
+    }
+  };
+  host(data_, data_host_);
+  host(targets_, target_host_);
+  data_row_ = n_ ? data_host_.size() / size_t(n_) : 0;
+  target_row_ = n_ ? target_host_.size() / size_t(n_) : 0;
+}
+
+Batch TensorDataset::get_batch(std::span<const int64_t> idx) const {
+  std::vector<char> x(idx.size() * data_row_), y(idx.size() * target_row_);
+  for (size_t k = 0; k < idx.size(); ++k) {
+    SY_CHECK(idx[k] >= 0 && idx[k] < n_, "TensorDataset", "index ", idx[k], " out of range [0, ",
+             n_, ")");
+    std::memcpy(x.data() + k * data_row_, data_host_.data() + size_t(idx[k]) * data_row_, data_row_);
+    std::memcpy(y.data() + k * target_row_, target_host_.data() + size_t(idx[k]) * target_row_,
+                target_row_);
+  }
+  Shape xs = data_.shape(), ys = targets_.shape();
+  xs[0] = ys[0] = int64_t(idx.size());
+  return {from_data(x.data(), data_.dtype(), xs), from_data(y.data(), targets_.dtype(), ys)};
+}
+
+IdxArray read_idx(const std::string& path) {
+  SY_CHECK(std::filesystem::exists(path), "read_idx", "file not found: ", path);
+  gzFile f = gzopen(path.c_str(), "rb");
+  SY_CHECK(f != nullptr, "read_idx", "cannot open ", path);
+  std::unique_ptr<gzFile_s, int (*)(gzFile)> guard(f, gzclose);
+  auto read = [&](void* dst, size_t n) {
+    size_t got = 0;
+    while (got < n) {
+      int r = gzread(f, static_cast<char*>(dst) + got, unsigned(std::min<size_t>(n - got, 1 << 30)));
+      if (r <= 0) break;
+      got += size_t(r);
+    }
+    return got;
+  };
+  unsigned char magic[4];
+  SY_CHECK(read(magic, 4) == 4, "read_idx", path, ": expected a 4-byte IDX header, found a ",
+           "shorter file");
+  SY_CHECK(magic[0] == 0 && magic[1] == 0, "read_idx", path,
+           ": expected an IDX magic number 00 00 type ndim, found ", int(magic[0]), " ",
+           int(magic[1]), " (not an IDX file, or corrupt)");
+  SY_CHECK(magic[2] == 0x08, "read_idx", path, ": expected element type 0x08 (unsigned byte), "
+           "found 0x", std::hex, int(magic[2]));
+  SY_CHECK(magic[3] >= 1 && magic[3] <= 4, "read_idx", path, ": expected 1 to 4 dimensions, found ",
+           int(magic[3]));
+  IdxArray a;
+  size_t total = 1;
+  for (int d = 0; d < magic[3]; ++d) {
+    unsigned char b[4];
+    SY_CHECK(read(b, 4) == 4, "read_idx", path, ": truncated header");
+    int64_t n = (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | b[3];
+    a.dims.push_back(n);
+    total *= size_t(n);
+  }
+  SY_CHECK(total <= (size_t(1) << 32), "read_idx", path, ": implausible size ", total, " bytes");
+  a.data.resize(total);
+  size_t got = read(a.data.data(), total);
+  SY_CHECK(got == total, "read_idx", path, ": truncated: expected ", total,
+           " bytes of data, found ", got);
+  return a;
+}
+
+FashionMNIST::FashionMNIST(const std::string& dir, bool train, int64_t limit) {
+  std::string prefix = dir + "/" + (train ? "train" : "t10k");
+  std::string img = prefix + "-images-idx3-ubyte.gz", lab = prefix + "-labels-idx1-ubyte.gz";
+  for (const auto& f : {img, lab})
+    SY_CHECK(std::filesystem::exists(f), "FashionMNIST", "missing dataset file ", f,
+             ": install Debian's dataset-fashion-mnist package (apt-get install "
+             "dataset-fashion-mnist), or pass the folder holding the IDX .gz files (--data DIR)");
+  IdxArray x = read_idx(img), y = read_idx(lab);
+  SY_CHECK(x.dims.size() == 3 && y.dims.size() == 1 && x.dims[0] == y.dims[0], "FashionMNIST",
+           "expected images (N,28,28) and labels (N), found ", shape_str(x.dims), " and ",
+           shape_str(y.dims));
+  for (uint8_t l : y.data)
+    SY_CHECK(l < 10, "FashionMNIST", lab, ": expected labels 0..9, found ", int(l));
+  n_ = x.dims[0];
+  pixels_ = x.dims[1] * x.dims[2];
+  if (limit >= 0 && limit < n_) n_ = limit;
+  x.data.resize(size_t(n_ * pixels_));
+  y.data.resize(size_t(n_));
+  images_ = std::move(x.data);
+  labels_ = std::move(y.data);
+}
+
+Batch FashionMNIST::get_batch(std::span<const int64_t> idx) const {
+  static const auto lut = [] {
+    std::array<float, 256> t{};
+    for (int v = 0; v < 256; ++v) t[v] = (float(v) / 255.f - 0.2860f) / 0.3530f;
+    return t;
+  }();
+  int64_t b = int64_t(idx.size());
+  std::vector<float> x(size_t(b * pixels_));
+  std::vector<int32_t> y(static_cast<size_t>(b));
+  for (int64_t k = 0; k < b; ++k) {
+    SY_CHECK(idx[k] >= 0 && idx[k] < n_, "FashionMNIST", "index ", idx[k], " out of range [0, ",
+             n_, ")");
+    const uint8_t* src = images_.data() + idx[k] * pixels_;
+    float* dst = x.data() + k * pixels_;
+    for (int64_t p = 0; p < pixels_; ++p) dst[p] = lut[src[p]];
+    y[size_t(k)] = labels_[size_t(idx[k])];
+  }
+  return {from_vector(x, {b, pixels_}), from_vector(y, {b})};
+}
+
+// ---- DataLoader ----------------------------------------------------------------
+
+struct DataLoader::Epoch {
+  std::shared_ptr<const Dataset> ds;
+  std::vector<int64_t> order;
+  int64_t batch = 1, batches = 0, consumed = 0;
+  bool prefetch = true;
+  std::thread worker;
+  std::mutex mu;
+  std::condition_variable cv;
+  std::deque<Batch> ready;
+  std::exception_ptr error;
+  bool stop = false;
+
+  Batch make(int64_t b) {
+    int64_t lo = b * batch, hi = std::min<int64_t>(int64_t(order.size()), lo + batch);
+    return ds->get_batch(std::span<const int64_t>(order.data() + lo, size_t(hi - lo)));
+  }
+
+  void start() {
+    if (!prefetch) return;
+    worker = std::thread([this] {
+      try {
+        for (int64_t b = 0; b < batches; ++b) {
+          Batch next = make(b);
+          std::unique_lock<std::mutex> lock(mu);
+          cv.wait(lock, [&] { return stop || ready.size() < 2; });
+          if (stop) return;
+          ready.push_back(std::move(next));
+          cv.notify_all();
+        }
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        error = std::current_exception();
+        cv.notify_all();
+      }
+    });
+  }
+
+  bool next(Batch& out) {
+    if (consumed >= batches) return false;
+    if (!prefetch) {
+      out = make(consumed++);
+      return true;
+    }
+    std::unique_lock<std::mutex> lock(mu);
+    cv.wait(lock, [&] { return !ready.empty() || error; });
+    if (ready.empty() && error) std::rethrow_exception(error);
+    out = std::move(ready.front());
+    ready.pop_front();
+    consumed++;
+    cv.notify_all();
+    return true;
+  }
+
+  ~Epoch() {
+    {
+      std::lock_guard<std::mutex> lock(mu);
+      stop = true;
+    }
+    cv.notify_all();
+    if (worker.joinable()) worker.join();
+  }
+};
+
+DataLoader::DataLoader(std::shared_ptr<const Dataset> ds, LoaderOptions o)
+    : ds_(std::move(ds)), o_(o) {
+  SY_CHECK(ds_ != nullptr, "DataLoader", "expected a dataset, found null");
+  SY_CHECK(o.batch_size > 0, "DataLoader", "expected batch_size > 0, found ", o.batch_size);
+}
+
+int64_t DataLoader::num_batches() const {
+  int64_t n = ds_->size();
+  return o_.drop_last ? n / o_.batch_size : (n + o_.batch_size - 1) / o_.batch_size;
+}
+
+std::vector<int64_t> DataLoader::order(uint64_t epoch) const {
+  std::vector<int64_t> idx(size_t(ds_->size()));
+  for (size_t i = 0; i < idx.size(); ++i) idx[i] = int64_t(i);
+  if (o_.shuffle) {
+    // Our own Fisher-Yates over mt19937_64, so the order is the same with
+    // every standard library.
+    std::mt19937_64 rng(o_.seed * 0x9E3779B97F4A7C15ull + epoch);
+    for (size_t i = idx.size(); i > 1; --i) std::swap(idx[i - 1], idx[rng() % i]);
+  }
+  return idx;
+}
+
+DataLoader::Iterator DataLoader::begin() {
+  auto e = std::make_shared<Epoch>();
+  e->ds = ds_;
+  e->order = order(epoch_++);
+  e->batch = o_.batch_size;
+  e->batches = num_batches();
+  e->prefetch = o_.prefetch;
+  e->start();
+  return Iterator(std::move(e));
+}
+
+DataLoader::Iterator::Iterator(std::shared_ptr<Epoch> e) : epoch_(std::move(e)) { ++*this; }
+
+DataLoader::Iterator& DataLoader::Iterator::operator++() {
+  if (epoch_ && !epoch_->next(current_)) {
+    epoch_.reset();
+    current_ = Batch{};
+  }
+  return *this;
+}
+
+}  // namespace switchyard::data

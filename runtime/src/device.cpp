@@ -1,0 +1,237 @@
+// Device base class bookkeeping, the backend registry and device selection.
+#include <algorithm>
+#include <atomic>
+#include <cstdlib>
+#include <mutex>
+
+#include "backend_api.h"
+#include "graph.h"
+#include "switchyard/error.h"
+
+namespace switchyard {
+
+const char* device_type_name(DeviceType t) {
+  switch (t) {
+    case DeviceType::cpu: return "cpu";
+    case DeviceType::integrated_gpu: return "integrated-gpu";
+    case DeviceType::discrete_gpu: return "discrete-gpu";
+    case DeviceType::virtual_gpu: return "virtual-gpu";
+    case DeviceType::other: return "other";
+  }
+  return "?";
+}
+
+std::string DeviceInfo::str() const {
+  return backend == "cpu" ? "cpu" : backend + ":" + std::to_string(index);
+}
+
+const char* kernel_name(Kernel k) {
+  static const char* names[] = {
+#define SY_KERNEL_NAME(name, nargs) #name,
+      SWITCHYARD_KERNELS(SY_KERNEL_NAME)
+#undef SY_KERNEL_NAME
+  };
+  return size_t(k) < size_t(Kernel::count_) ? names[size_t(k)] : "?";
+}
+
+int kernel_num_args(Kernel k) {
+  static const int n[] = {
+#define SY_KERNEL_NARGS(name, nargs) nargs,
+      SWITCHYARD_KERNELS(SY_KERNEL_NARGS)
+#undef SY_KERNEL_NARGS
+  };
+  return size_t(k) < size_t(Kernel::count_) ? n[size_t(k)] : 0;
+}
+
+// Counters are bumped from the DataLoader's worker too: relaxed atomics.
+static uint64_t bump(uint64_t& c, uint64_t n) {
+  return std::atomic_ref<uint64_t>(c).fetch_add(n, std::memory_order_relaxed) + n;
+}
+
+Buffer Device::allocate(size_t bytes) {
+  SY_CHECK(bytes > 0, "allocate", "expected a size > 0 bytes on ", str(), ", found 0");
+  Buffer b = allocate_impl(bytes);
+  bump(counters_.buffer_allocations, 1);
+  uint64_t now = bump(counters_.bytes_in_use, b.bytes);
+  std::atomic_ref<uint64_t> peak(counters_.peak_bytes_in_use);
+  for (uint64_t p = peak.load(); now > p && !peak.compare_exchange_weak(p, now);) {
+  }
+  return b;
+}
+
+void Device::release(Buffer b) {
+  if (!b) return;
+  bump(counters_.buffer_releases, 1);
+  bump(counters_.bytes_in_use, uint64_t(0) - b.bytes);
+  release_impl(b);
+}
+
+void Device::upload(Buffer dst, size_t offset, const void* src, size_t bytes) {
+  SY_CHECK(offset + bytes <= dst.bytes, "upload", "range [", offset, ", ", offset + bytes,
+           ") exceeds the destination buffer of ", dst.bytes, " bytes on ", str());
+  bump(counters_.bytes_uploaded, bytes);
+  upload_impl(dst, offset, src, bytes);
+}
+
+void Device::download(Buffer src, size_t offset, void* dst, size_t bytes) {
+  SY_CHECK(offset + bytes <= src.bytes, "download", "range [", offset, ", ", offset + bytes,
+           ") exceeds the source buffer of ", src.bytes, " bytes on ", str());
+  bump(counters_.bytes_downloaded, bytes);
+  download_impl(src, offset, dst, bytes);
+}
+
+void Device::copy(Buffer src, size_t so, Buffer dst, size_t dof, size_t bytes) {
+  SY_CHECK(so + bytes <= src.bytes && dof + bytes <= dst.bytes, "copy",
+           "ranges exceed the buffers (", bytes, " bytes from offset ", so, " of ", src.bytes,
+           " to offset ", dof, " of ", dst.bytes, ") on ", str());
+  bump(counters_.bytes_copied, bytes);
+  copy_impl(src, so, dst, dof, bytes);
+}
+
+void Device::execute(const Program& p, std::span<const Binding> bindings) {
+  SY_CHECK(bindings.size() == p.num_slots, "execute", "expected ", p.num_slots,
+           " bindings, found ", bindings.size());
+  bump(counters_.submissions, 1);
+  bump(counters_.kernel_launches, p.instrs.size());
+  execute_impl(p, bindings);
+}
+
+namespace {
+
+struct Registry {
+  std::vector<BackendEntry> backends;
+  std::vector<std::pair<Device*, std::shared_ptr<detail::Context>>> contexts;
+};
+
+Registry& registry() {
+  static Registry r = [] {
+    Registry reg;
+    reg.backends.push_back(detail::cpu_backend());
+    reg.backends.push_back({"vulkan", false,
+                            "not built: this build of Switchyard has no Vulkan backend", {}});
+    reg.backends.push_back({"cuda", false,
+                            "not built: this build of Switchyard has no CUDA backend", {}});
+    for (auto& b : reg.backends)
+      for (auto& d : b.devices)
+        reg.contexts.emplace_back(d.get(), std::make_shared<detail::Context>(d));
+    return reg;
+  }();
+  return r;
+}
+
+std::string available_list() {
+  std::string s;
+  for (Device* d : devices()) s += (s.empty() ? "" : ", ") + d->str();
+  return s;
+}
+
+}  // namespace
+
+const std::vector<BackendEntry>& backends() { return registry().backends; }
+
+std::vector<Device*> devices() {
+  std::vector<Device*> out;
+  for (auto& b : registry().backends)
+    for (auto& d : b.devices) out.push_back(d.get());
+  return out;
+}
+
+Device& cpu() { return *registry().backends.front().devices.front(); }
+
+Device& device(std::string_view name) {
+  std::string n(name);
+  if (n == "auto") {
+    for (auto& b : registry().backends)
+      if (b.name == "cuda" && !b.devices.empty()) return *b.devices.front();
+    for (auto& b : registry().backends)
+      if (b.name == "vulkan")
+        for (auto& d : b.devices)
+          if (d->info().type != DeviceType::cpu) return *d;
+    return cpu();
+  }
+  std::string backend = n;
+  int index = 0;
+  if (auto colon = n.find(':'); colon != std::string::npos) {
+    backend = n.substr(0, colon);
+    std::string idx = n.substr(colon + 1);
+    bool digits = !idx.empty() && idx.size() < 6 &&
+                  std::all_of(idx.begin(), idx.end(), [](char c) { return c >= '0' && c <= '9'; });
+    SY_CHECK(digits, "device", "expected a device index after ':' in '", n,
+             "', found '", idx, "'; available devices: ", available_list());
+    index = std::stoi(idx);
+  }
+  for (auto& b : registry().backends) {
+    if (b.name != backend) continue;
+    SY_CHECK(b.available, "device", "'", n, "' is not available: ", b.reason,
+             "; available devices: ", available_list());
+    SY_CHECK(index >= 0 && size_t(index) < b.devices.size(), "device", "'", n,
+             "' does not exist: the ", b.name, " backend has ", b.devices.size(),
+             " device(s); available devices: ", available_list());
+    return *b.devices[index];
+  }
+  throw Error(detail::cat("[device] unknown device '", n,
+                          "': expected cpu, vulkan[:N], cuda[:N] or auto; available devices: ",
+                          available_list()));
+}
+
+Device& default_device() {
+  const char* env = std::getenv("SWITCHYARD_DEVICE");
+  return device(env && *env ? env : "auto");
+}
+
+namespace detail {
+
+std::shared_ptr<Context> context_ptr(Device& d) {
+  for (auto& [dev, ctx] : registry().contexts)
+    if (dev == &d) return ctx;
+  throw Error(cat("[device] ", d.str(), " is not a registered device"));
+}
+
+Context& context_of(Device& d) {
+  for (auto& [dev, ctx] : registry().contexts)
+    if (dev == &d) return *ctx;
+  throw Error(cat("[device] ", d.str(), " is not a registered device"));
+}
+
+size_t BufferPool::round(size_t bytes) {
+  if (bytes <= 512) return 512;
+  if (bytes <= (1u << 20)) return (bytes + 511) & ~size_t(511);
+  return (bytes + (1u << 16) - 1) & ~((size_t(1) << 16) - 1);
+}
+
+Buffer BufferPool::acquire(size_t bytes) {
+  size_t r = round(bytes);
+  std::lock_guard<std::mutex> lock(mu_);
+  auto it = free_.find(r);
+  if (it != free_.end() && !it->second.empty()) {
+    Buffer b = it->second.back();
+    it->second.pop_back();
+    return b;
+  }
+  try {
+    return dev_.allocate(r);
+  } catch (const OutOfMemory&) {
+    // Give cached buffers back and try once more before failing.
+    for (auto& [sz, v] : free_)
+      for (auto& b : v) dev_.release(b);
+    free_.clear();
+    return dev_.allocate(r);
+  }
+}
+
+void BufferPool::release(Buffer b) {
+  std::lock_guard<std::mutex> lock(mu_);
+  free_[b.bytes].push_back(b);
+}
+
+void BufferPool::empty() {
+  std::lock_guard<std::mutex> lock(mu_);
+  for (auto& [sz, v] : free_)
+    for (auto& b : v) dev_.release(b);
+  free_.clear();
+}
+
+Storage::~Storage() { ctx->pool.release(buffer); }
+
+}  // namespace detail
+}  // namespace switchyard

@@ -1,0 +1,128 @@
+// Internal: graph nodes, storages, per-device runtime state, tensor impls.
+// Nothing here is part of the public API.
+#pragma once
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "switchyard/kernels.h"
+#include "switchyard/tensor.h"
+
+namespace switchyard::detail {
+
+struct Context;
+
+// Caches device buffers by rounded size so that steady-state training
+// allocates nothing from the device. Thread-safe (the DataLoader's worker
+// creates host tensors).
+class BufferPool {
+ public:
+  explicit BufferPool(Device& d) : dev_(d) {}
+  ~BufferPool() { empty(); }
+  Buffer acquire(size_t bytes);  // returns a buffer of at least `bytes`
+  void release(Buffer b);
+  void empty();  // give every cached buffer back to the device
+  static size_t round(size_t bytes);
+
+ private:
+  Device& dev_;
+  std::mutex mu_;
+  std::unordered_map<size_t, std::vector<Buffer>> free_;
+};
+
+// One pooled buffer holding a tensor's data. Views share it with an offset.
+struct Storage {
+  Storage(std::shared_ptr<Context> c, Buffer b) : ctx(std::move(c)), buffer(b) {}
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+  std::shared_ptr<Context> ctx;
+  Buffer buffer;
+  uint64_t version = 0;  // number of executed in-place updates
+};
+
+enum class NodeKind : uint8_t {
+  leaf,    // has a storage (materialized)
+  op,      // kernel producing a new value
+  view,    // aliases inputs[0]'s buffer at `offset` with another shape
+  update,  // kernel writing in place into leaf inputs (optimizer steps)
+};
+
+struct Node : std::enable_shared_from_this<Node> {
+  NodeKind kind = NodeKind::leaf;
+  Kernel kernel{};
+  DType dtype = DType::f32;
+  Shape shape;
+  Context* ctx = nullptr;
+  KernelParams params;
+  std::vector<std::shared_ptr<Node>> inputs;
+  std::vector<std::shared_ptr<Node>> deps;  // ordering only
+  // leaf: where the value lives; view: byte offset into the base.
+  std::shared_ptr<Storage> storage;
+  size_t offset = 0;
+  uint64_t version = 0;  // leaf: the storage version this value is
+  // update: bit i set when inputs[i] is written; done once executed.
+  uint32_t write_mask = 0;
+  bool done = false;
+  // Scratch for the scheduler (single-threaded per evaluation).
+  uint64_t mark = 0;
+  int32_t idx = -1;
+
+  size_t bytes() const { return size_t(numel(shape)) * dtype_size(dtype); }
+  bool pending() const {
+    return kind == NodeKind::update ? !done : kind != NodeKind::leaf;
+  }
+};
+using NodePtr = std::shared_ptr<Node>;
+
+struct Plan;
+
+// Runtime state of one device: its buffer pool, cached plans and the
+// in-place updates waiting to run. Storages keep it alive.
+struct Context {
+  explicit Context(std::shared_ptr<Device> d);
+  ~Context();
+  std::shared_ptr<Device> device;
+  BufferPool pool;
+  std::unordered_map<std::string, std::unique_ptr<Plan>> plans;
+  std::vector<NodePtr> pending_updates;
+  uint64_t next_program_id = 1;
+};
+
+Context& context_of(Device& d);
+std::shared_ptr<Context> context_ptr(Device& d);
+
+// Autograd: the backward of one op, written with ops.
+struct GradFn {
+  const char* name = "";
+  std::vector<std::shared_ptr<TensorImpl>> inputs;  // null: no grad needed
+  std::function<std::vector<Tensor>(const Tensor& grad_out)> backward;
+};
+
+struct TensorImpl {
+  NodePtr node;
+  bool requires_grad = false;
+  std::shared_ptr<TensorImpl> grad;
+  std::shared_ptr<GradFn> grad_fn;
+};
+
+// Helpers shared by the runtime's .cpp files.
+Tensor wrap(NodePtr n);  // a tensor with no autograd history
+NodePtr make_leaf(Context& c, std::shared_ptr<Storage> s, size_t offset, Shape shape, DType t);
+NodePtr make_node(Kernel k, std::vector<NodePtr> inputs, Shape shape, DType t,
+                  const KernelParams& p);
+NodePtr make_view(const NodePtr& base, size_t offset, Shape shape);
+std::shared_ptr<Storage> new_storage(Context& c, size_t bytes);
+// Record an in-place update of the leaf tensors in `targets` (which are also
+// read) with extra read-only `reads`. Argument order: targets then reads.
+void update_inplace(Kernel k, const std::vector<Tensor*>& targets,
+                    const std::vector<Tensor>& reads, const KernelParams& p);
+// Run the pending graph of `roots` (all on one device) in one submission.
+void evaluate(Context& c, const std::vector<Node*>& roots);
+// A materialized (leaf) node for t, evaluating it if needed.
+Node& materialize(const Tensor& t);
+const NodePtr& node_of(const Tensor& t);
+
+}  // namespace switchyard::detail

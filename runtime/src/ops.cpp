@@ -1,0 +1,415 @@
+// Ops: checks in the public function, a graph node, and the backward next to
+// the forward (written with ops, so autograd runs on every backend).
+#include "switchyard/ops.h"
+
+#include <algorithm>
+
+#include "graph.h"
+#include "switchyard/error.h"
+
+namespace switchyard {
+using namespace detail;
+
+namespace {
+
+void check_defined(const char* op, const Tensor& t) {
+  SY_CHECK(t.defined(), op, "expected a defined tensor, found an undefined one");
+}
+
+void check_f32(const char* op, const Tensor& t) {
+  check_defined(op, t);
+  SY_CHECK(t.dtype() == DType::f32, op, "expected dtype f32, found ", dtype_name(t.dtype()),
+           " for a tensor of shape ", shape_str(t.shape()));
+}
+
+void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
+  SY_CHECK(node_of(a)->ctx == node_of(b)->ctx, op,
+           "expected all tensors to be on the same device, found ", a.device().str(), " and ",
+           b.device().str());
+}
+
+// Record the backward of `out` when grad mode is on and an input needs it.
+using Backward = std::function<std::vector<Tensor>(const Tensor&)>;
+Tensor with_grad(Tensor out, const char* name, std::initializer_list<Tensor> inputs,
+                 Backward bw) {
+  if (!is_grad_enabled()) return out;
+  bool any = false;
+  for (auto& t : inputs) any |= t.requires_grad();
+  if (!any) return out;
+  auto fn = std::make_shared<GradFn>();
+  fn->name = name;
+  for (auto& t : inputs) fn->inputs.push_back(t.requires_grad() ? t.impl_ptr() : nullptr);
+  fn->backward = std::move(bw);
+  out.impl()->requires_grad = true;
+  out.impl()->grad_fn = std::move(fn);
+  return out;
+}
+
+Tensor node(Kernel k, std::initializer_list<Tensor> in, Shape shape, DType t,
+            const KernelParams& p) {
+  std::vector<NodePtr> inputs;
+  for (auto& x : in) inputs.push_back(node_of(x));
+  return wrap(make_node(k, std::move(inputs), std::move(shape), t, p));
+}
+
+int64_t norm_axis(const char* op, const Tensor& x, int64_t axis) {
+  int64_t n = x.dim();
+  int64_t a = axis < 0 ? axis + n : axis;
+  SY_CHECK(a >= 0 && a < n, op, "axis ", axis, " out of range for a tensor of shape ",
+           shape_str(x.shape()));
+  return a;
+}
+
+// (rows, cols) of a tensor reduced along its last axis.
+std::pair<int64_t, int64_t> rows_cols(const char* op, const Tensor& x, int64_t axis) {
+  SY_CHECK(x.dim() >= 1, op, "expected at least 1 dimension, found a scalar");
+  SY_CHECK(norm_axis(op, x, axis) == x.dim() - 1, op,
+           "only the last axis is supported, found axis ", axis, " of shape ",
+           shape_str(x.shape()));
+  int64_t cols = x.shape().back();
+  return {cols ? x.numel() / cols : 0, cols};
+}
+
+}  // namespace
+
+// ---- matmul / linear ---------------------------------------------------------
+// a (M,K) [or (K,M) when trans_a], b (K,N) [or (N,K) when trans_b] -> (M,N).
+
+static Tensor gemm(const char* op, const Tensor& a, const Tensor& b, bool ta, bool tb,
+                   const Tensor* bias) {
+  check_f32(op, a);
+  check_f32(op, b);
+  check_same_device(op, a, b);
+  SY_CHECK(a.dim() == 2 && b.dim() == 2, op, "expected 2-D tensors, found shapes ",
+           shape_str(a.shape()), " and ", shape_str(b.shape()));
+  int64_t M = ta ? a.size(1) : a.size(0), K = ta ? a.size(0) : a.size(1);
+  int64_t Kb = tb ? b.size(1) : b.size(0), N = tb ? b.size(0) : b.size(1);
+  SY_CHECK(K == Kb, op, "shapes ", shape_str(a.shape()), (ta ? "^T" : ""), " and ",
+           shape_str(b.shape()), (tb ? "^T" : ""), " cannot be multiplied: inner dims ", K,
+           " != ", Kb);
+  KernelParams p;
+  p.i[0] = M, p.i[1] = N, p.i[2] = K, p.i[3] = ta, p.i[4] = tb;
+  p.f[0] = 1.f;
+  if (bias) {
+    check_f32(op, *bias);
+    check_same_device(op, a, *bias);
+    SY_CHECK(bias->dim() == 1 && bias->size(0) == N, op, "expected bias of shape (", N,
+             "), found ", shape_str(bias->shape()));
+    p.i[5] = 1;
+    return node(Kernel::gemm, {a, b, *bias}, {M, N}, DType::f32, p);
+  }
+  return node(Kernel::gemm, {a, b}, {M, N}, DType::f32, p);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  Tensor out = gemm("matmul", a, b, ta, tb, nullptr);
+  Tensor ad = a.detach(), bd = b.detach();
+  return with_grad(out, "matmul", {a, b}, [ad, bd, ta, tb](const Tensor& g) {
+    Tensor ga = ta ? matmul(bd, g, tb, true) : matmul(g, bd, false, !tb);
+    Tensor gb = tb ? matmul(g, ad, true, ta) : matmul(ad, g, !ta, false);
+    return std::vector<Tensor>{ga, gb};
+  });
+}
+
+// x (B,in), weight (out,in), bias (out): y = x weight^T + bias.
+Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  Tensor out = gemm("linear", x, w, false, true, b.defined() ? &b : nullptr);
+  Tensor xd = x.detach(), wd = w.detach();
+  bool has_b = b.defined();
+  auto bw = [xd, wd, has_b](const Tensor& g) {
+    std::vector<Tensor> r{matmul(g, wd), matmul(g, xd, true, false)};
+    if (has_b) r.push_back(sum(g, 0));
+    return r;
+  };
+  return has_b ? with_grad(out, "linear", {x, w, b}, bw) : with_grad(out, "linear", {x, w}, bw);
+}
+
+Tensor transpose(const Tensor& x) {
+  check_defined("transpose", x);
+  SY_CHECK(x.dim() == 2, "transpose", "expected a 2-D tensor, found shape ",
+           shape_str(x.shape()));
+  KernelParams p;
+  p.i[0] = x.size(0), p.i[1] = x.size(1), p.i[2] = int64_t(dtype_size(x.dtype()));
+  Tensor out = node(Kernel::transpose, {x}, {x.size(1), x.size(0)}, x.dtype(), p);
+  return with_grad(out, "transpose", {x},
+                   [](const Tensor& g) { return std::vector<Tensor>{transpose(g)}; });
+}
+
+// ---- elementwise with broadcasting ------------------------------------------
+
+static Tensor binary(const char* op, Binary code, const Tensor& a, const Tensor& b) {
+  check_f32(op, a);
+  check_f32(op, b);
+  check_same_device(op, a, b);
+  SY_CHECK(a.dim() <= 4 && b.dim() <= 4, op, "expected at most 4 dimensions, found shapes ",
+           shape_str(a.shape()), " and ", shape_str(b.shape()));
+  size_t nd = std::max(a.shape().size(), b.shape().size());
+  Shape out(nd);
+  int64_t da[4] = {1, 1, 1, 1}, db[4] = {1, 1, 1, 1}, dout[4] = {1, 1, 1, 1};
+  for (size_t i = 0; i < nd; ++i) {
+    int64_t x = i < nd - a.shape().size() ? 1 : a.shape()[i - (nd - a.shape().size())];
+    int64_t y = i < nd - b.shape().size() ? 1 : b.shape()[i - (nd - b.shape().size())];
+    SY_CHECK(x == y || x == 1 || y == 1, op, "shapes ", shape_str(a.shape()), " and ",
+             shape_str(b.shape()), " cannot be broadcast: dimension ", i, " is ", x, " vs ", y);
+    out[i] = std::max(x, y);
+    if (x == 0 || y == 0) out[i] = 0;
+    da[4 - nd + i] = x, db[4 - nd + i] = y, dout[4 - nd + i] = out[i];
+  }
+  KernelParams p;
+  p.op = int32_t(code);
+  int64_t sa = 1, sb = 1;
+  for (int i = 3; i >= 0; --i) {
+    p.i[i] = dout[i];
+    p.i[4 + i] = da[i] == 1 ? 0 : sa;
+    p.i[8 + i] = db[i] == 1 ? 0 : sb;
+    sa *= da[i], sb *= db[i];
+  }
+  return node(Kernel::binary, {a, b}, out, DType::f32, p);
+}
+
+Tensor add(const Tensor& a, const Tensor& b) {
+  Tensor out = binary("add", Binary::add, a, b);
+  Shape sa = a.shape(), sb = b.shape();
+  return with_grad(out, "add", {a, b}, [sa, sb](const Tensor& g) {
+    return std::vector<Tensor>{sum_to(g, sa), sum_to(g, sb)};
+  });
+}
+
+Tensor sub(const Tensor& a, const Tensor& b) {
+  Tensor out = binary("sub", Binary::sub, a, b);
+  Shape sa = a.shape(), sb = b.shape();
+  return with_grad(out, "sub", {a, b}, [sa, sb](const Tensor& g) {
+    return std::vector<Tensor>{sum_to(g, sa), sum_to(neg(g), sb)};
+  });
+}
+
+Tensor mul(const Tensor& a, const Tensor& b) {
+  Tensor out = binary("mul", Binary::mul, a, b);
+  Tensor ad = a.detach(), bd = b.detach();
+  return with_grad(out, "mul", {a, b}, [ad, bd](const Tensor& g) {
+    return std::vector<Tensor>{sum_to(mul(g, bd), ad.shape()), sum_to(mul(g, ad), bd.shape())};
+  });
+}
+
+Tensor div(const Tensor& a, const Tensor& b) {
+  Tensor out = binary("div", Binary::div, a, b);
+  Tensor ad = a.detach(), bd = b.detach();
+  return with_grad(out, "div", {a, b}, [ad, bd](const Tensor& g) {
+    Tensor gb = neg(div(mul(g, ad), mul(bd, bd)));
+    return std::vector<Tensor>{sum_to(div(g, bd), ad.shape()), sum_to(gb, bd.shape())};
+  });
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return binary("eq", Binary::eq, a, b); }
+
+// y = scale * x + shift
+static Tensor affine(const char* op, const Tensor& x, float scale, float shift) {
+  check_f32(op, x);
+  KernelParams p;
+  p.i[0] = x.numel();
+  p.f[0] = scale, p.f[1] = shift;
+  Tensor out = node(Kernel::affine, {x}, x.shape(), DType::f32, p);
+  return with_grad(out, op, {x}, [scale](const Tensor& g) {
+    return std::vector<Tensor>{scale == 1.f ? g : affine("affine", g, scale, 0.f)};
+  });
+}
+
+Tensor add(const Tensor& a, float s) { return affine("add", a, 1.f, s); }
+Tensor sub(const Tensor& a, float s) { return affine("sub", a, 1.f, -s); }
+Tensor mul(const Tensor& a, float s) { return affine("mul", a, s, 0.f); }
+Tensor div(const Tensor& a, float s) {
+  SY_CHECK(s != 0.f, "div", "expected a non-zero divisor, found 0");
+  return affine("div", a, 1.f / s, 0.f);
+}
+Tensor rsub(float s, const Tensor& a) { return affine("rsub", a, -1.f, s); }
+Tensor neg(const Tensor& a) { return affine("neg", a, -1.f, 0.f); }
+
+// ---- activations and pointwise math -----------------------------------------
+// Forward: y = f(x). Backward: dx = dy * f'(x, y) in one fused kernel.
+
+static Tensor unary(const char* op, Unary code, const Tensor& x) {
+  check_f32(op, x);
+  KernelParams p;
+  p.op = int32_t(code);
+  p.i[0] = x.numel();
+  Tensor y = node(Kernel::unary, {x}, x.shape(), DType::f32, p);
+  Tensor xd = x.detach(), yd = y.detach();
+  return with_grad(y, op, {x}, [xd, yd, code](const Tensor& g) {
+    KernelParams q;
+    q.op = int32_t(code);
+    q.i[0] = g.numel();
+    return std::vector<Tensor>{
+        node(Kernel::unary_backward, {g, xd, yd}, g.shape(), DType::f32, q)};
+  });
+}
+
+Tensor relu(const Tensor& x) { return unary("relu", Unary::relu, x); }
+Tensor gelu(const Tensor& x) { return unary("gelu", Unary::gelu, x); }
+Tensor tanh(const Tensor& x) { return unary("tanh", Unary::tanh, x); }
+Tensor sigmoid(const Tensor& x) { return unary("sigmoid", Unary::sigmoid, x); }
+Tensor exp(const Tensor& x) { return unary("exp", Unary::exp, x); }
+Tensor log(const Tensor& x) { return unary("log", Unary::log, x); }
+Tensor sqrt(const Tensor& x) { return unary("sqrt", Unary::sqrt, x); }
+Tensor square(const Tensor& x) { return unary("square", Unary::square, x); }
+
+// ---- reductions and broadcasts ------------------------------------------------
+// x viewed as (outer, len, inner); sum over len.
+
+static Tensor reduce(const char* op, const Tensor& x, int64_t axis, bool keepdim, float scale) {
+  check_f32(op, x);
+  int64_t a = norm_axis(op, x, axis);
+  Shape s = x.shape();
+  int64_t outer = 1, inner = 1, len = s[a];
+  for (int64_t i = 0; i < a; ++i) outer *= s[i];
+  for (int64_t i = a + 1; i < int64_t(s.size()); ++i) inner *= s[i];
+  Shape out = s;
+  if (keepdim) out[a] = 1;
+  else out.erase(out.begin() + a);
+  KernelParams p;
+  p.i[0] = outer, p.i[1] = len, p.i[2] = inner;
+  p.f[0] = scale;
+  Tensor y = node(Kernel::reduce_sum, {x}, out, DType::f32, p);
+  return with_grad(y, op, {x}, [p, s](const Tensor& g) {
+    // Expand back along the reduced axis, times the scale.
+    return std::vector<Tensor>{node(Kernel::expand, {g}, s, DType::f32, p)};
+  });
+}
+
+Tensor sum(const Tensor& x, int64_t axis, bool keepdim) {
+  return reduce("sum", x, axis, keepdim, 1.f);
+}
+
+Tensor mean(const Tensor& x, int64_t axis, bool keepdim) {
+  check_defined("mean", x);
+  int64_t a = norm_axis("mean", x, axis);
+  int64_t len = x.shape()[a];
+  SY_CHECK(len > 0, "mean", "expected a non-empty axis, found shape ", shape_str(x.shape()));
+  return reduce("mean", x, axis, keepdim, 1.f / float(len));
+}
+
+Tensor sum(const Tensor& x) {
+  check_defined("sum", x);
+  return reduce("sum", x.reshape({x.numel()}), 0, false, 1.f);
+}
+
+Tensor mean(const Tensor& x) {
+  check_defined("mean", x);
+  SY_CHECK(x.numel() > 0, "mean", "expected a non-empty tensor, found shape ",
+           shape_str(x.shape()));
+  return reduce("mean", x.reshape({x.numel()}), 0, false, 1.f / float(x.numel()));
+}
+
+Tensor expand(const Tensor& x, const Shape& shape) {
+  check_f32("expand", x);
+  SY_CHECK(x.dim() <= int64_t(shape.size()), "expand", "cannot expand shape ",
+           shape_str(x.shape()), " to ", shape_str(shape));
+  size_t lead = shape.size() - x.shape().size();
+  Shape cur(lead, 1);
+  cur.insert(cur.end(), x.shape().begin(), x.shape().end());
+  for (size_t i = 0; i < shape.size(); ++i)
+    SY_CHECK(cur[i] == shape[i] || cur[i] == 1, "expand", "cannot expand shape ",
+             shape_str(x.shape()), " to ", shape_str(shape), ": dimension ", i, " is ", cur[i],
+             " vs ", shape[i]);
+  Tensor t = x.reshape(cur);
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (cur[i] == shape[i]) continue;
+    int64_t outer = 1, inner = 1;
+    for (size_t j = 0; j < i; ++j) outer *= cur[j];
+    for (size_t j = i + 1; j < cur.size(); ++j) inner *= cur[j];
+    KernelParams p;
+    p.i[0] = outer, p.i[1] = shape[i], p.i[2] = inner;
+    p.f[0] = 1.f;
+    cur[i] = shape[i];
+    Tensor prev = t;
+    t = node(Kernel::expand, {prev}, cur, DType::f32, p);
+    int64_t ax = int64_t(i);
+    t = with_grad(t, "expand", {prev},
+                  [ax](const Tensor& g) { return std::vector<Tensor>{sum(g, ax, true)}; });
+  }
+  return t;
+}
+
+Tensor sum_to(const Tensor& x, const Shape& shape) {
+  check_f32("sum_to", x);
+  if (x.shape() == shape) return x;
+  SY_CHECK(int64_t(shape.size()) <= x.dim(), "sum_to", "cannot sum shape ",
+           shape_str(x.shape()), " to ", shape_str(shape));
+  Tensor t = x;
+  size_t lead = x.shape().size() - shape.size();
+  if (lead > 0) {  // collapse and sum the leading dims in one reduction
+    int64_t l = 1;
+    for (size_t i = 0; i < lead; ++i) l *= x.shape()[i];
+    t = sum(t.reshape({l, -1}), 0).reshape(Shape(x.shape().begin() + lead, x.shape().end()));
+  }
+  for (size_t i = 0; i < shape.size(); ++i) {
+    if (t.shape()[i] == shape[i]) continue;
+    SY_CHECK(shape[i] == 1, "sum_to", "cannot sum shape ", shape_str(x.shape()), " to ",
+             shape_str(shape));
+    t = sum(t, int64_t(i), true);
+  }
+  return t.reshape(shape);
+}
+
+// ---- softmax family and losses ------------------------------------------------
+// x viewed as (rows, cols); normalized along cols.
+
+static Tensor softmax_op(const char* op, int32_t code, const Tensor& x, int64_t axis) {
+  check_f32(op, x);
+  auto [rows, cols] = rows_cols(op, x, axis);
+  KernelParams p;
+  p.op = code;
+  p.i[0] = rows, p.i[1] = cols;
+  Tensor y = node(Kernel::softmax, {x}, x.shape(), DType::f32, p);
+  Tensor yd = y.detach();
+  return with_grad(y, op, {x}, [yd, p](const Tensor& g) {
+    return std::vector<Tensor>{node(Kernel::softmax_backward, {g, yd}, g.shape(), DType::f32, p)};
+  });
+}
+
+Tensor softmax(const Tensor& x, int64_t axis) { return softmax_op("softmax", 0, x, axis); }
+Tensor log_softmax(const Tensor& x, int64_t axis) {
+  return softmax_op("log_softmax", 1, x, axis);
+}
+
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
+  check_f32("cross_entropy", logits);
+  check_defined("cross_entropy", labels);
+  check_same_device("cross_entropy", logits, labels);
+  SY_CHECK(logits.dim() == 2, "cross_entropy", "expected logits of shape (batch, classes), found ",
+           shape_str(logits.shape()));
+  SY_CHECK(labels.dtype() == DType::i32, "cross_entropy", "expected labels of dtype i32, found ",
+           dtype_name(labels.dtype()));
+  SY_CHECK(labels.dim() == 1 && labels.size(0) == logits.size(0), "cross_entropy",
+           "expected labels of shape (", logits.size(0), "), found ", shape_str(labels.shape()));
+  SY_CHECK(logits.size(0) > 0, "cross_entropy", "expected a non-empty batch, found shape ",
+           shape_str(logits.shape()));
+  KernelParams p;
+  p.i[0] = logits.size(0), p.i[1] = logits.size(1);
+  Tensor loss = node(Kernel::cross_entropy, {logits, labels}, {}, DType::f32, p);
+  Tensor xd = logits.detach(), ld = labels.detach();
+  return with_grad(loss, "cross_entropy", {logits}, [xd, ld, p](const Tensor& g) {
+    return std::vector<Tensor>{
+        node(Kernel::cross_entropy_backward, {xd, ld, g}, xd.shape(), DType::f32, p)};
+  });
+}
+
+Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  check_f32("mse_loss", input);
+  check_f32("mse_loss", target);
+  SY_CHECK(input.shape() == target.shape(), "mse_loss", "expected input and target of the same "
+           "shape, found ", shape_str(input.shape()), " and ", shape_str(target.shape()));
+  return mean(square(sub(input, target)));
+}
+
+Tensor argmax(const Tensor& x, int64_t axis) {
+  check_f32("argmax", x);
+  auto [rows, cols] = rows_cols("argmax", x, axis);
+  SY_CHECK(cols > 0, "argmax", "expected a non-empty last axis, found shape ",
+           shape_str(x.shape()));
+  KernelParams p;
+  p.i[0] = rows, p.i[1] = cols;
+  Shape out(x.shape().begin(), x.shape().end() - 1);
+  return node(Kernel::argmax, {x}, out, DType::i32, p);
+}
+
+}  // namespace switchyard

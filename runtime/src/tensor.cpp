@@ -1,0 +1,445 @@
+// Tensor handles, factories, views, transfers between devices and reading
+// values back.
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <ostream>
+
+#include "graph.h"
+#include "switchyard/error.h"
+#include "switchyard/ops.h"
+
+namespace switchyard {
+namespace detail {
+
+Tensor wrap(NodePtr n) {
+  auto impl = std::make_shared<TensorImpl>();
+  impl->node = std::move(n);
+  return Tensor(std::move(impl));
+}
+
+std::shared_ptr<Storage> new_storage(Context& c, size_t bytes) {
+  return std::make_shared<Storage>(context_ptr(*c.device), c.pool.acquire(bytes ? bytes : 1));
+}
+
+NodePtr make_leaf(Context& c, std::shared_ptr<Storage> s, size_t offset, Shape shape, DType t) {
+  auto n = std::make_shared<Node>();
+  n->kind = NodeKind::leaf;
+  n->ctx = &c;
+  n->dtype = t;
+  n->shape = std::move(shape);
+  n->version = s->version;
+  n->storage = std::move(s);
+  n->offset = offset;
+  return n;
+}
+
+NodePtr make_node(Kernel k, std::vector<NodePtr> inputs, Shape shape, DType t,
+                  const KernelParams& p) {
+  auto n = std::make_shared<Node>();
+  n->kind = NodeKind::op;
+  n->kernel = k;
+  n->ctx = inputs.empty() ? nullptr : inputs.front()->ctx;
+  n->dtype = t;
+  n->shape = std::move(shape);
+  n->params = p;
+  n->inputs = std::move(inputs);
+  return n;
+}
+
+NodePtr make_view(const NodePtr& base, size_t offset, Shape shape) {
+  if (base->kind == NodeKind::leaf && base->deps.empty()) {
+    SY_CHECK(base->storage, "view", "a value was read after it was freed (internal error)");
+    auto n = make_leaf(*base->ctx, base->storage, base->offset + offset, std::move(shape),
+                       base->dtype);
+    n->version = base->version;
+    return n;
+  }
+  auto n = std::make_shared<Node>();
+  n->ctx = base->ctx;
+  n->dtype = base->dtype;
+  n->shape = std::move(shape);
+  if (base->kind == NodeKind::view) {
+    n->kind = NodeKind::view;
+    n->inputs = {base->inputs[0]};
+    n->offset = base->offset + offset;
+  } else if (base->kind == NodeKind::leaf) {
+    // A leaf waiting on an in-place update: alias its storage, keep the order.
+    n->kind = NodeKind::leaf;
+    n->storage = base->storage;
+    n->offset = base->offset + offset;
+    n->version = base->version;
+    n->deps = base->deps;
+  } else {
+    n->kind = NodeKind::view;
+    n->inputs = {base};
+    n->offset = offset;
+  }
+  return n;
+}
+
+const NodePtr& node_of(const Tensor& t) {
+  SY_CHECK(t.defined(), "tensor", "expected a defined tensor, found an undefined one");
+  return t.impl()->node;
+}
+
+Node& materialize(const Tensor& t) {
+  Node& n = *node_of(t);
+  if (n.pending() || !n.deps.empty()) evaluate(*n.ctx, {&n});
+  SY_CHECK(n.kind == NodeKind::leaf && n.storage, "tensor",
+           "evaluation left a value unmaterialized (internal error)");
+  return n;
+}
+
+void update_inplace(Kernel k, const std::vector<Tensor*>& targets,
+                    const std::vector<Tensor>& reads, const KernelParams& p) {
+  auto u = std::make_shared<Node>();
+  u->kind = NodeKind::update;
+  u->kernel = k;
+  u->params = p;
+  for (Tensor* t : targets) {
+    NodePtr n = node_of(*t);
+    if (n->kind != NodeKind::leaf) {  // make it a leaf first (rare: fresh state)
+      materialize(*t);
+      n = node_of(*t);
+    }
+    u->write_mask |= 1u << u->inputs.size();
+    u->inputs.push_back(n);
+  }
+  for (const Tensor& r : reads) u->inputs.push_back(node_of(r));
+  u->ctx = u->inputs.front()->ctx;
+  for (auto& in : u->inputs)
+    SY_CHECK(in->ctx == u->ctx, kernel_name(k),
+             "expected all tensors to be on the same device, found ", in->ctx->device->str(),
+             " and ", u->ctx->device->str());
+  for (Tensor* t : targets) {
+    const NodePtr& old = node_of(*t);
+    auto post = make_leaf(*old->ctx, old->storage, old->offset, old->shape, old->dtype);
+    post->version = old->version + 1;
+    post->deps = {u};
+    t->impl()->node = post;
+  }
+  u->ctx->pending_updates.push_back(std::move(u));
+}
+
+}  // namespace detail
+
+using namespace detail;
+
+Device& Options::device() const { return device_ ? *device_ : cpu(); }
+
+const Shape& Tensor::shape() const { return node_of(*this)->shape; }
+DType Tensor::dtype() const { return node_of(*this)->dtype; }
+Device& Tensor::device() const { return *node_of(*this)->ctx->device; }
+
+int64_t Tensor::size(int64_t d) const {
+  int64_t n = dim();
+  int64_t i = d < 0 ? d + n : d;
+  SY_CHECK(i >= 0 && i < n, "size", "dimension ", d, " out of range for a ", n,
+           "-d tensor of shape ", shape_str(shape()));
+  return shape()[i];
+}
+
+// ---- factories -------------------------------------------------------------
+
+namespace {
+
+thread_local bool g_grad_enabled = true;
+uint64_t g_seed = 0x5eed;
+uint64_t g_offset = 0;
+
+void check_shape(const Shape& s, const char* op) {
+  for (auto d : s)
+    SY_CHECK(d >= 0, op, "expected non-negative dimensions, found shape ", shape_str(s));
+}
+
+Tensor finish_factory(NodePtr n, const Options& o) {
+  Tensor t = wrap(std::move(n));
+  if (o.requires_grad()) t.requires_grad_();
+  return t;
+}
+
+Tensor generator(Kernel k, const Shape& s, const Options& o, KernelParams p, const char* op) {
+  check_shape(s, op);
+  Context& c = context_of(o.device());
+  p.i[0] = numel(s);
+  p.i[1] = int64_t(o.dtype());
+  auto n = make_node(k, {}, s, o.dtype(), p);
+  n->ctx = &c;
+  return finish_factory(std::move(n), o);
+}
+
+Tensor random(Kernel k, const Shape& s, float a, float b, const Options& o, const char* op) {
+  SY_CHECK(o.dtype() == DType::f32, op, "expected dtype f32, found ", dtype_name(o.dtype()));
+  KernelParams p;
+  p.i[1] = int64_t(g_seed & 0xffffffffu);
+  p.i[2] = int64_t(g_seed >> 32);
+  p.i[3] = int64_t(g_offset);
+  p.f[0] = a;
+  p.f[1] = b;
+  g_offset += 1;  // each tensor draws from its own Philox stream
+  check_shape(s, op);
+  Context& c = context_of(o.device());
+  p.i[0] = numel(s);
+  auto n = make_node(k, {}, s, DType::f32, p);
+  n->ctx = &c;
+  return finish_factory(std::move(n), o);
+}
+
+}  // namespace
+
+void manual_seed(uint64_t seed) {
+  g_seed = seed;
+  g_offset = 0;
+}
+
+Tensor full(Shape s, float value, Options o) {
+  KernelParams p;
+  p.f[0] = value;
+  return generator(Kernel::fill, s, o, p, "full");
+}
+Tensor zeros(Shape s, Options o) { return full(std::move(s), 0.f, o); }
+Tensor ones(Shape s, Options o) { return full(std::move(s), 1.f, o); }
+Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), Options(t.device()).dtype(t.dtype())); }
+Tensor ones_like(const Tensor& t) { return ones(t.shape(), Options(t.device()).dtype(t.dtype())); }
+Tensor arange(int64_t n, Options o) {
+  KernelParams p;
+  p.f[0] = 0.f;
+  p.f[1] = 1.f;
+  return generator(Kernel::arange, {n}, o, p, "arange");
+}
+Tensor rand(Shape s, Options o) { return random(Kernel::rand_uniform, s, 0.f, 1.f, o, "rand"); }
+Tensor uniform(Shape s, float lo, float hi, Options o) {
+  return random(Kernel::rand_uniform, s, lo, hi, o, "uniform");
+}
+Tensor randn(Shape s, Options o) { return random(Kernel::rand_normal, s, 0.f, 1.f, o, "randn"); }
+
+Tensor from_data(const void* data, DType t, Shape s, Options o) {
+  check_shape(s, "from_data");
+  Device& d = o.device();
+  Context& c = context_of(d);
+  size_t bytes = size_t(numel(s)) * dtype_size(t);
+  auto st = new_storage(c, bytes);
+  if (bytes) d.upload(st->buffer, 0, data, bytes);
+  return finish_factory(make_leaf(c, std::move(st), 0, std::move(s), t), o);
+}
+
+template <class T>
+static Tensor from_vec(const std::vector<T>& v, Shape s, Options o, DType t) {
+  SY_CHECK(int64_t(v.size()) == numel(s), "from_vector", "expected ", numel(s),
+           " values for shape ", shape_str(s), ", found ", v.size());
+  return from_data(v.data(), t, std::move(s), o.dtype(t));
+}
+Tensor from_vector(const std::vector<float>& v, Shape s, Options o) {
+  return from_vec(v, std::move(s), o, DType::f32);
+}
+Tensor from_vector(const std::vector<int32_t>& v, Shape s, Options o) {
+  return from_vec(v, std::move(s), o, DType::i32);
+}
+Tensor from_vector(const std::vector<uint8_t>& v, Shape s, Options o) {
+  return from_vec(v, std::move(s), o, DType::u8);
+}
+
+// ---- evaluation and transfers ----------------------------------------------
+
+void eval(const std::vector<Tensor>& ts) {
+  std::vector<std::pair<Context*, std::vector<Node*>>> groups;
+  for (const Tensor& t : ts) {
+    Node* n = node_of(t).get();
+    auto it = std::find_if(groups.begin(), groups.end(),
+                           [&](auto& g) { return g.first == n->ctx; });
+    if (it == groups.end()) groups.push_back({n->ctx, {n}});
+    else it->second.push_back(n);
+  }
+  for (auto& [c, roots] : groups) evaluate(*c, roots);
+}
+
+void synchronize(Device& d) {
+  Context& c = context_of(d);
+  if (!c.pending_updates.empty()) evaluate(c, {});
+  d.synchronize();
+}
+
+Tensor Tensor::to(Device& d, bool non_blocking) const {
+  const NodePtr& src = node_of(*this);
+  if (src->ctx->device.get() == &d) return *this;
+  Node& m = materialize(*this);
+  Device& from = *m.ctx->device;
+  size_t bytes = m.bytes();
+  Context& c = context_of(d);
+  auto st = new_storage(c, bytes);
+  if (bytes) {
+    if (void* host = from.host_pointer(m.storage->buffer)) {
+      from.synchronize();  // the host must see finished values
+      d.upload(st->buffer, 0, static_cast<char*>(host) + m.offset, bytes);
+    } else if (void* dst = d.host_pointer(st->buffer)) {
+      from.download(m.storage->buffer, m.offset, dst, bytes);
+      from.synchronize();
+    } else {  // GPU to GPU through the host
+      std::vector<char> tmp(bytes);
+      from.download(m.storage->buffer, m.offset, tmp.data(), bytes);
+      from.synchronize();
+      d.upload(st->buffer, 0, tmp.data(), bytes);
+    }
+    if (!non_blocking) d.synchronize();
+  }
+  Tensor out = wrap(make_leaf(c, std::move(st), 0, m.shape, m.dtype));
+  // As in PyTorch, a copy to another device is differentiable.
+  if (requires_grad() && is_grad_enabled()) {
+    auto fn = std::make_shared<GradFn>();
+    fn->name = "to";
+    fn->inputs = {impl_ptr()};
+    Device* back = &from;
+    fn->backward = [back](const Tensor& g) { return std::vector<Tensor>{g.to(*back)}; };
+    out.impl()->requires_grad = true;
+    out.impl()->grad_fn = std::move(fn);
+  }
+  return out;
+}
+
+Tensor Tensor::to(std::string_view name, bool non_blocking) const {
+  return to(switchyard::device(name), non_blocking);
+}
+
+Tensor Tensor::to(DType t) const {
+  if (t == dtype()) return *this;
+  KernelParams p;
+  p.i[0] = numel();
+  p.i[1] = int64_t(dtype());
+  p.i[2] = int64_t(t);
+  return wrap(make_node(Kernel::cast, {node_of(*this)}, shape(), t, p));
+}
+
+template <class T>
+std::vector<T> Tensor::to_vector() const {
+  constexpr DType want = std::is_same_v<T, float>     ? DType::f32
+                         : std::is_same_v<T, int32_t> ? DType::i32
+                                                      : DType::u8;
+  SY_CHECK(dtype() == want, "to_vector", "expected a tensor of dtype ", dtype_name(want),
+           " for this element type, found dtype ", dtype_name(dtype()));
+  Node& m = materialize(*this);
+  std::vector<T> out(size_t(switchyard::numel(m.shape)));
+  if (!out.empty()) {
+    Device& d = *m.ctx->device;
+    d.download(m.storage->buffer, m.offset, out.data(), out.size() * sizeof(T));
+    d.synchronize();
+  }
+  return out;
+}
+template std::vector<float> Tensor::to_vector<float>() const;
+template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
+template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+
+float Tensor::item() const {
+  SY_CHECK(numel() == 1, "item", "expected a tensor with one element, found shape ",
+           shape_str(shape()));
+  switch (dtype()) {
+    case DType::f32: return to_vector<float>()[0];
+    case DType::i32: return float(to_vector<int32_t>()[0]);
+    case DType::u8: return float(to_vector<uint8_t>()[0]);
+  }
+  return 0.f;
+}
+
+// ---- views -----------------------------------------------------------------
+
+Tensor Tensor::reshape(Shape s) const {
+  int64_t known = 1, infer = -1;
+  for (size_t i = 0; i < s.size(); ++i) {
+    if (s[i] == -1) {
+      SY_CHECK(infer < 0, "reshape", "only one dimension can be -1, found shape ", shape_str(s));
+      infer = int64_t(i);
+    } else {
+      SY_CHECK(s[i] >= 0, "reshape", "invalid dimension ", s[i], " in ", shape_str(s));
+      known *= s[i];
+    }
+  }
+  if (infer >= 0) {
+    SY_CHECK(known > 0 && numel() % known == 0, "reshape", "cannot reshape ",
+             shape_str(shape()), " into ", shape_str(s));
+    s[infer] = numel() / known;
+  }
+  SY_CHECK(switchyard::numel(s) == numel(), "reshape", "cannot reshape ", shape_str(shape()),
+           " (", numel(), " elements) into ", shape_str(s), " (", switchyard::numel(s),
+           " elements)");
+  Shape from = shape();
+  Tensor out = wrap(make_view(node_of(*this), 0, s));
+  if (requires_grad() && is_grad_enabled()) {
+    auto fn = std::make_shared<GradFn>();
+    fn->name = "reshape";
+    fn->inputs = {impl_ptr()};
+    fn->backward = [from](const Tensor& g) { return std::vector<Tensor>{g.reshape(from)}; };
+    out.impl()->requires_grad = true;
+    out.impl()->grad_fn = std::move(fn);
+  }
+  return out;
+}
+
+Tensor Tensor::flatten(int64_t start_dim) const {
+  Shape s(shape().begin(), shape().begin() + std::min<int64_t>(start_dim, dim()));
+  s.push_back(-1);
+  return reshape(s);
+}
+
+Tensor Tensor::slice(int64_t begin, int64_t end) const {
+  SY_CHECK(dim() >= 1, "slice", "expected a tensor with at least 1 dimension, found a scalar");
+  int64_t rows = shape()[0];
+  SY_CHECK(0 <= begin && begin <= end && end <= rows, "slice", "expected 0 <= begin <= end <= ",
+           rows, ", found [", begin, ", ", end, ")");
+  Shape s = shape();
+  s[0] = end - begin;
+  size_t row_bytes = size_t(numel() / std::max<int64_t>(rows, 1)) * dtype_size(dtype());
+  Tensor out = wrap(make_view(node_of(*this), size_t(begin) * row_bytes, s));
+  if (requires_grad() && is_grad_enabled()) {
+    // The gradient of a row slice: zeros with the slice's rows filled in.
+    auto fn = std::make_shared<GradFn>();
+    fn->name = "slice";
+    fn->inputs = {impl_ptr()};
+    Shape full_shape = shape();
+    fn->backward = [full_shape, begin](const Tensor& g) {
+      KernelParams p;
+      int64_t row = full_shape[0] ? switchyard::numel(full_shape) / full_shape[0] : 0;
+      p.i[0] = begin * row;
+      p.i[1] = switchyard::numel(g.shape());
+      p.i[2] = switchyard::numel(full_shape);
+      return std::vector<Tensor>{
+          wrap(make_node(Kernel::pad, {node_of(g)}, full_shape, DType::f32, p))};
+    };
+    out.impl()->requires_grad = true;
+    out.impl()->grad_fn = std::move(fn);
+  }
+  return out;
+}
+
+Tensor Tensor::t() const { return transpose(*this); }
+
+Tensor Tensor::detach() const { return wrap(node_of(*this)); }
+
+void Tensor::set_data(const Tensor& value) {
+  SY_CHECK(defined() && value.defined(), "set_data", "expected defined tensors");
+  impl_->node = node_of(value);
+}
+
+std::ostream& operator<<(std::ostream& os, const Tensor& t) {
+  if (!t.defined()) return os << "Tensor(undefined)";
+  os << "Tensor(shape=" << shape_str(t.shape()) << ", dtype=" << dtype_name(t.dtype())
+     << ", device=" << t.device().str();
+  if (t.numel() <= 16) {
+    Tensor f = t.to(DType::f32);
+    auto v = f.to_vector<float>();
+    os << ", values=[";
+    for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
+    os << "]";
+  }
+  if (t.requires_grad()) os << ", requires_grad";
+  return os << ")";
+}
+
+// ---- autograd mode -----------------------------------------------------------
+
+bool is_grad_enabled() { return g_grad_enabled; }
+NoGradGuard::NoGradGuard() : prev_(g_grad_enabled) { g_grad_enabled = false; }
+NoGradGuard::~NoGradGuard() { g_grad_enabled = prev_; }
+
+}  // namespace switchyard

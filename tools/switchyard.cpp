@@ -1,0 +1,194 @@
+// The switchyard command: list devices, train an MLP on Fashion-MNIST.
+#include <sys/resource.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstring>
+#include <iostream>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "mlp.h"
+#include "switchyard/switchyard.h"
+#include "trainer.h"
+
+namespace sy = switchyard;
+
+namespace {
+
+std::string json_escape(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (static_cast<unsigned char>(c) < 0x20) {
+      char b[8];
+      std::snprintf(b, sizeof b, "\\u%04x", c);
+      o += b;
+    } else o += c;
+  }
+  return o;
+}
+
+double peak_rss_mb() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return double(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
+}
+
+const char* kUsage =
+    "usage: switchyard <command> [options]\n"
+    "\n"
+    "commands:\n"
+    "  devices [--json]        list every device, and why a backend is absent\n"
+    "  train [options]         train an MLP on Fashion-MNIST\n"
+    "\n"
+    "train options:\n"
+    "  --device NAME    cpu, vulkan[:N], cuda[:N] or auto (default: $SWITCHYARD_DEVICE or auto)\n"
+    "  --epochs N       (5)      --batch N   (128)     --lr X  (1e-3)\n"
+    "  --opt NAME       sgd (momentum 0.9) | adam | adamw   (adam)\n"
+    "  --hidden LIST    hidden layer sizes, e.g. 256,128   (256,128)\n"
+    "  --seed N         (0)\n"
+    "  --data DIR       Fashion-MNIST IDX files (/usr/share/datasets/fashion-mnist)\n"
+    "  --limit N        use the first N training samples\n"
+    "  --json           print JSON lines only\n";
+
+int cmd_devices(const std::vector<std::string>& args) {
+  bool json = false;
+  for (auto& a : args) {
+    if (a == "--json") json = true;
+    else throw sy::Error("[devices] unknown option '" + a + "': expected --json");
+  }
+  if (json) {
+    std::ostringstream o;
+    o << "[";
+    bool first = true;
+    for (auto& b : sy::backends()) {
+      if (b.devices.empty()) {
+        o << (first ? "" : ",") << "{\"backend\":\"" << b.name
+          << "\",\"available\":false,\"reason\":\"" << json_escape(b.reason) << "\"}";
+        first = false;
+      }
+      for (auto& d : b.devices) {
+        auto& i = d->info();
+        o << (first ? "" : ",") << "{\"device\":\"" << i.str() << "\",\"backend\":\"" << i.backend
+          << "\",\"available\":true,\"name\":\"" << json_escape(i.name) << "\",\"type\":\""
+          << sy::device_type_name(i.type) << "\",\"memory_bytes\":" << i.memory_bytes
+          << ",\"properties\":{";
+        for (size_t k = 0; k < i.properties.size(); ++k)
+          o << (k ? "," : "") << "\"" << json_escape(i.properties[k].first) << "\":\""
+            << json_escape(i.properties[k].second) << "\"";
+        o << "}}";
+        first = false;
+      }
+    }
+    o << "]";
+    std::cout << o.str() << "\n";
+    return 0;
+  }
+  std::printf("%-10s %-14s %-10s %s\n", "DEVICE", "TYPE", "MEMORY", "NAME / STATUS");
+  for (auto& b : sy::backends()) {
+    if (b.devices.empty())
+      std::printf("%-10s %-14s %-10s unavailable: %s\n", b.name.c_str(), "-", "-", b.reason.c_str());
+    for (auto& d : b.devices) {
+      auto& i = d->info();
+      char mem[32];
+      std::snprintf(mem, sizeof mem, "%.1f GiB", double(i.memory_bytes) / (1 << 30));
+      std::string extra;
+      for (auto& [k, v] : i.properties) extra += "  " + k + "=" + v;
+      std::printf("%-10s %-14s %-10s %s%s\n", i.str().c_str(), sy::device_type_name(i.type), mem,
+                  i.name.c_str(), extra.c_str());
+    }
+  }
+  std::printf("auto -> %s\n", sy::device("auto").str().c_str());
+  return 0;
+}
+
+int cmd_train(const std::vector<std::string>& args) {
+  sy::models::TrainConfig cfg;
+  if (const char* e = std::getenv("SWITCHYARD_DEVICE"); e && *e) cfg.device = e;
+  bool json = false;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw sy::Error("[train] option " + a + " expects a value");
+      return args[++i];
+    };
+    auto number = [&](const std::string& v, auto parse) {
+      try {
+        size_t used = 0;
+        auto r = parse(v, &used);
+        if (used == v.size()) return r;
+      } catch (const std::exception&) {
+      }
+      throw sy::Error("[train] option " + a + " expects a number, found '" + v + "'");
+    };
+    auto to_ll = [](const std::string& s, size_t* u) { return std::stoll(s, u); };
+    auto to_f = [](const std::string& s, size_t* u) { return std::stof(s, u); };
+    if (a == "--device") cfg.device = value();
+    else if (a == "--epochs") cfg.epochs = int(number(value(), to_ll));
+    else if (a == "--batch") cfg.batch = number(value(), to_ll);
+    else if (a == "--lr") cfg.lr = number(value(), to_f);
+    else if (a == "--opt") cfg.opt = value();
+    else if (a == "--hidden") {
+      std::string h = value();
+      cfg.hidden = h.empty() ? std::vector<int64_t>{} : sy::models::parse_sizes(h);
+    } else if (a == "--seed") cfg.seed = uint64_t(number(value(), to_ll));
+    else if (a == "--data") cfg.data_dir = value();
+    else if (a == "--limit") cfg.limit = number(value(), to_ll);
+    else if (a == "--json") json = true;
+    else throw sy::Error("[train] unknown option '" + a + "'; see switchyard --help");
+  }
+  bool tty = !json && isatty(STDERR_FILENO);
+  if (!json)
+    std::printf("device %s (%s)  epochs %d  batch %lld  opt %s  lr %g\n",
+                sy::device(cfg.device).str().c_str(), sy::device(cfg.device).info().name.c_str(),
+                cfg.epochs, (long long)cfg.batch, cfg.opt.c_str(), double(cfg.lr));
+  std::fflush(stdout);
+  auto progress = [&](int e, int64_t b, int64_t n, double loss) {
+    if (!tty || (b % 10 != 0 && b != n)) return;
+    int width = 30, fill = int(width * b / std::max<int64_t>(n, 1));
+    std::fprintf(stderr, "\repoch %d [%s%s] %lld/%lld loss %.4f", e, std::string(fill, '#').c_str(),
+                 std::string(width - fill, '.').c_str(), (long long)b, (long long)n, loss);
+    if (b == n) std::fprintf(stderr, "\r%*s\r", width + 60, "");
+  };
+  auto epoch_done = [&](const sy::models::EpochStats& s) {
+    if (json)
+      std::printf("{\"epoch\":%d,\"loss\":%.6f,\"test_acc\":%.4f,\"samples_per_s\":%.1f}\n", s.epoch,
+                  s.loss, s.test_acc, s.samples_per_s);
+    else
+      std::printf("epoch %d/%d  loss %.4f  test_acc %.4f  samples/s %.0f  (%.1f s)\n", s.epoch,
+                  cfg.epochs, s.loss, s.test_acc, s.samples_per_s, s.seconds);
+    std::fflush(stdout);
+  };
+  auto r = sy::models::train_fashion_mnist(cfg, progress, epoch_done);
+  std::printf(
+      "{\"device\":\"%s\",\"epochs\":%d,\"batch\":%lld,\"opt\":\"%s\",\"lr\":%g,"
+      "\"train_samples\":%lld,\"steps\":%lld,\"train_samples_per_s\":%.1f,\"test_acc\":%.4f,"
+      "\"final_loss\":%.6f,\"peak_rss_mb\":%.1f}\n",
+      r.device.c_str(), cfg.epochs, (long long)cfg.batch, cfg.opt.c_str(), double(cfg.lr),
+      (long long)r.train_samples, (long long)r.steps, r.train_samples_per_s, r.test_acc,
+      r.final_loss, peak_rss_mb());
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  std::vector<std::string> args(argv + 1, argv + argc);
+  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
+    std::fputs(kUsage, args.empty() ? stderr : stdout);
+    return args.empty() ? 2 : 0;
+  }
+  std::string cmd = args[0];
+  args.erase(args.begin());
+  try {
+    if (cmd == "devices") return cmd_devices(args);
+    if (cmd == "train") return cmd_train(args);
+    std::fprintf(stderr, "switchyard: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+    return 2;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "switchyard: %s\n", e.what());
+    return 1;
+  }
+}
