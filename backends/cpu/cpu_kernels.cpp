@@ -406,21 +406,25 @@ void run_kernel(Kernel k, const KernelParams& p, void* const* a) {
       return;
     }
     case Kernel::adam_update: {
-      float *w = as<float>(a[0]), *m = as<float>(a[1]), *v = as<float>(a[2]);
-      const float* g = as<const float>(a[3]);
+      float* __restrict w = as<float>(a[0]);
+      float* __restrict m = as<float>(a[1]);
+      float* __restrict v = as<float>(a[2]);
+      const float* __restrict g = as<const float>(a[3]);
       float t = as<const float>(a[4])[0];
-      float lr = p.f[0], b1 = p.f[1], b2 = p.f[2], eps = p.f[3], wd = p.f[4];
-      bool decoupled = p.i[1];
-      float bc1 = 1.f - std::pow(b1, t), bc2 = 1.f - std::pow(b2, t);
-      float step = lr / bc1, inv_sqrt_bc2 = 1.f / std::sqrt(bc2);
-      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
+      const float lr = p.f[0], b1 = p.f[1], b2 = p.f[2], eps = p.f[3], wd = p.f[4];
+      const float bc1 = 1.f - std::pow(b1, t), bc2 = 1.f - std::pow(b2, t);
+      const float step = lr / bc1, inv_sqrt_bc2 = 1.f / std::sqrt(bc2);
+      // AdamW scales the weights; Adam adds wd*w to the gradient.
+      const float keep = p.i[1] ? 1.f - lr * wd : 1.f, l2 = p.i[1] ? 0.f : wd;
+      pfor(p.i[0], [=](int64_t lo, int64_t hi) {
         for (int64_t j = lo; j < hi; ++j) {
-          float d = g[j];
-          if (decoupled) w[j] *= 1.f - lr * wd;
-          else d += wd * w[j];
-          m[j] = b1 * m[j] + (1.f - b1) * d;
-          v[j] = b2 * v[j] + (1.f - b2) * d * d;
-          w[j] -= step * m[j] / (std::sqrt(v[j]) * inv_sqrt_bc2 + eps);
+          float wj = w[j] * keep;
+          float d = g[j] + l2 * wj;
+          float mj = b1 * m[j] + (1.f - b1) * d;
+          float vj = b2 * v[j] + (1.f - b2) * d * d;
+          m[j] = mj;
+          v[j] = vj;
+          w[j] = wj - step * mj / (std::sqrt(vj) * inv_sqrt_bc2 + eps);
         }
       });
       return;

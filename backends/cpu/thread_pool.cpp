@@ -2,9 +2,19 @@
 #include "thread_pool.h"
 
 #include <algorithm>
+#include <chrono>
 #include <cstdlib>
 
 namespace switchyard::cpu_impl {
+
+namespace {
+inline void cpu_relax() {
+#if defined(__x86_64__) || defined(__i386__)
+  __builtin_ia32_pause();
+#endif
+}
+constexpr auto kSpin = std::chrono::microseconds(200);
+}  // namespace
 
 ThreadPool::ThreadPool(int threads) {
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
@@ -19,6 +29,14 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
+void ThreadPool::run_chunks() {
+  for (;;) {
+    int64_t lo = next_.fetch_add(chunk_);
+    if (lo >= n_) return;
+    (*fn_)(lo, std::min(n_, lo + chunk_));
+  }
+}
+
 void ThreadPool::parallel_for(int64_t n, int64_t grain,
                               const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
@@ -27,45 +45,39 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
     fn(0, n);
     return;
   }
-  std::unique_lock<std::mutex> lock(mu_);
   fn_ = &fn;
   n_ = n;
   chunk_ = (n + chunks - 1) / chunks;
   next_ = 0;
-  active_ = int(workers_.size());
-  generation_++;
-  lock.unlock();
-  cv_.notify_all();
-  // The caller takes chunks too.
-  for (;;) {
-    lock.lock();
-    int64_t lo = next_;
-    next_ += chunk_;
-    lock.unlock();
-    if (lo >= n) break;
-    fn(lo, std::min(n, lo + chunk_));
+  pending_ = int(workers_.size());
+  generation_.fetch_add(1);
+  if (sleepers_.load() > 0) {
+    std::lock_guard<std::mutex> lock(mu_);
+    cv_.notify_all();
   }
-  lock.lock();
-  done_cv_.wait(lock, [&] { return active_ == 0; });
+  run_chunks();
+  while (pending_.load() > 0) cpu_relax();
   fn_ = nullptr;
 }
 
 void ThreadPool::work() {
   uint64_t seen = 0;
-  std::unique_lock<std::mutex> lock(mu_);
   for (;;) {
-    cv_.wait(lock, [&] { return stop_ || generation_ != seen; });
-    if (stop_) return;
-    seen = generation_;
-    for (;;) {
-      int64_t lo = next_;
-      next_ += chunk_;
-      if (lo >= n_) break;
-      lock.unlock();
-      (*fn_)(lo, std::min(n_, lo + chunk_));
-      lock.lock();
+    auto until = std::chrono::steady_clock::now() + kSpin;
+    int spins = 0;
+    while (generation_.load() == seen && !stop_.load()) {
+      cpu_relax();
+      if (++spins % 256 == 0 && std::chrono::steady_clock::now() > until) {
+        std::unique_lock<std::mutex> lock(mu_);
+        sleepers_++;
+        cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
+        sleepers_--;
+      }
     }
-    if (--active_ == 0) done_cv_.notify_all();
+    if (stop_.load()) return;
+    seen = generation_.load();
+    run_chunks();
+    pending_.fetch_sub(1);
   }
 }
 
