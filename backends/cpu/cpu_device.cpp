@@ -25,10 +25,10 @@ std::string cpu_model() {
   return "CPU";
 }
 
-DeviceInfo make_info() {
+DeviceInfo make_info(const std::string& backend = "cpu", int index = 0) {
   DeviceInfo info;
-  info.backend = "cpu";
-  info.index = 0;
+  info.backend = backend;
+  info.index = index;
   info.name = cpu_model();
   info.type = DeviceType::cpu;
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
@@ -40,6 +40,7 @@ DeviceInfo make_info() {
 class CpuDevice final : public Device {
  public:
   CpuDevice() : Device(make_info()) {}
+  explicit CpuDevice(DeviceInfo info) : Device(std::move(info)) {}
 
   void* host_pointer(Buffer b) override { return b.handle; }
   bool supports(Kernel k) const override { return k < Kernel::count_; }
@@ -83,5 +84,8 @@ class CpuDevice final : public Device {
 namespace switchyard::detail {
 BackendEntry cpu_backend() {
   return {"cpu", true, "", {std::make_shared<cpu_impl::CpuDevice>()}};
+}
+std::shared_ptr<Device> make_cpu_device(const std::string& backend, int index) {
+  return std::make_shared<cpu_impl::CpuDevice>(cpu_impl::make_info(backend, index));
 }
 }  // namespace switchyard::detail

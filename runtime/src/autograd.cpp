@@ -89,8 +89,11 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
     Tensor gt = g->second;
     grads.erase(g);
     if (!t->grad_fn) {
-      if (t->requires_grad)
+      if (t->requires_grad) {
         t->grad = t->grad ? add(Tensor(t->grad), gt).impl_ptr() : gt.impl_ptr();
+        const NodePtr& n = t->grad->node;
+        if (n->pending()) n->ctx->pending_values.push_back(n);
+      }
       continue;
     }
     GradFn& fn = *t->grad_fn;

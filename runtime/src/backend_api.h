@@ -5,4 +5,7 @@
 
 namespace switchyard::detail {
 BackendEntry cpu_backend();
+// A CPU device reporting another backend name and index (test doubles for
+// mixed-device checks).
+std::shared_ptr<Device> make_cpu_device(const std::string& backend, int index);
 }  // namespace switchyard::detail

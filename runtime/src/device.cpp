@@ -129,6 +129,22 @@ std::string available_list() {
 
 const std::vector<BackendEntry>& backends() { return registry().backends; }
 
+void register_backend(BackendEntry entry) {
+  Registry& r = registry();
+  for (auto& b : r.backends)
+    SY_CHECK(b.name != entry.name || !b.available, "register_backend", "expected a new backend "
+             "name, found '", entry.name, "' already registered");
+  std::erase_if(r.backends, [&](const BackendEntry& b) { return b.name == entry.name; });
+  for (size_t i = 0; i < entry.devices.size(); ++i)
+    SY_CHECK(entry.devices[i] && entry.devices[i]->info().backend == entry.name &&
+                 entry.devices[i]->info().index == int(i),
+             "register_backend", "expected device ", i, " of '", entry.name,
+             "' to report backend '", entry.name, "' and index ", i);
+  for (auto& d : entry.devices)
+    r.contexts.emplace_back(d.get(), std::make_shared<detail::Context>(d));
+  r.backends.push_back(std::move(entry));
+}
+
 std::vector<Device*> devices() {
   std::vector<Device*> out;
   for (auto& b : registry().backends)

@@ -88,6 +88,9 @@ struct Context {
   BufferPool pool;
   std::unordered_map<std::string, std::unique_ptr<Plan>> plans;
   std::vector<NodePtr> pending_updates;
+  // Values whose computation was asked for (gradients from backward()): they
+  // run with the next evaluation on the device, like work queued on a stream.
+  std::vector<std::weak_ptr<Node>> pending_values;
   uint64_t next_program_id = 1;
 };
 

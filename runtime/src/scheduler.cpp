@@ -45,6 +45,12 @@ class Evaluation {
   Evaluation(Context& c, const std::vector<Node*>& roots) : ctx_(c), mark_(next_mark()) {
     for (Node* r : roots) collect(r);
     for (auto& u : c.pending_updates) collect(u.get());
+    for (auto& w : c.pending_values) {
+      // Only values someone still holds (a dropped gradient is not computed).
+      NodePtr v = w.lock();
+      if (v && v.use_count() > 1 && v->pending()) collect(v.get());
+    }
+    c.pending_values.clear();
     order_nodes();
   }
 
@@ -79,7 +85,8 @@ class Evaluation {
         SY_CHECK(n->version >= n->storage->version, "scheduler",
                  "a tensor needed here was modified in place (by an optimizer step) after it was "
                  "used: expected version ", n->version, ", found ", n->storage->version,
-                 ". Call backward() before optimizer.step().");
+                 ". Evaluate values that need the old parameters (item(), to_vector(), eval(), "
+                 "backward()) before optimizer.step() overwrites them.");
       }
       for (auto& d : n->deps) stack.push_back(d.get());
       if (n->kind != NodeKind::leaf)

@@ -94,6 +94,9 @@ struct BackendEntry {
 
 // Every backend known to this build, available or not, with its devices.
 const std::vector<BackendEntry>& backends();
+// Adds a backend at run time (a plugin, or a test double). Its devices are
+// then named "<name>:<index>". Throws if the name is taken.
+void register_backend(BackendEntry entry);
 // Every usable device, in selection order.
 std::vector<Device*> devices();
 // Resolve a device string: cpu, vulkan, vulkan:1, cuda, cuda:0, auto.

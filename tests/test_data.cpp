@@ -1,0 +1,149 @@
+// DataLoader and datasets: coverage, seeded order, last batch, IDX parsing.
+#include <cstdio>
+#include <filesystem>
+#include <fstream>
+#include <set>
+
+#include <zlib.h>
+
+#include "helpers.h"
+
+using sy::Tensor;
+namespace data = sy::data;
+
+namespace {
+std::shared_ptr<data::TensorDataset> numbered(int64_t n) {
+  std::vector<float> x(size_t(n * 2));
+  std::vector<int32_t> y(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) x[size_t(2 * i)] = float(i), x[size_t(2 * i + 1)] = float(-i), y[size_t(i)] = int32_t(i);
+  return std::make_shared<data::TensorDataset>(sy::from_vector(x, {n, 2}), sy::from_vector(y, {n}));
+}
+
+std::vector<int32_t> epoch_labels(data::DataLoader& dl, std::vector<int64_t>* sizes = nullptr) {
+  std::vector<int32_t> all;
+  for (const auto& b : dl) {
+    auto y = b.target.to_vector<int32_t>();
+    auto x = b.data.to_vector<float>();
+    EXPECT_EQ(b.data.shape(), (sy::Shape{int64_t(y.size()), 2}));
+    for (size_t i = 0; i < y.size(); ++i) EXPECT_EQ(x[2 * i], float(y[i]));  // rows stay paired
+    if (sizes) sizes->push_back(int64_t(y.size()));
+    all.insert(all.end(), y.begin(), y.end());
+  }
+  return all;
+}
+}  // namespace
+
+TEST(DataLoader, CoversEverySampleOnceWithAShortLastBatch) {
+  data::DataLoader dl(numbered(10), {.batch_size = 3, .shuffle = true, .seed = 7});
+  EXPECT_EQ(dl.num_batches(), 4);
+  std::vector<int64_t> sizes;
+  auto labels = epoch_labels(dl, &sizes);
+  EXPECT_EQ(sizes, (std::vector<int64_t>{3, 3, 3, 1}));
+  std::multiset<int32_t> seen(labels.begin(), labels.end());
+  for (int32_t i = 0; i < 10; ++i) EXPECT_EQ(seen.count(i), 1u);
+}
+
+TEST(DataLoader, DropLastDropsTheShortBatch) {
+  data::DataLoader dl(numbered(10), {.batch_size = 3, .drop_last = true});
+  EXPECT_EQ(dl.num_batches(), 3);
+  std::vector<int64_t> sizes;
+  EXPECT_EQ(epoch_labels(dl, &sizes).size(), 9u);
+  EXPECT_EQ(sizes, (std::vector<int64_t>{3, 3, 3}));
+}
+
+TEST(DataLoader, SeededOrderIsReproducibleAndChangesPerEpoch) {
+  data::DataLoader a(numbered(50), {.batch_size = 8, .seed = 3});
+  data::DataLoader b(numbered(50), {.batch_size = 8, .seed = 3});
+  data::DataLoader c(numbered(50), {.batch_size = 8, .seed = 4});
+  auto e1 = epoch_labels(a), e2 = epoch_labels(a);
+  EXPECT_EQ(e1, epoch_labels(b));
+  EXPECT_NE(e1, e2) << "each epoch reshuffles";
+  EXPECT_NE(e1, epoch_labels(c));
+  std::vector<int32_t> sorted(e1);
+  std::sort(sorted.begin(), sorted.end());
+  EXPECT_NE(e1, sorted) << "shuffled";
+  auto o = a.order(0);
+  EXPECT_EQ(std::vector<int32_t>(o.begin(), o.end()), e1);
+}
+
+TEST(DataLoader, NoShuffleKeepsOrderAndPrefetchChangesNothing) {
+  data::DataLoader a(numbered(20), {.batch_size = 6, .shuffle = false, .prefetch = false});
+  data::DataLoader b(numbered(20), {.batch_size = 6, .shuffle = false, .prefetch = true});
+  auto la = epoch_labels(a);
+  for (int32_t i = 0; i < 20; ++i) EXPECT_EQ(la[size_t(i)], i);
+  EXPECT_EQ(la, epoch_labels(b));
+}
+
+TEST(DataLoader, StoppingEarlyAndErrorsInTheWorker) {
+  data::DataLoader a(numbered(100), {.batch_size = 1});
+  int n = 0;
+  for (const auto& b : a) {
+    (void)b;
+    if (++n == 3) break;  // the worker thread must shut down cleanly
+  }
+  struct Failing : data::Dataset {
+    int64_t size() const override { return 10; }
+    data::Batch get_batch(std::span<const int64_t> idx) const override {
+      if (idx[0] >= 4 || (idx.size() > 1 && idx[1] >= 4))
+        throw sy::Error("[Failing] sample 4 is corrupt");
+      return {sy::zeros({int64_t(idx.size()), 1}), sy::zeros({int64_t(idx.size())}, sy::DType::i32)};
+    }
+  };
+  data::DataLoader f(std::make_shared<Failing>(), {.batch_size = 2, .shuffle = false});
+  expect_error([&] { for (const auto& b : f) (void)b; }, {"[Failing]", "corrupt"});
+}
+
+TEST(DataLoader, BatchesMoveToTheDevice) {
+  data::DataLoader dl(numbered(8), {.batch_size = 4, .shuffle = false});
+  for (const auto& b : dl) {
+    Tensor x = b.data.to(mock_device());
+    EXPECT_EQ(&x.device(), &mock_device());
+    EXPECT_EQ(x.to_vector<float>(), b.data.to_vector<float>());
+  }
+}
+
+namespace {
+std::string write_gz(const std::string& name, const std::vector<uint8_t>& bytes) {
+  auto path = (std::filesystem::temp_directory_path() / name).string();
+  gzFile f = gzopen(path.c_str(), "wb");
+  gzwrite(f, bytes.data(), unsigned(bytes.size()));
+  gzclose(f);
+  return path;
+}
+}  // namespace
+
+TEST(Idx, ReadsAValidFileAndRejectsCorruptOnes) {
+  std::vector<uint8_t> ok = {0, 0, 8, 2, 0, 0, 0, 2, 0, 0, 0, 3, 1, 2, 3, 4, 5, 6};
+  auto a = data::read_idx(write_gz("sy_ok.idx.gz", ok));
+  EXPECT_EQ(a.dims, (std::vector<int64_t>{2, 3}));
+  EXPECT_EQ(a.data, (std::vector<uint8_t>{1, 2, 3, 4, 5, 6}));
+  auto truncated = ok;
+  truncated.resize(15);
+  expect_error([&] { data::read_idx(write_gz("sy_trunc.idx.gz", truncated)); },
+               {"[read_idx]", "truncated", "expected 6 bytes", "found 3"});
+  expect_error([&] { data::read_idx(write_gz("sy_magic.idx.gz", {1, 2, 8, 1, 0, 0, 0, 1, 9})); },
+               {"[read_idx]", "magic"});
+  expect_error([&] { data::read_idx(write_gz("sy_type.idx.gz", {0, 0, 0x0D, 1, 0, 0, 0, 1, 9, 9, 9, 9})); },
+               {"[read_idx]", "element type"});
+  expect_error([] { data::read_idx("/nonexistent/file.gz"); }, {"[read_idx]", "not found"});
+}
+
+TEST(FashionMNIST, MissingDatasetSaysWhichPackageProvidesIt) {
+  expect_error([] { data::FashionMNIST("/nonexistent-dir", true); },
+               {"[FashionMNIST]", "dataset-fashion-mnist", "--data", "/nonexistent-dir/train-images"});
+}
+
+TEST(FashionMNIST, LoadsRealDataAndNormalizes) {
+  data::FashionMNIST ds(data::FashionMNIST::kDefaultDir, false, 100);
+  EXPECT_EQ(ds.size(), 100);
+  std::vector<int64_t> idx{0, 99};
+  auto b = ds.get_batch(idx);
+  EXPECT_EQ(b.data.shape(), (sy::Shape{2, 784}));
+  EXPECT_EQ(b.target.dtype(), sy::DType::i32);
+  auto x = b.data.to_vector<float>();
+  float lo = *std::min_element(x.begin(), x.end()), hi = *std::max_element(x.begin(), x.end());
+  EXPECT_NEAR(lo, -0.2860f / 0.3530f, 1e-5);
+  EXPECT_NEAR(hi, (1.f - 0.2860f) / 0.3530f, 1e-5);
+  for (int32_t l : b.target.to_vector<int32_t>()) EXPECT_TRUE(l >= 0 && l < 10);
+  EXPECT_EQ(b.target.to_vector<int32_t>()[0], 9) << "the first t10k label is 9 (ankle boot)";
+}

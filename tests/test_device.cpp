@@ -1,0 +1,115 @@
+// Device selection by name, the device list, transfers and counters.
+#include <cstdlib>
+
+#include "helpers.h"
+
+using sy::Tensor;
+
+TEST(Device, NamesResolve) {
+  mock_device();
+  EXPECT_EQ(sy::device("cpu").str(), "cpu");
+  EXPECT_EQ(&sy::device("cpu:0"), &sy::cpu());
+  EXPECT_EQ(&mock_device(), &sy::device("mock:0"));
+  EXPECT_EQ(&sy::device("mock"), &mock_device());
+}
+
+TEST(Device, AutoNeverPicksACpuTypeDevice) {
+  sy::Device& a = sy::device("auto");
+  bool gpu = false;
+  for (auto& b : sy::backends())
+    if (b.name == "cuda" || b.name == "vulkan")
+      for (auto& d : b.devices) gpu |= d->info().type != sy::DeviceType::cpu;
+  if (!gpu) EXPECT_EQ(&a, &sy::cpu());
+  else EXPECT_NE(a.info().type, sy::DeviceType::cpu);
+}
+
+TEST(Device, EnvironmentOverridesTheDefault) {
+  setenv("SWITCHYARD_DEVICE", "mock:0", 1);
+  EXPECT_EQ(&sy::default_device(), &mock_device());
+  setenv("SWITCHYARD_DEVICE", "nonsense", 1);
+  expect_error([] { sy::default_device(); }, {"unknown device 'nonsense'"});
+  unsetenv("SWITCHYARD_DEVICE");
+  EXPECT_EQ(&sy::default_device(), &sy::device("auto"));
+}
+
+TEST(Device, ListingSaysWhyABackendIsAbsent) {
+  bool cpu = false;
+  for (auto& b : sy::backends()) {
+    if (b.name == "cpu") cpu = b.available && b.devices.size() == 1;
+    if (!b.available) {
+      EXPECT_FALSE(b.reason.empty()) << b.name;
+      EXPECT_TRUE(b.devices.empty()) << b.name;
+    }
+  }
+  EXPECT_TRUE(cpu);
+  auto devs = sy::devices();
+  ASSERT_FALSE(devs.empty());
+  EXPECT_EQ(devs.front(), &sy::cpu());
+  EXPECT_GT(sy::cpu().info().memory_bytes, 0u);
+}
+
+TEST(Device, ToMovesDataAndCountsBytes) {
+  auto v = random_vec(1000, 3);
+  Tensor x = sy::from_vector(v, {10, 100});
+  auto& m = mock_device();
+  auto up0 = m.counters().bytes_uploaded;
+  Tensor y = x.to(m);
+  EXPECT_EQ(&y.device(), &m);
+  EXPECT_EQ(m.counters().bytes_uploaded - up0, 4000u);
+  EXPECT_EQ(x.to(sy::cpu()).impl(), x.impl()) << "same device: the same tensor";
+  Tensor back = (y * 2.f).to("cpu", /*non_blocking=*/true);
+  auto bv = back.to_vector<float>();
+  for (size_t i = 0; i < v.size(); ++i) EXPECT_FLOAT_EQ(bv[i], 2.f * v[i]);
+}
+
+TEST(Device, ModuleToMovesParametersGradientsAndOptimizerState) {
+  auto model = std::make_shared<sy::nn::Linear>(4, 3);
+  Tensor w = model->weight();
+  auto before = w.to_vector<float>();
+  sy::optim::Adam opt(model->parameters(), 1e-2f);
+  sy::sum((*model)(sy::ones({2, 4}))).backward();
+  opt.step();
+  model->to(mock_device());
+  EXPECT_EQ(&w.device(), &mock_device()) << "the parameter keeps its identity";
+  EXPECT_EQ(&model->weight().grad().device(), &mock_device());
+  opt.zero_grad();
+  Tensor x = sy::ones({2, 4}, mock_device());
+  sy::sum((*model)(x)).backward();
+  opt.step();  // optimizer state follows the parameters
+  EXPECT_NE(w.to_vector<float>(), before);
+  auto named = model->named_parameters();
+  ASSERT_EQ(named.size(), 2u);
+  EXPECT_EQ(named[0].first, "weight");
+  EXPECT_EQ(named[1].first, "bias");
+  EXPECT_EQ(named[0].second.shape(), (sy::Shape{3, 4})) << "PyTorch layout (out, in)";
+}
+
+TEST(Device, LinearInitializationFollowsPyTorch) {
+  sy::manual_seed(0);
+  sy::nn::Linear l(400, 50);
+  float bound = 1.f / 20.f;
+  auto w = l.weight().to_vector<float>();
+  auto b = l.bias().to_vector<float>();
+  float mx = 0;
+  for (float a : w) mx = std::max(mx, std::fabs(a));
+  for (float a : b) EXPECT_LE(std::fabs(a), bound);
+  EXPECT_LE(mx, bound);
+  EXPECT_GT(mx, 0.95f * bound) << "uniform over the whole range";
+}
+
+TEST(Device, CountersTrackAllocationsAndReleases) {
+  auto& m = mock_device();
+  auto c0 = m.counters();
+  sy::Buffer b = m.allocate(1 << 20);
+  EXPECT_EQ(m.counters().buffer_allocations - c0.buffer_allocations, 1u);
+  EXPECT_EQ(m.counters().bytes_in_use - c0.bytes_in_use, 1u << 20);
+  std::vector<float> host(256, 3.f), out(256);
+  m.upload(b, 1024, host.data(), 1024);
+  m.download(b, 1024, out.data(), 1024);
+  m.synchronize();
+  EXPECT_EQ(out, host);
+  expect_error([&] { m.upload(b, (1 << 20) - 4, host.data(), 8); }, {"[upload]", "exceeds"});
+  m.release(b);
+  EXPECT_EQ(m.counters().bytes_in_use, c0.bytes_in_use);
+  expect_error([&] { m.allocate(0); }, {"[allocate]", "size > 0"});
+}

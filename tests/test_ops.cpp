@@ -1,0 +1,352 @@
+// Every op against a double-precision reference, on odd and tile-crossing
+// shapes. Bound: normalized squared error below 1e-10 unless stated.
+#include "helpers.h"
+
+using sy::Tensor;
+
+namespace {
+constexpr double kTol = 1e-10;
+
+std::vector<double> ref_matmul(const std::vector<float>& a, const std::vector<float>& b, int64_t M,
+                               int64_t N, int64_t K, bool ta, bool tb) {
+  std::vector<double> c(size_t(M * N), 0.0);
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j) {
+      double s = 0;
+      for (int64_t k = 0; k < K; ++k) {
+        double x = ta ? a[size_t(k * M + i)] : a[size_t(i * K + k)];
+        double y = tb ? b[size_t(j * K + k)] : b[size_t(k * N + j)];
+        s += x * y;
+      }
+      c[size_t(i * N + j)] = s;
+    }
+  return c;
+}
+}  // namespace
+
+struct MatmulCase { int64_t M, N, K; };
+class MatmulTest : public ::testing::TestWithParam<MatmulCase> {};
+
+TEST_P(MatmulTest, AllTransposesMatchReference) {
+  auto [M, N, K] = GetParam();
+  for (int ta = 0; ta < 2; ++ta)
+    for (int tb = 0; tb < 2; ++tb) {
+      auto a = random_vec(size_t(M * K), 1), b = random_vec(size_t(K * N), 2);
+      Tensor A = sy::from_vector(a, ta ? sy::Shape{K, M} : sy::Shape{M, K});
+      Tensor B = sy::from_vector(b, tb ? sy::Shape{N, K} : sy::Shape{K, N});
+      Tensor C = sy::matmul(A, B, ta, tb);
+      ASSERT_EQ(C.shape(), (sy::Shape{M, N}));
+      EXPECT_LT(nse(C.to_vector<float>(), ref_matmul(a, b, M, N, K, ta, tb)), kTol)
+          << "ta=" << ta << " tb=" << tb;
+    }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest,
+                         ::testing::Values(MatmulCase{1, 1, 1}, MatmulCase{3, 17, 5},
+                                           MatmulCase{17, 255, 3}, MatmulCase{33, 300, 65},
+                                           MatmulCase{128, 256, 784}, MatmulCase{255, 3, 1000},
+                                           MatmulCase{4, 5, 0}));
+
+TEST(Ops, LinearWithBias) {
+  int64_t B = 17, I = 33, O = 10;
+  auto x = random_vec(size_t(B * I), 3), w = random_vec(size_t(O * I), 4), b = random_vec(size_t(O), 5);
+  Tensor y = sy::linear(sy::from_vector(x, {B, I}), sy::from_vector(w, {O, I}), sy::from_vector(b, {O}));
+  auto ref = ref_matmul(x, w, B, O, I, false, true);
+  for (int64_t i = 0; i < B; ++i)
+    for (int64_t j = 0; j < O; ++j) ref[size_t(i * O + j)] += b[size_t(j)];
+  EXPECT_LT(nse(y.to_vector<float>(), ref), kTol);
+}
+
+TEST(Ops, Transpose) {
+  for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{3, 17}, {255, 1}, {64, 33}}) {
+    auto v = random_vec(size_t(r * c), 6);
+    auto t = sy::from_vector(v, {r, c}).t().to_vector<float>();
+    std::vector<double> ref(v.size());
+    for (int64_t i = 0; i < r; ++i)
+      for (int64_t j = 0; j < c; ++j) ref[size_t(j * r + i)] = v[size_t(i * c + j)];
+    EXPECT_LT(nse(t, ref), kTol);
+  }
+}
+
+struct BinCase { sy::Shape a, b, out; };
+class BinaryTest : public ::testing::TestWithParam<BinCase> {};
+
+TEST_P(BinaryTest, BroadcastingMatchesReference) {
+  auto c = GetParam();
+  auto av = random_vec(size_t(sy::numel(c.a)), 7), bv = random_vec(size_t(sy::numel(c.b)), 8, 0.5f, 2.f);
+  Tensor A = sy::from_vector(av, c.a), B = sy::from_vector(bv, c.b);
+  // Reference broadcast: right-aligned index mapping.
+  auto idx = [](const sy::Shape& s, const sy::Shape& out, int64_t flat) {
+    int64_t off = 0, stride = 1;
+    for (int64_t d = int64_t(out.size()) - 1; d >= 0; --d) {
+      int64_t coord = flat % out[d];
+      flat /= out[d];
+      int64_t sd = d - int64_t(out.size() - s.size());
+      if (sd >= 0) {
+        if (s[sd] != 1) off += coord * stride;
+        stride *= s[sd];
+      }
+    }
+    return off;
+  };
+  struct Op { const char* name; std::function<Tensor(Tensor, Tensor)> f; std::function<double(double, double)> r; };
+  std::vector<Op> ops = {
+      {"add", [](Tensor a, Tensor b) { return a + b; }, [](double a, double b) { return a + b; }},
+      {"sub", [](Tensor a, Tensor b) { return a - b; }, [](double a, double b) { return a - b; }},
+      {"mul", [](Tensor a, Tensor b) { return a * b; }, [](double a, double b) { return a * b; }},
+      {"div", [](Tensor a, Tensor b) { return a / b; }, [](double a, double b) { return a / b; }},
+  };
+  for (auto& op : ops) {
+    Tensor y = op.f(A, B);
+    ASSERT_EQ(y.shape(), c.out) << op.name;
+    std::vector<double> ref(size_t(sy::numel(c.out)));
+    for (size_t k = 0; k < ref.size(); ++k)
+      ref[k] = op.r(av[size_t(idx(c.a, c.out, int64_t(k)))], bv[size_t(idx(c.b, c.out, int64_t(k)))]);
+    EXPECT_LT(nse(y.to_vector<float>(), ref), kTol) << op.name;
+  }
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, BinaryTest,
+                         ::testing::Values(BinCase{{4, 5}, {4, 5}, {4, 5}},
+                                           BinCase{{17, 255}, {255}, {17, 255}},
+                                           BinCase{{17, 3}, {17, 1}, {17, 3}},
+                                           BinCase{{3, 1000}, {1}, {3, 1000}},
+                                           BinCase{{1}, {3, 4}, {3, 4}},
+                                           BinCase{{2, 3, 4}, {3, 1}, {2, 3, 4}},
+                                           BinCase{{2, 1, 3, 4}, {5, 1, 4}, {2, 5, 3, 4}},
+                                           BinCase{{300, 400}, {300, 400}, {300, 400}}));
+
+TEST(Ops, ScalarArithmetic) {
+  auto v = random_vec(1000, 9, 0.5f, 2.f);
+  Tensor x = sy::from_vector(v, {10, 100});
+  std::vector<std::pair<Tensor, std::function<double(double)>>> cases = {
+      {x + 2.f, [](double a) { return a + 2; }},   {x - 2.f, [](double a) { return a - 2; }},
+      {x * 3.f, [](double a) { return a * 3; }},   {x / 4.f, [](double a) { return a / 4; }},
+      {5.f - x, [](double a) { return 5 - a; }},   {-x, [](double a) { return -a; }},
+      {2.f * x, [](double a) { return 2 * a; }},   {1.f + x, [](double a) { return 1 + a; }},
+  };
+  for (auto& [t, f] : cases) {
+    std::vector<double> ref;
+    for (float a : v) ref.push_back(f(a));
+    EXPECT_LT(nse(t.to_vector<float>(), ref), kTol);
+  }
+}
+
+TEST(Ops, Activations) {
+  auto v = random_vec(255 * 3, 10, -4.f, 4.f);
+  auto pos = random_vec(255, 11, 0.1f, 5.f);
+  Tensor x = sy::from_vector(v, {3, 255}), p = sy::from_vector(pos, {255});
+  auto check = [](Tensor t, const std::vector<float>& in, double (*f)(double), const char* name) {
+    std::vector<double> ref;
+    for (float a : in) ref.push_back(f(a));
+    EXPECT_LT(nse(t.to_vector<float>(), ref), 1e-9) << name;
+  };
+  check(sy::relu(x), v, [](double a) { return a > 0 ? a : 0.0; }, "relu");
+  check(sy::gelu(x), v, [](double a) { return 0.5 * a * (1 + std::tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))); }, "gelu");
+  check(sy::tanh(x), v, [](double a) { return std::tanh(a); }, "tanh");
+  check(sy::sigmoid(x), v, [](double a) { return 1 / (1 + std::exp(-a)); }, "sigmoid");
+  check(sy::exp(x), v, [](double a) { return std::exp(a); }, "exp");
+  check(sy::square(x), v, [](double a) { return a * a; }, "square");
+  check(sy::log(p), pos, [](double a) { return std::log(a); }, "log");
+  check(sy::sqrt(p), pos, [](double a) { return std::sqrt(a); }, "sqrt");
+}
+
+TEST(Ops, Reductions) {
+  int64_t A = 3, B = 17, C = 5;
+  auto v = random_vec(size_t(A * B * C), 12);
+  Tensor x = sy::from_vector(v, {A, B, C});
+  double all = 0;
+  for (float a : v) all += a;
+  EXPECT_LT(nse(sy::sum(x).to_vector<float>(), {all}), kTol);
+  EXPECT_LT(nse(sy::mean(x).to_vector<float>(), {all / double(v.size())}), kTol);
+  EXPECT_EQ(sy::sum(x).dim(), 0);
+  for (int64_t axis = 0; axis < 3; ++axis) {
+    sy::Shape s{A, B, C};
+    int64_t len = s[axis];
+    sy::Shape out = s;
+    out.erase(out.begin() + axis);
+    std::vector<double> ref(size_t(sy::numel(out)), 0.0);
+    for (int64_t i = 0; i < A; ++i)
+      for (int64_t j = 0; j < B; ++j)
+        for (int64_t k = 0; k < C; ++k) {
+          int64_t c[3] = {i, j, k};
+          std::vector<int64_t> rest;  // the coordinates that remain, in order
+          for (int d = 0; d < 3; ++d) if (d != axis) rest.push_back(c[d]);
+          int64_t o = rest[0] * out[1] + rest[1];
+          ref[size_t(o)] += v[size_t((i * B + j) * C + k)];
+        }
+    Tensor s1 = sy::sum(x, axis);
+    EXPECT_EQ(s1.shape(), out);
+    EXPECT_LT(nse(s1.to_vector<float>(), ref), kTol) << "axis " << axis;
+    Tensor m1 = sy::mean(x, axis, true);
+    sy::Shape kd = s;
+    kd[axis] = 1;
+    EXPECT_EQ(m1.shape(), kd);
+    for (auto& r : ref) r /= double(len);
+    EXPECT_LT(nse(m1.to_vector<float>(), ref), kTol) << "mean axis " << axis;
+  }
+  EXPECT_LT(nse(sy::sum(x, -1).to_vector<float>(), to_d(sy::sum(x, 2).to_vector<float>())), 1e-14);
+}
+
+TEST(Ops, ExpandAndSumTo) {
+  auto v = random_vec(5, 13);
+  Tensor x = sy::from_vector(v, {5});
+  Tensor e = sy::expand(x, {3, 5});
+  std::vector<double> ref;
+  for (int r = 0; r < 3; ++r) for (float a : v) ref.push_back(a);
+  EXPECT_LT(nse(e.to_vector<float>(), ref), kTol);
+  Tensor s = sy::sum_to(e, {5});
+  std::vector<double> ref2;
+  for (float a : v) ref2.push_back(3.0 * a);
+  EXPECT_LT(nse(s.to_vector<float>(), ref2), kTol);
+  Tensor c = sy::expand(sy::from_vector(v, {5, 1}), {2, 5, 4});
+  EXPECT_EQ(c.shape(), (sy::Shape{2, 5, 4}));
+  auto cv = c.to_vector<float>();
+  EXPECT_FLOAT_EQ(cv[1 * 20 + 3 * 4 + 2], v[3]);
+}
+
+TEST(Ops, SoftmaxFamily) {
+  for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{17, 10}, {3, 1000}, {1, 1}}) {
+    auto v = random_vec(size_t(r * c), 14, -5.f, 5.f);
+    Tensor x = sy::from_vector(v, {r, c});
+    std::vector<double> sm(v.size()), lsm(v.size());
+    for (int64_t i = 0; i < r; ++i) {
+      double m = -1e300, s = 0;
+      for (int64_t j = 0; j < c; ++j) m = std::max(m, double(v[size_t(i * c + j)]));
+      for (int64_t j = 0; j < c; ++j) s += std::exp(v[size_t(i * c + j)] - m);
+      for (int64_t j = 0; j < c; ++j) {
+        sm[size_t(i * c + j)] = std::exp(v[size_t(i * c + j)] - m) / s;
+        lsm[size_t(i * c + j)] = v[size_t(i * c + j)] - m - std::log(s);
+      }
+    }
+    EXPECT_LT(nse(sy::softmax(x).to_vector<float>(), sm), kTol);
+    EXPECT_LT(nse(sy::log_softmax(x, 1).to_vector<float>(), lsm), kTol);
+  }
+}
+
+TEST(Ops, LossesAndArgmax) {
+  int64_t B = 17, C = 10;
+  auto v = random_vec(size_t(B * C), 15, -3.f, 3.f);
+  std::vector<int32_t> lab(static_cast<size_t>(B));
+  for (int64_t i = 0; i < B; ++i) lab[size_t(i)] = int32_t((i * 7) % C);
+  Tensor x = sy::from_vector(v, {B, C});
+  Tensor y = sy::from_vector(lab, {B});
+  double ce = 0;
+  std::vector<int32_t> am(static_cast<size_t>(B));
+  for (int64_t i = 0; i < B; ++i) {
+    double m = -1e300, s = 0;
+    int32_t best = 0;
+    for (int64_t j = 0; j < C; ++j) {
+      if (v[size_t(i * C + j)] > v[size_t(i * C + best)]) best = int32_t(j);
+      m = std::max(m, double(v[size_t(i * C + j)]));
+    }
+    for (int64_t j = 0; j < C; ++j) s += std::exp(v[size_t(i * C + j)] - m);
+    ce += m + std::log(s) - v[size_t(i * C + lab[size_t(i)])];
+    am[size_t(i)] = best;
+  }
+  EXPECT_LT(nse(sy::cross_entropy(x, y).to_vector<float>(), {ce / double(B)}), kTol);
+  EXPECT_EQ(sy::argmax(x).to_vector<int32_t>(), am);
+  auto t = random_vec(size_t(B * C), 16);
+  double mse = 0;
+  for (size_t i = 0; i < v.size(); ++i) mse += (double(v[i]) - t[i]) * (double(v[i]) - t[i]);
+  EXPECT_LT(nse(sy::mse_loss(x, sy::from_vector(t, {B, C})).to_vector<float>(), {mse / double(v.size())}), kTol);
+}
+
+TEST(Ops, FactoriesAndRandom) {
+  EXPECT_EQ(sy::zeros({2, 3}).to_vector<float>(), std::vector<float>(6, 0.f));
+  EXPECT_EQ(sy::ones({4}).to_vector<float>(), std::vector<float>(4, 1.f));
+  EXPECT_EQ(sy::full({2}, 2.5f).to_vector<float>(), std::vector<float>(2, 2.5f));
+  EXPECT_EQ(sy::arange(4).to_vector<float>(), (std::vector<float>{0, 1, 2, 3}));
+  EXPECT_EQ(sy::arange(3, sy::DType::i32).to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2}));
+  sy::manual_seed(42);
+  auto u = sy::rand({100000}).to_vector<float>();
+  auto n = sy::randn({100000}).to_vector<float>();
+  double mu = 0, mn = 0, vn = 0;
+  for (float a : u) { EXPECT_GE(a, 0.f); EXPECT_LT(a, 1.f); mu += a; }
+  for (float a : n) { mn += a; vn += double(a) * a; }
+  mu /= double(u.size()), mn /= double(n.size()), vn = vn / double(n.size()) - mn * mn;
+  EXPECT_NEAR(mu, 0.5, 0.01);
+  EXPECT_NEAR(mn, 0.0, 0.02);
+  EXPECT_NEAR(vn, 1.0, 0.02);
+  sy::manual_seed(42);
+  EXPECT_EQ(sy::rand({100000}).to_vector<float>(), u) << "same seed, same numbers";
+  EXPECT_NE(sy::rand({100000}).to_vector<float>(), u) << "next draw differs";
+  auto w = sy::uniform({1000}, -2.f, 3.f).to_vector<float>();
+  for (float a : w) { EXPECT_GE(a, -2.f); EXPECT_LT(a, 3.f); }
+}
+
+TEST(Ops, CastsAndDtypes) {
+  std::vector<uint8_t> b{0, 7, 255};
+  Tensor u = sy::from_vector(b, {3});
+  EXPECT_EQ(u.dtype(), sy::DType::u8);
+  EXPECT_EQ(u.to(sy::DType::f32).to_vector<float>(), (std::vector<float>{0, 7, 255}));
+  Tensor f = sy::from_vector(std::vector<float>{1.9f, -2.5f, 3.f}, {3});
+  EXPECT_EQ(f.to(sy::DType::i32).to_vector<int32_t>(), (std::vector<int32_t>{1, -2, 3}));
+  EXPECT_FLOAT_EQ(sy::from_vector(std::vector<int32_t>{7}, {1}).item(), 7.f);
+}
+
+TEST(Ops, ViewsShareStorageAndComposeWithOps) {
+  auto v = random_vec(24, 17);
+  Tensor x = sy::from_vector(v, {6, 4});
+  Tensor s = x.slice(2, 5);
+  EXPECT_EQ(s.shape(), (sy::Shape{3, 4}));
+  EXPECT_EQ(s.to_vector<float>(), std::vector<float>(v.begin() + 8, v.begin() + 20));
+  Tensor r = x.reshape({-1});
+  EXPECT_EQ(r.shape(), (sy::Shape{24}));
+  EXPECT_EQ(x.view({4, 6}).to_vector<float>(), v);
+  // Views of pending values: (x*2) sliced, reshaped, then used by another op.
+  Tensor y = (x * 2.f).slice(1, 3).reshape({2, 2, 2}) + 1.f;
+  auto yv = y.to_vector<float>();
+  for (size_t k = 0; k < 8; ++k) EXPECT_FLOAT_EQ(yv[k], v[4 + k] * 2.f + 1.f);
+  EXPECT_EQ(x.flatten().shape(), (sy::Shape{6, 4}));
+  EXPECT_EQ(sy::zeros({2, 3, 4}).flatten().shape(), (sy::Shape{2, 12}));
+}
+
+TEST(Ops, EqualityMask) {
+  Tensor a = sy::from_vector(std::vector<float>{1, 2, 3}, {3});
+  Tensor b = sy::from_vector(std::vector<float>{1, 0, 3}, {3});
+  EXPECT_EQ(sy::eq(a, b).to_vector<float>(), (std::vector<float>{1, 0, 1}));
+}
+
+// The optimizers' fused kernels against PyTorch's update formulas.
+TEST(Optim, SgdAndAdamMatchReferenceFormulas) {
+  auto p0 = random_vec(7, 18), g0 = random_vec(7, 19);
+  auto run = [&](auto make_opt, auto ref_step) {
+    Tensor p = sy::from_vector(p0, {7}).requires_grad_();
+    auto opt = make_opt(std::vector<Tensor>{p});
+    std::vector<double> rp(p0.begin(), p0.end()), s1(7, 0.0), s2(7, 0.0);
+    for (int t = 1; t <= 3; ++t) {
+      p.set_grad(sy::from_vector(g0, {7}) * float(t));
+      opt.step();
+      ref_step(rp, s1, s2, t);
+    }
+    EXPECT_LT(nse(p.to_vector<float>(), rp), 1e-11);
+  };
+  run([](std::vector<Tensor> ps) { return sy::optim::SGD(ps, {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f}); },
+      [&](std::vector<double>& p, std::vector<double>& buf, std::vector<double>&, int t) {
+        for (size_t i = 0; i < p.size(); ++i) {
+          double g = g0[i] * t + 0.01 * p[i];
+          buf[i] = t == 1 ? g : 0.9 * buf[i] + g;
+          p[i] -= 0.1 * buf[i];
+        }
+      });
+  run([](std::vector<Tensor> ps) { return sy::optim::SGD(ps, 0.1f); },
+      [&](std::vector<double>& p, std::vector<double>&, std::vector<double>&, int t) {
+        for (size_t i = 0; i < p.size(); ++i) p[i] -= 0.1 * g0[i] * t;
+      });
+  for (bool decoupled : {false, true}) {
+    sy::optim::AdamOptions o{.lr = 0.01f, .weight_decay = 0.1f, .decoupled = decoupled};
+    run([&](std::vector<Tensor> ps) { return sy::optim::Adam(ps, o); },
+        [&](std::vector<double>& p, std::vector<double>& m, std::vector<double>& v, int t) {
+          for (size_t i = 0; i < p.size(); ++i) {
+            double g = g0[i] * t;
+            if (decoupled) p[i] *= 1 - 0.01 * 0.1;
+            else g += 0.1 * p[i];
+            m[i] = 0.9 * m[i] + 0.1 * g;
+            v[i] = 0.999 * v[i] + 0.001 * g * g;
+            double mh = m[i] / (1 - std::pow(0.9, t)), vh = v[i] / (1 - std::pow(0.999, t));
+            p[i] -= 0.01 * mh / (std::sqrt(vh) + 1e-8);
+          }
+        });
+  }
+}

@@ -1,0 +1,157 @@
+// The scheduler: one submission and zero new allocations per training step
+// after warm-up, plan reuse, memory reuse, in-place update ordering.
+#include "graph.h"
+#include "helpers.h"
+#include "mlp.h"
+
+using sy::Tensor;
+
+namespace {
+struct Step {
+  std::shared_ptr<sy::nn::Sequential> model;
+  std::unique_ptr<sy::optim::Optimizer> opt;
+  Tensor x, y;
+  float run() {
+    opt->zero_grad();
+    Tensor loss = sy::cross_entropy((*model)(x), y);
+    loss.backward();
+    opt->step();
+    return loss.item();
+  }
+};
+
+Step make_step(sy::Device& d, bool adam) {
+  sy::manual_seed(1);
+  Step s;
+  s.model = sy::models::mlp({20, 16, 8, 4});
+  s.model->to(d);
+  if (adam) s.opt = std::make_unique<sy::optim::Adam>(s.model->parameters(), 1e-2f);
+  else s.opt = std::make_unique<sy::optim::SGD>(s.model->parameters(), sy::optim::SGDOptions{.lr = 0.1f, .momentum = 0.9f});
+  std::vector<int32_t> labels(32);
+  for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 4);
+  s.x = sy::randn({32, 20}).to(d);
+  s.y = sy::from_vector(labels, {32}).to(d);
+  return s;
+}
+}  // namespace
+
+TEST(Scheduler, TrainingStepIsOneSubmissionAndNoAllocationsAfterWarmup) {
+  for (bool adam : {true, false}) {
+    sy::Device& d = sy::cpu();
+    Step s = make_step(d, adam);
+    float first = s.run();
+    for (int i = 0; i < 3; ++i) s.run();
+    auto c0 = d.counters();
+    float last = 0;
+    for (int i = 0; i < 10; ++i) last = s.run();
+    auto c1 = d.counters();
+    EXPECT_EQ(c1.submissions - c0.submissions, 10u) << (adam ? "adam" : "sgd");
+    EXPECT_EQ(c1.buffer_allocations - c0.buffer_allocations, 0u) << (adam ? "adam" : "sgd");
+    EXPECT_EQ(c1.bytes_in_use, c0.bytes_in_use) << "memory stays flat";
+    EXPECT_LT(last, first) << "and it trains";
+  }
+}
+
+TEST(Scheduler, NewBatchesEachStepStillAllocateNothing) {
+  sy::Device& d = sy::cpu();
+  Step s = make_step(d, true);
+  auto xs = random_vec(32 * 20, 5);
+  for (int i = 0; i < 4; ++i) {
+    s.x = sy::from_vector(xs, {32, 20});
+    s.run();
+  }
+  auto c0 = d.counters();
+  for (int i = 0; i < 10; ++i) {
+    s.x = sy::from_vector(xs, {32, 20});  // a fresh host batch, as a DataLoader gives
+    s.run();
+  }
+  auto c1 = d.counters();
+  EXPECT_EQ(c1.submissions - c0.submissions, 10u);
+  EXPECT_EQ(c1.buffer_allocations - c0.buffer_allocations, 0u);
+}
+
+TEST(Scheduler, RepeatedStepsReuseTheCachedPlan) {
+  sy::Device& d = sy::cpu();
+  Step s = make_step(d, true);
+  for (int i = 0; i < 3; ++i) s.run();
+  auto& ctx = sy::detail::context_of(d);
+  size_t plans = ctx.plans.size();
+  uint64_t next_id = ctx.next_program_id;
+  for (int i = 0; i < 5; ++i) s.run();
+  EXPECT_EQ(ctx.plans.size(), plans);
+  EXPECT_EQ(ctx.next_program_id, next_id) << "no new program was planned";
+}
+
+TEST(Scheduler, IntermediatesShareBuffers) {
+  // A chain of 20 elementwise ops on 1 MiB values needs only a couple of
+  // temporaries, not 20.
+  sy::Device& d = sy::cpu();
+  Tensor x = sy::rand({256, 1024});
+  x.to_vector<float>();
+  d.reset_peak();
+  auto base = d.counters().bytes_in_use;
+  Tensor y = x;
+  for (int i = 0; i < 20; ++i) y = sy::relu(y * 1.01f);
+  y = sy::sum(y);
+  y.item();
+  EXPECT_LE(d.counters().peak_bytes_in_use - base, 3u * 1024 * 1024 + 4096);
+}
+
+TEST(Scheduler, UpdatesRunAfterEveryReadOfTheOldValue) {
+  Tensor p = sy::from_vector(std::vector<float>{1, 2, 3}, {3}).requires_grad_();
+  sy::optim::SGD opt({p}, 0.5f);
+  sy::sum(p * p).backward();      // grad = 2p = {2, 4, 6}
+  Tensor old_view = p.detach() * 1.f;  // reads p before the update, still pending
+  opt.step();                     // p -= 0.5 * grad -> {0, 0, 0}
+  Tensor new_view = p * 1.f;      // reads p after the update
+  sy::eval({new_view, old_view});  // one program: the old read is ordered first
+  EXPECT_EQ(new_view.to_vector<float>(), (std::vector<float>{0, 0, 0}));
+  EXPECT_EQ(old_view.to_vector<float>(), (std::vector<float>{1, 2, 3}));
+}
+
+TEST(Scheduler, ReadingAValueOverwrittenByAnUpdateIsAnError) {
+  Tensor p = sy::from_vector(std::vector<float>{1, 2}, {2}).requires_grad_();
+  sy::optim::SGD opt({p}, 0.1f);
+  Tensor saved = p.detach();  // the old value
+  sy::sum(p * p).backward();
+  opt.step();
+  sy::synchronize(sy::cpu());  // the update has run
+  expect_error([&] { (saved * 2.f).to_vector<float>(); }, {"modified in place", "optimizer"});
+  // The same when the old value's reader was pending but not asked for.
+  Tensor q = sy::from_vector(std::vector<float>{1, 2}, {2}).requires_grad_();
+  sy::optim::SGD opt2({q}, 0.1f);
+  sy::sum(q * q).backward();
+  Tensor old_read = q.detach() * 1.f;
+  opt2.step();
+  (q * 1.f).to_vector<float>();  // runs the update, not old_read
+  expect_error([&] { old_read.to_vector<float>(); }, {"modified in place", "before optimizer.step()"});
+}
+
+TEST(Scheduler, AFailedRunLeavesTheDeviceUsable) {
+  Tensor logits = sy::randn({4, 10});
+  Tensor bad = sy::from_vector(std::vector<int32_t>{1, 2, 12, 3}, {4});
+  expect_error([&] { sy::cross_entropy(logits, bad).item(); },
+               {"[cross_entropy]", "labels in [0, 10)", "found 12"});
+  Tensor good = sy::from_vector(std::vector<int32_t>{1, 2, 3, 4}, {4});
+  EXPECT_TRUE(std::isfinite(sy::cross_entropy(logits, good).item()));
+}
+
+TEST(Scheduler, StepsWithoutReadsStayBounded) {
+  // Without loss.item(), each optimizer step runs the previous one, so the
+  // pending graph never grows past one step.
+  sy::Device& d = sy::cpu();
+  Step s = make_step(d, true);
+  auto step_without_read = [&] {
+    s.opt->zero_grad();
+    sy::cross_entropy((*s.model)(s.x), s.y).backward();
+    s.opt->step();
+  };
+  for (int i = 0; i < 3; ++i) step_without_read();
+  auto c0 = d.counters();
+  for (int i = 0; i < 20; ++i) step_without_read();
+  EXPECT_EQ(d.counters().submissions - c0.submissions, 20u);
+  EXPECT_LE(sy::detail::context_of(d).pending_updates.size(), 2u * s.model->parameters().size());
+  EXPECT_EQ(d.counters().buffer_allocations - c0.buffer_allocations, 0u);
+  sy::synchronize(d);
+  EXPECT_TRUE(sy::detail::context_of(d).pending_updates.empty());
+}
