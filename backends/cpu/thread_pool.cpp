@@ -29,11 +29,14 @@ ThreadPool::~ThreadPool() {
   for (auto& t : workers_) t.join();
 }
 
-void ThreadPool::run_chunks() {
+void ThreadPool::run_chunks(uint32_t gen) {
   for (;;) {
-    int64_t lo = next_.fetch_add(chunk_);
-    if (lo >= n_) return;
+    uint64_t t = ticket_.load();
+    if (uint32_t(t >> 32) != gen || int64_t(t & 0xffffffffu) >= chunks_) return;
+    if (!ticket_.compare_exchange_weak(t, t + 1)) continue;
+    int64_t lo = int64_t(t & 0xffffffffu) * chunk_;
     (*fn_)(lo, std::min(n_, lo + chunk_));
+    done_.fetch_add(1);
   }
 }
 
@@ -45,23 +48,25 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
     fn(0, n);
     return;
   }
+  uint32_t gen = generation_.load() + 1;
   fn_ = &fn;
   n_ = n;
   chunk_ = (n + chunks - 1) / chunks;
-  next_ = 0;
-  pending_ = int(workers_.size());
-  generation_.fetch_add(1);
+  chunks_ = (n + chunk_ - 1) / chunk_;
+  done_ = 0;
+  ticket_ = uint64_t(gen) << 32;
+  generation_ = gen;
   if (sleepers_.load() > 0) {
     std::lock_guard<std::mutex> lock(mu_);
     cv_.notify_all();
   }
-  run_chunks();
-  while (pending_.load() > 0) cpu_relax();
-  fn_ = nullptr;
+  // The caller takes chunks too, and all of them if the workers are late.
+  run_chunks(gen);
+  while (done_.load() < chunks_) cpu_relax();
 }
 
 void ThreadPool::work() {
-  uint64_t seen = 0;
+  uint32_t seen = 0;
   for (;;) {
     auto until = std::chrono::steady_clock::now() + kSpin;
     int spins = 0;
@@ -76,8 +81,7 @@ void ThreadPool::work() {
     }
     if (stop_.load()) return;
     seen = generation_.load();
-    run_chunks();
-    pending_.fetch_sub(1);
+    run_chunks(seen);
   }
 }
 

@@ -24,15 +24,18 @@ class ThreadPool {
 
  private:
   void work();
-  void run_chunks();
+  void run_chunks(uint32_t generation);
   std::vector<std::thread> workers_;
   std::mutex mu_;
   std::condition_variable cv_;
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;
   int64_t n_ = 0, chunk_ = 0;
-  std::atomic<int64_t> next_{0};
-  std::atomic<int> pending_{0};
-  std::atomic<uint64_t> generation_{0};
+  std::atomic<int64_t> chunks_{0};
+  // Chunk tickets: generation in the high 32 bits, next chunk in the low 32,
+  // so a worker that wakes late can never take a chunk of a later region.
+  std::atomic<uint64_t> ticket_{0};
+  std::atomic<int64_t> done_{0};
+  std::atomic<uint32_t> generation_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
 };

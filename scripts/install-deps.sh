@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs what Switchyard needs on Debian/Ubuntu, only when it is missing.
+#   bash scripts/install-deps.sh          build, tests, Fashion-MNIST
+#   bash scripts/install-deps.sh --bench  also PyTorch, for bench/compare_pytorch.sh
+set -euo pipefail
+
+pkgs=(cmake g++ make pkg-config libgtest-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist)
+if [[ "${1:-}" == "--bench" ]]; then
+  pkgs+=(python3 python3-numpy python3-torch libopenblas0-pthread)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if ((${#missing[@]} == 0)); then
+  echo "install-deps: everything is installed"
+  exit 0
+fi
+
+sudo=""
+if [[ $(id -u) -ne 0 ]]; then
+  command -v sudo >/dev/null || { echo "install-deps: need root (or sudo) to install: ${missing[*]}" >&2; exit 1; }
+  sudo="sudo"
+fi
+echo "install-deps: installing ${missing[*]}"
+$sudo apt-get update -qq
+DEBIAN_FRONTEND=noninteractive $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}"
