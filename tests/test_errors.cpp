@@ -68,3 +68,10 @@ TEST(Errors, OptimizerAndModelArguments) {
                {"[Adam]", "betas in [0, 1)", "1.5"});
   expect_error([] { sy::data::DataLoader(nullptr, {}); }, {"[DataLoader]", "dataset"});
 }
+
+TEST(Errors, OutOfMemoryIsAnExceptionAndTheDeviceStaysUsable) {
+  // 2^58 floats = 2^60 bytes: beyond any address space, whatever the overcommit policy.
+  expect_error([] { sy::sum(sy::zeros({int64_t(1) << 58})).item(); }, {"[allocate]", "cannot allocate"});
+  EXPECT_FLOAT_EQ(sy::sum(sy::ones({8})).item(), 8.f);
+  EXPECT_THROW(sy::sum(sy::zeros({int64_t(1) << 58})).item(), sy::OutOfMemory);
+}

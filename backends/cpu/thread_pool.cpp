@@ -35,7 +35,12 @@ void ThreadPool::run_chunks(uint32_t gen) {
     if (uint32_t(t >> 32) != gen || int64_t(t & 0xffffffffu) >= chunks_) return;
     if (!ticket_.compare_exchange_weak(t, t + 1)) continue;
     int64_t lo = int64_t(t & 0xffffffffu) * chunk_;
-    (*fn_)(lo, std::min(n_, lo + chunk_));
+    try {
+      (*fn_)(lo, std::min(n_, lo + chunk_));
+    } catch (...) {  // rethrown on the caller: never terminate from a worker
+      std::lock_guard<std::mutex> lock(error_mu_);
+      if (!error_) error_ = std::current_exception();
+    }
     done_.fetch_add(1);
   }
 }
@@ -63,6 +68,11 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   // The caller takes chunks too, and all of them if the workers are late.
   run_chunks(gen);
   while (done_.load() < chunks_) cpu_relax();
+  if (error_) {
+    std::exception_ptr e;
+    std::swap(e, error_);
+    std::rethrow_exception(e);
+  }
 }
 
 void ThreadPool::work() {

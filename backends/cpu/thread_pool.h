@@ -4,6 +4,7 @@
 #include <atomic>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <thread>
@@ -38,6 +39,8 @@ class ThreadPool {
   std::atomic<uint32_t> generation_{0};
   std::atomic<int> sleepers_{0};
   std::atomic<bool> stop_{false};
+  std::mutex error_mu_;
+  std::exception_ptr error_;  // first exception of the current region
 };
 
 ThreadPool& pool();

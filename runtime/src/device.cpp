@@ -93,6 +93,11 @@ void Device::execute(const Program& p, std::span<const Binding> bindings) {
            " bindings, found ", bindings.size());
   bump(counters_.submissions, 1);
   bump(counters_.kernel_launches, p.instrs.size());
+  for (const Instr& i : p.instrs) {
+    SY_CHECK(i.kernel < Kernel::count_, "execute", "unknown kernel id ", int(i.kernel));
+    SY_CHECK(supports(i.kernel), kernel_name(i.kernel), "not implemented on ", str());
+    bump(counters_.launches_by_kernel[size_t(i.kernel)], 1);
+  }
   execute_impl(p, bindings);
 }
 

@@ -41,6 +41,13 @@ struct Storage {
   std::shared_ptr<Context> ctx;
   Buffer buffer;
   uint64_t version = 0;  // number of executed in-place updates
+  // Pending nodes that read this storage. Before an in-place update runs, the
+  // scheduler runs every such reader of the old value that someone still
+  // holds, so values computed "before" a step keep their old inputs, as in
+  // eager PyTorch. Pruned as it grows.
+  std::vector<std::weak_ptr<Node>> readers;
+  size_t readers_pruned_at = 16;
+  void add_reader(const std::shared_ptr<Node>& n);
 };
 
 enum class NodeKind : uint8_t {
@@ -66,6 +73,9 @@ struct Node : std::enable_shared_from_this<Node> {
   // update: bit i set when inputs[i] is written; done once executed.
   uint32_t write_mask = 0;
   bool done = false;
+  // Pending consumers, while this node has no storage yet; they move to the
+  // storage's reader list when the node is materialized.
+  std::vector<std::weak_ptr<Node>> readers;
   // Scratch for the scheduler (single-threaded per evaluation).
   uint64_t mark = 0;
   int32_t idx = -1;

@@ -45,6 +45,7 @@ class Evaluation {
   Evaluation(Context& c, const std::vector<Node*>& roots) : ctx_(c), mark_(next_mark()) {
     for (Node* r : roots) collect(r);
     for (auto& u : c.pending_updates) collect(u.get());
+    collect_old_readers();
     for (auto& w : c.pending_values) {
       // Only values someone still holds (a dropped gradient is not computed).
       NodePtr v = w.lock();
@@ -91,6 +92,29 @@ class Evaluation {
       for (auto& d : n->deps) stack.push_back(d.get());
       if (n->kind != NodeKind::leaf)
         for (auto& i : n->inputs) stack.push_back(i.get());
+    }
+  }
+
+  // Every pending reader of a value an update in this run overwrites runs in
+  // this run too (before the update), if anyone still holds it.
+  void collect_old_readers() {
+    for (size_t k = 0; k < set_.size(); ++k) {
+      Node* u = set_[k];
+      if (u->kind != NodeKind::update) continue;
+      for (size_t i = 0; i < u->inputs.size(); ++i) {
+        if (!(u->write_mask >> i & 1)) continue;
+        Node* target = u->inputs[i].get();
+        for (auto& w : target->storage->readers) {
+          NodePtr r = w.lock();
+          if (!r || r.get() == u || r->mark == mark_ || !r->pending() || r.use_count() < 2)
+            continue;
+          bool reads_old = false;
+          for (auto& in : r->inputs)
+            reads_old |= in->kind == NodeKind::leaf && in->storage == target->storage &&
+                         in->version == target->version;
+          if (reads_old) collect(r.get());  // r stays alive: its holder outlives this call
+        }
+      }
     }
   }
 
@@ -364,6 +388,10 @@ class Evaluation {
       // Not persisted: nothing outside holds it, so it is never read again.
       n->kind = NodeKind::leaf;
       n->version = 0;
+      if (n->storage)
+        for (auto& r : n->readers)
+          if (!r.expired()) n->storage->add_reader(r.lock());
+      n->readers.clear();
     }
     for (Node* n : order_)
       if (n->kind == NodeKind::leaf) n->inputs.clear();

@@ -45,7 +45,22 @@ NodePtr make_node(Kernel k, std::vector<NodePtr> inputs, Shape shape, DType t,
   n->shape = std::move(shape);
   n->params = p;
   n->inputs = std::move(inputs);
+  for (auto& in : n->inputs) {
+    if (in->kind == NodeKind::leaf && in->storage) in->storage->add_reader(n);
+    else in->readers.push_back(n);
+  }
   return n;
+}
+
+void Storage::add_reader(const NodePtr& n) {
+  if (readers.size() >= readers_pruned_at) {
+    std::erase_if(readers, [](const std::weak_ptr<Node>& w) {
+      NodePtr r = w.lock();
+      return !r || !r->pending();
+    });
+    readers_pruned_at = std::max<size_t>(16, readers.size() * 2);
+  }
+  readers.push_back(n);
 }
 
 NodePtr make_view(const NodePtr& base, size_t offset, Shape shape) {

@@ -39,6 +39,7 @@ struct Counters {
   uint64_t bytes_copied = 0;
   uint64_t bytes_in_use = 0;
   uint64_t peak_bytes_in_use = 0;
+  uint64_t launches_by_kernel[size_t(Kernel::count_)] = {};  // indexed by Kernel
 };
 
 // Public non-virtual methods check arguments and keep the counters; the
