@@ -41,6 +41,57 @@ U4 philox_at(const KernelParams& p, int64_t k) {
 }
 constexpr float kTwoPow24 = 1.0f / 16777216.0f;
 
+// The hot loops get an AVX2 clone next to the baseline one; the loader picks
+// per machine, so one binary runs everywhere and uses wide vectors where it can.
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#define SY_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define SY_CLONES
+#endif
+
+SY_CLONES void adam_loop(int64_t lo, int64_t hi, float* __restrict w, float* __restrict m,
+                         float* __restrict v, const float* __restrict g, float b1, float b2,
+                         float eps, float step, float inv_sqrt_bc2, float keep, float l2) {
+  for (int64_t j = lo; j < hi; ++j) {
+    float wj = w[j] * keep;
+    float d = g[j] + l2 * wj;
+    float mj = b1 * m[j] + (1.f - b1) * d;
+    float vj = b2 * v[j] + (1.f - b2) * d * d;
+    m[j] = mj;
+    v[j] = vj;
+    w[j] = wj - step * mj / (std::sqrt(vj) * inv_sqrt_bc2 + eps);
+  }
+}
+
+SY_CLONES void sgd_loop(int64_t lo, int64_t hi, float* __restrict w, float* __restrict buf,
+                        const float* __restrict g, float lr, float mom, float damp, float wd,
+                        bool nesterov, bool first) {
+  if (!buf) {
+    for (int64_t j = lo; j < hi; ++j) w[j] -= lr * (g[j] + wd * w[j]);
+    return;
+  }
+  for (int64_t j = lo; j < hi; ++j) {
+    float d = g[j] + wd * w[j];
+    float b = first ? d : mom * buf[j] + (1.f - damp) * d;
+    buf[j] = b;
+    w[j] -= lr * (nesterov ? d + mom * b : b);
+  }
+}
+
+SY_CLONES void affine_loop(int64_t lo, int64_t hi, float* __restrict o, const float* __restrict x,
+                           float a, float b) {
+  for (int64_t j = lo; j < hi; ++j) o[j] = a * x[j] + b;
+}
+
+SY_CLONES void relu_loop(int64_t lo, int64_t hi, float* __restrict o, const float* __restrict x) {
+  for (int64_t j = lo; j < hi; ++j) o[j] = x[j] > 0.f ? x[j] : 0.f;
+}
+
+SY_CLONES void relu_backward_loop(int64_t lo, int64_t hi, float* __restrict dx,
+                                  const float* __restrict dy, const float* __restrict x) {
+  for (int64_t j = lo; j < hi; ++j) dx[j] = x[j] > 0.f ? dy[j] : 0.f;
+}
+
 // ---- pointwise math ----------------------------------------------------------
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
 
@@ -257,9 +308,7 @@ void run_kernel(Kernel k, const KernelParams& p, void* const* a) {
     case Kernel::affine: {
       float* o = as<float>(a[0]);
       const float* x = as<const float>(a[1]);
-      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
-        for (int64_t j = lo; j < hi; ++j) o[j] = p.f[0] * x[j] + p.f[1];
-      });
+      pfor(p.i[0], [&](int64_t lo, int64_t hi) { affine_loop(lo, hi, o, x, p.f[0], p.f[1]); });
       return;
     }
     case Kernel::unary: {
@@ -268,7 +317,7 @@ void run_kernel(Kernel k, const KernelParams& p, void* const* a) {
       Unary op = Unary(p.op);
       pfor(p.i[0], [&](int64_t lo, int64_t hi) {
         if (op == Unary::relu)
-          for (int64_t j = lo; j < hi; ++j) o[j] = x[j] > 0.f ? x[j] : 0.f;
+          relu_loop(lo, hi, o, x);
         else
           for (int64_t j = lo; j < hi; ++j) o[j] = unary_apply(op, x[j]);
       });
@@ -281,7 +330,7 @@ void run_kernel(Kernel k, const KernelParams& p, void* const* a) {
       Unary op = Unary(p.op);
       pfor(p.i[0], [&](int64_t lo, int64_t hi) {
         if (op == Unary::relu)
-          for (int64_t j = lo; j < hi; ++j) dx[j] = x[j] > 0.f ? dy[j] : 0.f;
+          relu_backward_loop(lo, hi, dx, dy, x);
         else
           for (int64_t j = lo; j < hi; ++j) dx[j] = dy[j] * unary_grad(op, x[j], y[j]);
       });
@@ -391,17 +440,8 @@ void run_kernel(Kernel k, const KernelParams& p, void* const* a) {
       float* w = as<float>(a[0]);
       float* buf = p.i[3] ? as<float>(a[1]) : nullptr;
       const float* g = as<const float>(a[p.i[3] ? 2 : 1]);
-      float lr = p.f[0], mom = p.f[1], damp = p.f[2], wd = p.f[3];
-      bool nesterov = p.i[1], first = p.i[2];
       pfor(p.i[0], [&](int64_t lo, int64_t hi) {
-        for (int64_t j = lo; j < hi; ++j) {
-          float d = g[j] + wd * w[j];
-          if (buf) {
-            buf[j] = first ? d : mom * buf[j] + (1.f - damp) * d;
-            d = nesterov ? d + mom * buf[j] : buf[j];
-          }
-          w[j] -= lr * d;
-        }
+        sgd_loop(lo, hi, w, buf, g, p.f[0], p.f[1], p.f[2], p.f[3], p.i[1], p.i[2]);
       });
       return;
     }
@@ -416,16 +456,8 @@ void run_kernel(Kernel k, const KernelParams& p, void* const* a) {
       const float step = lr / bc1, inv_sqrt_bc2 = 1.f / std::sqrt(bc2);
       // AdamW scales the weights; Adam adds wd*w to the gradient.
       const float keep = p.i[1] ? 1.f - lr * wd : 1.f, l2 = p.i[1] ? 0.f : wd;
-      pfor(p.i[0], [=](int64_t lo, int64_t hi) {
-        for (int64_t j = lo; j < hi; ++j) {
-          float wj = w[j] * keep;
-          float d = g[j] + l2 * wj;
-          float mj = b1 * m[j] + (1.f - b1) * d;
-          float vj = b2 * v[j] + (1.f - b2) * d * d;
-          m[j] = mj;
-          v[j] = vj;
-          w[j] = wj - step * mj / (std::sqrt(vj) * inv_sqrt_bc2 + eps);
-        }
+      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
+        adam_loop(lo, hi, w, m, v, g, b1, b2, eps, step, inv_sqrt_bc2, keep, l2);
       });
       return;
     }
