@@ -84,3 +84,26 @@ TEST(Autograd, ForwardBackwardAndUpdateEvaluateLazilyInOneSubmission) {
   w.grad().to_vector<float>();  // the gradient was computed in the same submission
   EXPECT_EQ(d.counters().submissions, before + 1);
 }
+
+TEST(Autograd, SharedParametersAreListedAndUpdatedOnce) {
+  auto layer = std::make_shared<sy::nn::Linear>(3, 3);
+  sy::nn::Sequential seq;
+  seq.add(layer).add(std::make_shared<sy::nn::Tanh>()).add(layer);  // tied weights
+  EXPECT_EQ(seq.parameters().size(), 2u);
+  Tensor w = layer->weight();
+  auto w0 = w.to_vector<float>();
+  std::vector<Tensor> twice{w, w};
+  sy::optim::SGD opt(twice, 1.f);
+  w.set_grad(sy::ones({3, 3}));
+  opt.step();
+  auto w1 = w.to_vector<float>();
+  for (size_t i = 0; i < w0.size(); ++i) EXPECT_FLOAT_EQ(w1[i], w0[i] - 1.f) << "one step, not two";
+}
+
+TEST(Autograd, TheGradientSeedIsDetached) {
+  Tensor x = sy::from_vector(std::vector<float>{1, 2}, {2}).requires_grad_();
+  x.backward(x);
+  EXPECT_NE(x.grad().impl(), x.impl());
+  EXPECT_FALSE(x.grad().requires_grad());
+  EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{1, 2}));
+}

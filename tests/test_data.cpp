@@ -126,6 +126,10 @@ TEST(Idx, ReadsAValidFileAndRejectsCorruptOnes) {
   expect_error([&] { data::read_idx(write_gz("sy_type.idx.gz", {0, 0, 0x0D, 1, 0, 0, 0, 1, 9, 9, 9, 9})); },
                {"[read_idx]", "element type"});
   expect_error([] { data::read_idx("/nonexistent/file.gz"); }, {"[read_idx]", "not found"});
+  // Dimensions whose product wraps around 64 bits must not pass as small.
+  expect_error([&] { data::read_idx(write_gz("sy_huge.idx.gz", {0, 0, 8, 4, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                                                0xff, 0xff, 0xff, 0xff, 0, 0, 0, 16, 1, 2, 3})); },
+               {"[read_idx]", "implausible dimensions"});
 }
 
 TEST(FashionMNIST, MissingDatasetSaysWhichPackageProvidesIt) {

@@ -171,3 +171,72 @@ TEST(Scheduler, StepsWithoutReadsStayBounded) {
   sy::synchronize(d);
   EXPECT_TRUE(sy::detail::context_of(d).pending_updates.empty());
 }
+
+TEST(Scheduler, BackwardThroughValuesAnUpdateOverwroteFailsAtOnceAndNothingIsStuck) {
+  Tensor w = sy::from_vector(std::vector<float>{1, 2}, {2}).requires_grad_();
+  sy::optim::SGD opt({w}, 0.1f);
+  Tensor loss = sy::sum(w * w);
+  loss.backward({}, /*retain_graph=*/true);
+  opt.step();
+  loss.item();  // runs the update: w is now at version 1
+  // The saved forward values read w at version 0: PyTorch's "modified by an
+  // inplace operation" error, raised at backward(), not later.
+  expect_error([&] { loss.backward(); }, {"modified in place", "optimizer"});
+  EXPECT_FLOAT_EQ(sy::sum(sy::ones({3})).item(), 3.f) << "the device still works";
+  opt.zero_grad();
+  sy::sum(w * w).backward();
+  opt.step();
+  EXPECT_TRUE(std::isfinite(sy::sum(w).item()));
+}
+
+TEST(Scheduler, AFailedStepIsDiscardedAndTrainingGoesOn) {
+  sy::Device& d = sy::cpu();
+  Step s = make_step(d, true);
+  s.run();
+  Tensor bad = sy::from_vector(std::vector<int32_t>(32, 9), {32});  // 9 >= 4 classes
+  s.opt->zero_grad();
+  Tensor loss = sy::cross_entropy((*s.model)(s.x), bad);
+  loss.backward();
+  s.opt->step();
+  expect_error([&] { loss.item(); }, {"[cross_entropy]", "labels in [0, 4)", "found 9"});
+  expect_error([&] { loss.item(); }, {"discarded by a failed evaluation"});
+  float l = s.run();  // the next good step works
+  EXPECT_TRUE(std::isfinite(l));
+}
+
+TEST(Scheduler, ReadsThroughAViewOfAParameterKeepTheOldValue) {
+  Tensor w = sy::uniform({4}, -1.f, 1.f).requires_grad_();
+  Tensor wv = w.reshape({2, 2});  // a pending view of a pending value
+  sy::eval({w});                  // w is now a leaf; wv still a view node
+  auto before = w.to_vector<float>();
+  Tensor y = wv * 2.f;
+  w.set_grad(sy::ones({4}));
+  sy::optim::SGD opt({w}, 1.f);
+  opt.step();
+  Tensor after = w * 1.f;
+  sy::eval({after, y});
+  auto yv = y.to_vector<float>();
+  for (size_t i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(yv[i], 2.f * before[i]);
+  auto av = after.to_vector<float>();
+  for (size_t i = 0; i < 4; ++i) EXPECT_FLOAT_EQ(av[i], before[i] - 1.f);
+}
+
+TEST(Scheduler, InPlaceUpdateOfASliceIsRefused) {
+  Tensor flat = sy::zeros({10});
+  Tensor part = flat.slice(0, 4).requires_grad_();
+  part.set_grad(sy::ones({4}));
+  sy::optim::SGD opt({part}, 0.1f);
+  expect_error([&] { opt.step(); }, {"owns its whole storage", "offset 0 into 40 bytes"});
+}
+
+TEST(Scheduler, VeryLongGraphsEvaluateAndFreeWithoutRecursion) {
+  Tensor t = sy::ones({1});
+  for (int i = 0; i < 100000; ++i) t = t + 1.f;
+  EXPECT_FLOAT_EQ(t.item(), 100001.f);
+  {
+    Tensor x = sy::ones({1}).requires_grad_();
+    Tensor u = x;
+    for (int i = 0; i < 100000; ++i) u = u * 1.0f;
+  }  // dropped unevaluated: graph and autograd chain freed iteratively
+  SUCCEED();
+}

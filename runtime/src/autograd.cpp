@@ -45,7 +45,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   SY_CHECK(requires_grad(), "backward",
            "the tensor does not require grad and has no grad_fn (was it created under "
            "NoGradGuard, or from inputs that do not require grad?)");
-  Tensor seed = grad;
+  Tensor seed = grad.defined() ? grad.detach() : grad;
   if (!seed.defined()) {
     SY_CHECK(numel() == 1, "backward",
              "grad can be implicitly created only for scalar outputs; expected 1 element, found "
@@ -90,7 +90,8 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
     grads.erase(g);
     if (!t->grad_fn) {
       if (t->requires_grad) {
-        t->grad = t->grad ? add(Tensor(t->grad), gt).impl_ptr() : gt.impl_ptr();
+        // A fresh impl: the gradient never aliases another tensor's handle.
+        t->grad = (t->grad ? add(Tensor(t->grad), gt) : gt.detach()).impl_ptr();
         const NodePtr& n = t->grad->node;
         if (n->pending()) n->ctx->pending_values.push_back(n);
       }

@@ -84,9 +84,11 @@ IdxArray read_idx(const std::string& path) {
     SY_CHECK(read(b, 4) == 4, "read_idx", path, ": truncated header");
     int64_t n = (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | b[3];
     a.dims.push_back(n);
+    // Checked: a corrupt header must not wrap around to a small size.
+    SY_CHECK(n == 0 || total <= (size_t(1) << 32) / size_t(n), "read_idx", path,
+             ": implausible dimensions ", shape_str(a.dims), " (over 4 GiB)");
     total *= size_t(n);
   }
-  SY_CHECK(total <= (size_t(1) << 32), "read_idx", path, ": implausible size ", total, " bytes");
   a.data.resize(total);
   size_t got = read(a.data.data(), total);
   SY_CHECK(got == total, "read_idx", path, ": truncated: expected ", total,

@@ -252,7 +252,13 @@ void BufferPool::empty() {
   free_.clear();
 }
 
-Storage::~Storage() { ctx->pool.release(buffer); }
+Storage::~Storage() {
+  try {
+    ctx->pool.release(buffer);
+  } catch (...) {  // the cache could not grow: give the buffer back instead
+    ctx->device->release(buffer);
+  }
+}
 
 }  // namespace detail
 }  // namespace switchyard

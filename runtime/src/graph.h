@@ -34,13 +34,15 @@ class BufferPool {
 
 // One pooled buffer holding a tensor's data. Views share it with an offset.
 struct Storage {
-  Storage(std::shared_ptr<Context> c, Buffer b) : ctx(std::move(c)), buffer(b) {}
+  Storage(std::shared_ptr<Context> c, Buffer b, size_t n) : ctx(std::move(c)), buffer(b), bytes(n) {}
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   std::shared_ptr<Context> ctx;
   Buffer buffer;
-  uint64_t version = 0;  // number of executed in-place updates
+  size_t bytes = 0;      // what was asked for (the buffer may be larger)
+  uint64_t version = 0;  // number of executed (or discarded) in-place updates
+  uint64_t discarded_through = 0;  // versions skipped by a failed evaluation
   // Pending nodes that read this storage. Before an in-place update runs, the
   // scheduler runs every such reader of the old value that someone still
   // holds, so values computed "before" a step keep their old inputs, as in
@@ -58,6 +60,10 @@ enum class NodeKind : uint8_t {
 };
 
 struct Node : std::enable_shared_from_this<Node> {
+  Node() = default;
+  ~Node();  // iterative: long unevaluated chains must not overflow the stack
+  Node(const Node&) = delete;
+  Node& operator=(const Node&) = delete;
   NodeKind kind = NodeKind::leaf;
   Kernel kernel{};
   DType dtype = DType::f32;
@@ -81,6 +87,8 @@ struct Node : std::enable_shared_from_this<Node> {
   int32_t idx = -1;
 
   size_t bytes() const { return size_t(numel(shape)) * dtype_size(dtype); }
+  // The node whose buffer a view aliases (itself otherwise).
+  Node* base() { return kind == NodeKind::view ? inputs[0].get() : this; }
   bool pending() const {
     return kind == NodeKind::update ? !done : kind != NodeKind::leaf;
   }
@@ -115,6 +123,10 @@ struct GradFn {
 };
 
 struct TensorImpl {
+  TensorImpl() = default;
+  ~TensorImpl();  // iterative, like ~Node, for long autograd chains
+  TensorImpl(const TensorImpl&) = delete;
+  TensorImpl& operator=(const TensorImpl&) = delete;
   NodePtr node;
   bool requires_grad = false;
   std::shared_ptr<TensorImpl> grad;
@@ -137,5 +149,7 @@ void evaluate(Context& c, const std::vector<Node*>& roots);
 // A materialized (leaf) node for t, evaluating it if needed.
 Node& materialize(const Tensor& t);
 const NodePtr& node_of(const Tensor& t);
+// Throws when a leaf input was overwritten by an executed in-place update.
+void check_fresh(const char* op, const Node& in);
 
 }  // namespace switchyard::detail

@@ -2,6 +2,7 @@
 #include "switchyard/nn.h"
 
 #include <cmath>
+#include <unordered_set>
 
 #include "switchyard/error.h"
 
@@ -19,6 +20,9 @@ std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   for (auto& [n, p] : params_) out.emplace_back(n, *p);
   for (auto& [cn, c] : children_)
     for (auto& [n, p] : c->named_parameters()) out.emplace_back(cn + "." + n, p);
+  // A module registered twice (shared weights) lists its parameters once.
+  std::unordered_set<const void*> seen;
+  std::erase_if(out, [&](const auto& np) { return !seen.insert(np.second.impl()).second; });
   return out;
 }
 

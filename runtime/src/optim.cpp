@@ -9,7 +9,11 @@
 namespace switchyard::optim {
 using namespace detail;
 
-Optimizer::Optimizer(std::vector<Tensor> params) : params_(std::move(params)) {
+Optimizer::Optimizer(std::vector<Tensor> params) {
+  // A parameter listed twice (shared weights) is updated once, as in PyTorch.
+  std::unordered_set<const void*> seen;
+  for (auto& p : params)
+    if (!p.defined() || seen.insert(p.impl()).second) params_.push_back(p);
   for (auto& p : params_) {
     SY_CHECK(p.defined() && p.requires_grad(), "optimizer",
              "expected parameters that require grad, found one that does not");
@@ -39,14 +43,20 @@ void Optimizer::step() {
   for (auto& p : params_) ctxs.insert(node_of(p)->ctx);
   for (Context* c : ctxs)
     if (!c->pending_updates.empty()) evaluate(*c, {});
-  for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
+  // Check every gradient before queuing any update: all or nothing.
+  for (auto& p : params_) {
     Tensor g = p.grad();
     if (!g.defined()) continue;
     SY_CHECK(&g.device() == &p.device(), "optimizer.step",
              "expected the gradient on the parameter's device ", p.device().str(), ", found ",
              g.device().str());
-    update(i, p, g);
+    SY_CHECK(g.shape() == p.shape(), "optimizer.step", "expected a gradient of shape ",
+             shape_str(p.shape()), ", found ", shape_str(g.shape()));
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    Tensor& p = params_[i];
+    Tensor g = p.grad();
+    if (g.defined()) update(i, p, g);
   }
   ++steps_;
 }
@@ -75,8 +85,8 @@ void SGD::update(size_t i, Tensor& p, const Tensor& g) {
   if (!momentum_[i].defined()) momentum_[i] = zeros(p.shape(), p.device());
   k.i[2] = !started_[i];
   k.i[3] = 1;
-  started_[i] = true;
   update_inplace(Kernel::sgd_update, {&p, &momentum_[i]}, {g}, k);
+  started_[i] = true;
 }
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(params)), o_(o) {

@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <optional>
 
 #include "graph.h"
 #include "switchyard/error.h"
@@ -42,17 +43,38 @@ struct TempGuard {
 
 class Evaluation {
  public:
-  Evaluation(Context& c, const std::vector<Node*>& roots) : ctx_(c), mark_(next_mark()) {
+  explicit Evaluation(Context& c) : ctx_(c), mark_(next_mark()) {}
+
+  void prepare(const std::vector<Node*>& roots) {
     for (Node* r : roots) collect(r);
-    for (auto& u : c.pending_updates) collect(u.get());
+    for (auto& u : ctx_.pending_updates) collect(u.get());
     collect_old_readers();
-    for (auto& w : c.pending_values) {
+    for (auto& w : ctx_.pending_values) {
       // Only values someone still holds (a dropped gradient is not computed).
       NodePtr v = w.lock();
       if (v && v.use_count() > 1 && v->pending()) collect(v.get());
     }
-    c.pending_values.clear();
+    ctx_.pending_values.clear();
     order_nodes();
+  }
+
+  // After a failed prepare(): mark this run's updates done without running
+  // them, keeping the version invariant (and saying so if the old value is read).
+  void discard_updates() {
+    std::vector<NodePtr> keep;
+    for (Node* n : set_) {
+      if (n->kind != NodeKind::update || n->done) continue;
+      for (size_t i = 0; i < n->inputs.size(); ++i) {
+        if (!(n->write_mask >> i & 1)) continue;
+        Storage& st = *n->inputs[i]->storage;
+        st.version++;
+        st.discarded_through = st.version;
+      }
+      n->done = true;
+      for (auto& in : n->inputs) keep.push_back(std::move(in));
+      n->inputs.clear();
+    }
+    std::erase_if(ctx_.pending_updates, [](const NodePtr& u) { return u->done; });
   }
 
   void run() {
@@ -83,16 +105,24 @@ class Evaluation {
                n->ctx->device->str(), " and ", ctx_.device->str());
       if (n->kind == NodeKind::leaf) {
         SY_CHECK(n->storage, "scheduler", "a value was read after it was freed (internal error)");
-        SY_CHECK(n->version >= n->storage->version, "scheduler",
-                 "a tensor needed here was modified in place (by an optimizer step) after it was "
-                 "used: expected version ", n->version, ", found ", n->storage->version,
-                 ". Evaluate values that need the old parameters (item(), to_vector(), eval(), "
-                 "backward()) before optimizer.step() overwrites them.");
+        check_fresh("scheduler", *n);
       }
       for (auto& d : n->deps) stack.push_back(d.get());
       if (n->kind != NodeKind::leaf)
         for (auto& i : n->inputs) stack.push_back(i.get());
     }
+  }
+
+  // Whether r reads the storage of leaf `target` at target's version (through
+  // a view or directly).
+  static bool reads_version(const Node& r, const Node& target) {
+    for (auto& in : r.inputs) {
+      const Node* b = in->kind == NodeKind::view ? in->inputs[0].get() : in.get();
+      if (b->kind == NodeKind::leaf && b->storage == target.storage &&
+          b->version == target.version)
+        return true;
+    }
+    return false;
   }
 
   // Every pending reader of a value an update in this run overwrites runs in
@@ -105,14 +135,11 @@ class Evaluation {
         if (!(u->write_mask >> i & 1)) continue;
         Node* target = u->inputs[i].get();
         for (auto& w : target->storage->readers) {
+          // A live reader is held by someone besides this lock, and that
+          // holder outlives the evaluation.
           NodePtr r = w.lock();
-          if (!r || r.get() == u || r->mark == mark_ || !r->pending() || r.use_count() < 2)
-            continue;
-          bool reads_old = false;
-          for (auto& in : r->inputs)
-            reads_old |= in->kind == NodeKind::leaf && in->storage == target->storage &&
-                         in->version == target->version;
-          if (reads_old) collect(r.get());  // r stays alive: its holder outlives this call
+          if (!r || r.get() == u || r->mark == mark_ || !r->pending()) continue;
+          if (reads_version(*r, *target)) collect(r.get());
         }
       }
     }
@@ -125,9 +152,11 @@ class Evaluation {
     bool any_update = false;
     for (Node* n : set_) {
       if (n->kind == NodeKind::update) any_update = true;
-      if (n->kind == NodeKind::leaf) continue;
-      for (auto& in : n->inputs)
-        if (in->kind == NodeKind::leaf) readers[in->storage.get()].push_back(n);
+      if (n->kind == NodeKind::leaf || n->kind == NodeKind::view) continue;
+      for (auto& in : n->inputs) {
+        Node* b = in->base();
+        if (b->kind == NodeKind::leaf) readers[b->storage.get()].push_back(n);
+      }
     }
     std::unordered_map<Node*, std::vector<Node*>> extra;
     if (any_update) {
@@ -136,15 +165,8 @@ class Evaluation {
         for (size_t i = 0; i < u->inputs.size(); ++i) {
           if (!(u->write_mask >> i & 1)) continue;
           Node* target = u->inputs[i].get();
-          for (Node* r : readers[target->storage.get()]) {
-            if (r == u) continue;
-            for (auto& in : r->inputs)
-              if (in->kind == NodeKind::leaf && in->storage == target->storage &&
-                  in->version == target->version) {
-                extra[u].push_back(r);
-                break;
-              }
-          }
+          for (Node* r : readers[target->storage.get()])
+            if (r != u && reads_version(*r, *target)) extra[u].push_back(r);
         }
       }
     }
@@ -227,6 +249,7 @@ class Evaluation {
       put(key, uint32_t(n->shape.size()));
       for (auto d : n->shape) put(key, d);
       put(key, uint32_t(n->inputs.size()));
+      put(key, uint32_t(n->deps.size()));
       if (n->kind != NodeKind::leaf)
         for (auto& i : n->inputs) put(key, i->idx);
       for (auto& d : n->deps) put(key, d->mark == mark_ ? d->idx : -1);
@@ -368,8 +391,12 @@ class Evaluation {
     keep.insert(keep.end(), updates.begin(), updates.end());
     for (Node* n : order_) {
       if (n->kind != NodeKind::update) continue;
-      for (size_t i = 0; i < n->inputs.size(); ++i)
-        if (n->write_mask >> i & 1) n->inputs[i]->storage->version++;
+      for (size_t i = 0; i < n->inputs.size(); ++i) {
+        if (!(n->write_mask >> i & 1)) continue;
+        Storage& st = *n->inputs[i]->storage;
+        st.version++;
+        if (!outs) st.discarded_through = st.version;
+      }
       n->done = true;
       n->inputs.clear();
     }
@@ -408,7 +435,16 @@ class Evaluation {
 }  // namespace
 
 void evaluate(Context& c, const std::vector<Node*>& roots) {
-  Evaluation(c, roots).run();
+  Evaluation e(c);
+  try {
+    e.prepare(roots);
+  } catch (...) {
+    // A pending update whose inputs cannot be evaluated would fail every later
+    // evaluation on this device: drop it (the error still reaches the caller).
+    e.discard_updates();
+    throw;
+  }
+  e.run();
 }
 
 }  // namespace switchyard::detail

@@ -1,6 +1,7 @@
 // Tensor handles, factories, views, transfers between devices and reading
 // values back.
 #include <algorithm>
+#include <atomic>
 #include <cmath>
 #include <cstring>
 #include <iomanip>
@@ -20,7 +21,50 @@ Tensor wrap(NodePtr n) {
 }
 
 std::shared_ptr<Storage> new_storage(Context& c, size_t bytes) {
-  return std::make_shared<Storage>(context_ptr(*c.device), c.pool.acquire(bytes ? bytes : 1));
+  return std::make_shared<Storage>(context_ptr(*c.device), c.pool.acquire(bytes ? bytes : 1),
+                                   bytes);
+}
+
+// Destruction moves children to a per-thread list and frees them in a loop,
+// so dropping a graph of any depth uses constant stack.
+Node::~Node() {
+  thread_local std::vector<NodePtr> pending;
+  thread_local bool draining = false;
+  for (auto& i : inputs) pending.push_back(std::move(i));
+  for (auto& d : deps) pending.push_back(std::move(d));
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    NodePtr n = std::move(pending.back());
+    pending.pop_back();
+  }
+  draining = false;
+}
+
+TensorImpl::~TensorImpl() {
+  thread_local std::vector<std::shared_ptr<GradFn>> pending;
+  thread_local bool draining = false;
+  if (grad_fn) pending.push_back(std::move(grad_fn));
+  if (draining) return;
+  draining = true;
+  while (!pending.empty()) {
+    std::shared_ptr<GradFn> f = std::move(pending.back());
+    pending.pop_back();
+  }
+  draining = false;
+}
+
+void check_fresh(const char* op, const Node& in) {
+  if (in.kind != NodeKind::leaf || !in.storage || in.version >= in.storage->version) return;
+  const Storage& s = *in.storage;
+  if (in.version < s.discarded_through)
+    throw Error(cat("[", op, "] this tensor's storage had an in-place update discarded by a "
+                    "failed evaluation (version ", in.version, ", now ", s.version,
+                    "); its old value can no longer be read"));
+  throw Error(cat("[", op, "] a tensor needed here was modified in place (by an optimizer step) "
+                  "after it was used: expected version ", in.version, ", found ", s.version,
+                  ". Evaluate values that need the old parameters (item(), to_vector(), eval(), "
+                  "backward()) before optimizer.step() overwrites them."));
 }
 
 NodePtr make_leaf(Context& c, std::shared_ptr<Storage> s, size_t offset, Shape shape, DType t) {
@@ -46,8 +90,11 @@ NodePtr make_node(Kernel k, std::vector<NodePtr> inputs, Shape shape, DType t,
   n->params = p;
   n->inputs = std::move(inputs);
   for (auto& in : n->inputs) {
-    if (in->kind == NodeKind::leaf && in->storage) in->storage->add_reader(n);
-    else in->readers.push_back(n);
+    check_fresh(kernel_name(k), *in);
+    // Views are transparent: the reader is registered on what they alias.
+    Node* b = in->base();
+    if (b->kind == NodeKind::leaf && b->storage) b->storage->add_reader(n);
+    else b->readers.push_back(n);
   }
   return n;
 }
@@ -119,10 +166,19 @@ void update_inplace(Kernel k, const std::vector<Tensor*>& targets,
       materialize(*t);
       n = node_of(*t);
     }
+    // One version counter per storage: an update must own all of it.
+    SY_CHECK(n->offset == 0 && n->bytes() == n->storage->bytes, kernel_name(k),
+             "in-place updates need a tensor that owns its whole storage; found a view of ",
+             n->bytes(), " bytes at offset ", n->offset, " into ", n->storage->bytes,
+             " bytes (a slice of a larger tensor)");
+    check_fresh(kernel_name(k), *n);
     u->write_mask |= 1u << u->inputs.size();
     u->inputs.push_back(n);
   }
-  for (const Tensor& r : reads) u->inputs.push_back(node_of(r));
+  for (const Tensor& r : reads) {
+    check_fresh(kernel_name(k), *node_of(r));
+    u->inputs.push_back(node_of(r));
+  }
   u->ctx = u->inputs.front()->ctx;
   for (auto& in : u->inputs)
     SY_CHECK(in->ctx == u->ctx, kernel_name(k),
@@ -161,8 +217,8 @@ int64_t Tensor::size(int64_t d) const {
 namespace {
 
 thread_local bool g_grad_enabled = true;
-uint64_t g_seed = 0x5eed;
-uint64_t g_offset = 0;
+std::atomic<uint64_t> g_seed{0x5eed};
+std::atomic<uint64_t> g_offset{0};
 
 void check_shape(const Shape& s, const char* op) {
   for (auto d : s)
@@ -188,12 +244,12 @@ Tensor generator(Kernel k, const Shape& s, const Options& o, KernelParams p, con
 Tensor random(Kernel k, const Shape& s, float a, float b, const Options& o, const char* op) {
   SY_CHECK(o.dtype() == DType::f32, op, "expected dtype f32, found ", dtype_name(o.dtype()));
   KernelParams p;
-  p.i[1] = int64_t(g_seed & 0xffffffffu);
-  p.i[2] = int64_t(g_seed >> 32);
-  p.i[3] = int64_t(g_offset);
+  uint64_t seed = g_seed.load();
+  p.i[1] = int64_t(seed & 0xffffffffu);
+  p.i[2] = int64_t(seed >> 32);
+  p.i[3] = int64_t(g_offset.fetch_add(1));  // each tensor draws from its own Philox stream
   p.f[0] = a;
   p.f[1] = b;
-  g_offset += 1;  // each tensor draws from its own Philox stream
   check_shape(s, op);
   Context& c = context_of(o.device());
   p.i[0] = numel(s);
