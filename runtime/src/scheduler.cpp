@@ -406,8 +406,11 @@ class Evaluation {
     for (size_t j = 0; j < plan.persist_nodes.size(); ++j)
       order_[plan.persist_nodes[j]]->storage = (*outs)[j];
     for (Node* n : order_) {
-      if (n->kind == NodeKind::view)
-        n->storage = persist_[n->idx] ? base_of(n)->storage : nullptr;
+      if (n->kind == NodeKind::view) {
+        Node* b = base_of(n);  // earlier in the order: already a leaf here
+        n->storage = persist_[n->idx] ? b->storage : nullptr;
+        n->offset += b->offset;
+      }
       else if (n->kind == NodeKind::op)
         n->offset = 0;
       else
