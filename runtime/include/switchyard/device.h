@@ -43,9 +43,21 @@ struct Counters {
 };
 
 // Public non-virtual methods check arguments and keep the counters; the
-// private *_impl methods are what a backend implements. Transfers and
-// executions are enqueued in order on the device's queue; synchronize() waits
-// for all of them. upload() has consumed `src` when it returns.
+// private *_impl methods are what a backend implements.
+//
+// The contract for asynchronous backends:
+// - upload, download, copy and execute are enqueued in order on one queue;
+//   synchronize() waits for all of them. Each is ordered after earlier work
+//   that touches the same buffer (so a backend writing zero-copy memory from
+//   the host must first wait for queued readers of it).
+// - upload() has consumed `src` when it returns (copied it or staged it).
+// - download() fills `dst` by the next synchronize().
+// - release() may be called while queued work still uses the buffer: the
+//   runtime reuses released buffers only for later queued work, so a backend
+//   must not return the memory to the system before that work completes.
+// - execute() runs a Program over `bindings` (one per slot); the same Program
+//   (same id) comes back every training step, possibly with other bindings
+//   and other scalar params, so a backend may cache what it recorded.
 class Device {
  public:
   explicit Device(DeviceInfo info) : info_(std::move(info)) {}
