@@ -240,3 +240,15 @@ TEST(Scheduler, VeryLongGraphsEvaluateAndFreeWithoutRecursion) {
   }  // dropped unevaluated: graph and autograd chain freed iteratively
   SUCCEED();
 }
+
+TEST(Scheduler, TestsRunWithPoisonedBuffers) {
+  if (!std::getenv("SWITCHYARD_POISON")) GTEST_SKIP() << "run through ctest, which sets SWITCHYARD_POISON=1";
+  auto& pool = sy::detail::context_of(sy::cpu()).pool;
+  sy::Buffer b = pool.acquire(64);
+  auto* bytes = static_cast<unsigned char*>(sy::cpu().host_pointer(b));
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(bytes[i], 0xff);
+  pool.release(b);
+  // An op's output starts as NaN and every element is overwritten.
+  auto v = (sy::zeros({1000}) + 1.f).to_vector<float>();
+  for (float x : v) ASSERT_EQ(x, 1.f);
+}

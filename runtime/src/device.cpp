@@ -2,6 +2,7 @@
 #include <algorithm>
 #include <atomic>
 #include <cstdlib>
+#include <cstring>
 #include <mutex>
 
 #include "backend_api.h"
@@ -214,6 +215,24 @@ Context& context_of(Device& d) {
   throw Error(cat("[device] ", d.str(), " is not a registered device"));
 }
 
+BufferPool::BufferPool(Device& d) : dev_(d) {
+  const char* e = std::getenv("SWITCHYARD_POISON");
+  poison_ = e && *e && std::string(e) != "0";
+}
+
+// All-ones bytes: a NaN as f32, -1 as i32. A kernel that leaves part of its
+// output unwritten then fails every comparison in the tests.
+void BufferPool::poison(Buffer b) {
+  if (void* p = dev_.host_pointer(b)) {
+    dev_.synchronize();
+    std::memset(p, 0xff, b.bytes);
+    return;
+  }
+  static const std::vector<unsigned char> ones(size_t(1) << 20, 0xff);
+  for (size_t off = 0; off < b.bytes; off += ones.size())
+    dev_.upload(b, off, ones.data(), std::min(ones.size(), b.bytes - off));
+}
+
 size_t BufferPool::round(size_t bytes) {
   if (bytes <= 512) return 512;
   if (bytes <= (1u << 20)) return (bytes + 511) & ~size_t(511);
@@ -224,20 +243,23 @@ Buffer BufferPool::acquire(size_t bytes) {
   size_t r = round(bytes);
   std::lock_guard<std::mutex> lock(mu_);
   auto it = free_.find(r);
+  Buffer b;
   if (it != free_.end() && !it->second.empty()) {
-    Buffer b = it->second.back();
+    b = it->second.back();
     it->second.pop_back();
-    return b;
+  } else {
+    try {
+      b = dev_.allocate(r);
+    } catch (const OutOfMemory&) {
+      // Give cached buffers back and try once more before failing.
+      for (auto& [sz, v] : free_)
+        for (auto& c : v) dev_.release(c);
+      free_.clear();
+      b = dev_.allocate(r);
+    }
   }
-  try {
-    return dev_.allocate(r);
-  } catch (const OutOfMemory&) {
-    // Give cached buffers back and try once more before failing.
-    for (auto& [sz, v] : free_)
-      for (auto& b : v) dev_.release(b);
-    free_.clear();
-    return dev_.allocate(r);
-  }
+  if (poison_) poison(b);
+  return b;
 }
 
 void BufferPool::release(Buffer b) {

@@ -19,7 +19,7 @@ struct Context;
 // creates host tensors).
 class BufferPool {
  public:
-  explicit BufferPool(Device& d) : dev_(d) {}
+  explicit BufferPool(Device& d);
   ~BufferPool() { empty(); }
   Buffer acquire(size_t bytes);  // returns a buffer of at least `bytes`
   void release(Buffer b);
@@ -27,7 +27,9 @@ class BufferPool {
   static size_t round(size_t bytes);
 
  private:
+  void poison(Buffer b);
   Device& dev_;
+  bool poison_ = false;  // SWITCHYARD_POISON=1: fill every handed-out buffer with NaN
   std::mutex mu_;
   std::unordered_map<size_t, std::vector<Buffer>> free_;
 };
