@@ -3,7 +3,9 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <cctype>
 #include <cmath>
+#include <tuple>
 #include <random>
 #include <string>
 #include <vector>
@@ -43,6 +45,35 @@ inline sy::Device& mock_device() {
   }();
   return *d;
 }
+
+// Every available device plus the mock one: the op conformance suites run on
+// each (a CPU double under another name catches ops that quietly create
+// tensors on the default device).
+inline std::vector<std::string> conformance_devices() {
+  std::vector<std::string> names;
+  for (sy::Device* d : sy::devices())
+    if (d->info().backend != "mock") names.push_back(d->str());
+  names.push_back(mock_device().str());
+  return names;
+}
+
+inline std::string device_param_name(std::string n) {
+  for (auto& c : n)
+    if (!std::isalnum(static_cast<unsigned char>(c))) c = '_';
+  return n;
+}
+
+class OnDevice : public ::testing::TestWithParam<std::string> {
+ protected:
+  sy::Device& D() const { return sy::device(GetParam()); }
+};
+
+template <class P>
+class DeviceTest : public ::testing::TestWithParam<std::tuple<std::string, P>> {
+ protected:
+  sy::Device& D() const { return sy::device(std::get<0>(this->GetParam())); }
+  const P& C() const { return std::get<1>(this->GetParam()); }
+};
 
 // Runs fn, expects a switchyard::Error whose message contains every needle.
 template <class F>

@@ -10,7 +10,7 @@ namespace {
 
 // Checks d(sum(f(x) * w))/dx_i for every input against finite differences,
 // with a fixed random weighting w so every output element matters.
-void gradcheck(const char* name, const Fn& f, const std::vector<sy::Shape>& shapes,
+void gradcheck(sy::Device& dev, const char* name, const Fn& f, const std::vector<sy::Shape>& shapes,
                uint32_t seed = 1, float lo = -1.f, float hi = 1.f) {
   SCOPED_TRACE(name);
   std::vector<std::vector<float>> vals;
@@ -18,18 +18,18 @@ void gradcheck(const char* name, const Fn& f, const std::vector<sy::Shape>& shap
     vals.push_back(random_vec(size_t(sy::numel(shapes[i])), seed + uint32_t(i), lo, hi));
   sy::Shape out_shape = f([&] {
     std::vector<Tensor> in;
-    for (size_t i = 0; i < shapes.size(); ++i) in.push_back(sy::from_vector(vals[i], shapes[i]));
+    for (size_t i = 0; i < shapes.size(); ++i) in.push_back(sy::from_vector(vals[i], shapes[i], dev));
     return in;
   }()).shape();
   auto w = random_vec(size_t(sy::numel(out_shape)), seed + 100, 0.5f, 1.5f);
   auto loss = [&](const std::vector<std::vector<float>>& v, bool grad, std::vector<Tensor>* ins) {
     std::vector<Tensor> in;
     for (size_t i = 0; i < shapes.size(); ++i) {
-      in.push_back(sy::from_vector(v[i], shapes[i]));
+      in.push_back(sy::from_vector(v[i], shapes[i], dev));
       if (grad) in.back().requires_grad_();
     }
     Tensor out = f(in);
-    Tensor l = sy::sum(out * sy::from_vector(w, out_shape));
+    Tensor l = sy::sum(out * sy::from_vector(w, out_shape, dev));
     if (ins) *ins = in;
     return l;
   };
@@ -57,76 +57,80 @@ void gradcheck(const char* name, const Fn& f, const std::vector<sy::Shape>& shap
 
 }  // namespace
 
-TEST(Grad, Matmul) {
+TEST_P(OnDevice, GradMatmul) {
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb)
-      gradcheck("matmul", [=](auto& x) { return sy::matmul(x[0], x[1], ta, tb); },
+      gradcheck(D(), "matmul", [=](auto& x) { return sy::matmul(x[0], x[1], ta, tb); },
                 {ta ? sy::Shape{4, 3} : sy::Shape{3, 4}, tb ? sy::Shape{5, 4} : sy::Shape{4, 5}});
 }
 
-TEST(Grad, Linear) {
-  gradcheck("linear", [](auto& x) { return sy::linear(x[0], x[1], x[2]); }, {{3, 4}, {5, 4}, {5}});
-  gradcheck("linear_nobias", [](auto& x) { return sy::linear(x[0], x[1]); }, {{3, 4}, {2, 4}});
+TEST_P(OnDevice, GradLinear) {
+  gradcheck(D(), "linear", [](auto& x) { return sy::linear(x[0], x[1], x[2]); }, {{3, 4}, {5, 4}, {5}});
+  gradcheck(D(), "linear_nobias", [](auto& x) { return sy::linear(x[0], x[1]); }, {{3, 4}, {2, 4}});
 }
 
-TEST(Grad, Transpose) { gradcheck("transpose", [](auto& x) { return sy::transpose(x[0]); }, {{3, 5}}); }
+TEST_P(OnDevice, GradTranspose) { gradcheck(D(), "transpose", [](auto& x) { return sy::transpose(x[0]); }, {{3, 5}}); }
 
-TEST(Grad, BinaryWithBroadcasting) {
+TEST_P(OnDevice, GradBinaryWithBroadcasting) {
   std::vector<std::pair<sy::Shape, sy::Shape>> shapes = {
       {{3, 4}, {3, 4}}, {{3, 4}, {4}}, {{3, 4}, {3, 1}}, {{3, 4}, {1}}, {{2, 3, 4}, {3, 1}}};
   for (auto& [a, b] : shapes) {
-    gradcheck("add", [](auto& x) { return x[0] + x[1]; }, {a, b});
-    gradcheck("sub", [](auto& x) { return x[0] - x[1]; }, {a, b});
-    gradcheck("mul", [](auto& x) { return x[0] * x[1]; }, {a, b});
-    gradcheck("div", [](auto& x) { return x[0] / (x[1] * x[1] + 1.f); }, {a, b});
+    gradcheck(D(), "add", [](auto& x) { return x[0] + x[1]; }, {a, b});
+    gradcheck(D(), "sub", [](auto& x) { return x[0] - x[1]; }, {a, b});
+    gradcheck(D(), "mul", [](auto& x) { return x[0] * x[1]; }, {a, b});
+    gradcheck(D(), "div", [](auto& x) { return x[0] / (x[1] * x[1] + 1.f); }, {a, b});
   }
 }
 
-TEST(Grad, ScalarOps) {
-  gradcheck("scalar", [](auto& x) { return (2.f - x[0]) * 3.f + x[0] / 4.f - (-x[0]) + 1.f; }, {{3, 4}});
+TEST_P(OnDevice, GradScalarOps) {
+  gradcheck(D(), "scalar", [](auto& x) { return (2.f - x[0]) * 3.f + x[0] / 4.f - (-x[0]) + 1.f; }, {{3, 4}});
 }
 
-TEST(Grad, Activations) {
-  gradcheck("relu", [](auto& x) { return sy::relu(x[0]); }, {{4, 5}}, 3, 0.05f, 1.f);
-  gradcheck("relu_neg", [](auto& x) { return sy::relu(x[0] - 2.f); }, {{4, 5}}, 3, 0.05f, 1.f);
-  gradcheck("gelu", [](auto& x) { return sy::gelu(x[0]); }, {{4, 5}}, 4, -2.f, 2.f);
-  gradcheck("tanh", [](auto& x) { return sy::tanh(x[0]); }, {{4, 5}});
-  gradcheck("sigmoid", [](auto& x) { return sy::sigmoid(x[0]); }, {{4, 5}});
-  gradcheck("exp", [](auto& x) { return sy::exp(x[0]); }, {{4, 5}});
-  gradcheck("log", [](auto& x) { return sy::log(x[0]); }, {{4, 5}}, 5, 0.5f, 2.f);
-  gradcheck("sqrt", [](auto& x) { return sy::sqrt(x[0]); }, {{4, 5}}, 6, 0.5f, 2.f);
-  gradcheck("square", [](auto& x) { return sy::square(x[0]); }, {{4, 5}});
+TEST_P(OnDevice, GradActivations) {
+  gradcheck(D(), "relu", [](auto& x) { return sy::relu(x[0]); }, {{4, 5}}, 3, 0.05f, 1.f);
+  gradcheck(D(), "relu_neg", [](auto& x) { return sy::relu(x[0] - 2.f); }, {{4, 5}}, 3, 0.05f, 1.f);
+  gradcheck(D(), "gelu", [](auto& x) { return sy::gelu(x[0]); }, {{4, 5}}, 4, -2.f, 2.f);
+  gradcheck(D(), "tanh", [](auto& x) { return sy::tanh(x[0]); }, {{4, 5}});
+  gradcheck(D(), "sigmoid", [](auto& x) { return sy::sigmoid(x[0]); }, {{4, 5}});
+  gradcheck(D(), "exp", [](auto& x) { return sy::exp(x[0]); }, {{4, 5}});
+  gradcheck(D(), "log", [](auto& x) { return sy::log(x[0]); }, {{4, 5}}, 5, 0.5f, 2.f);
+  gradcheck(D(), "sqrt", [](auto& x) { return sy::sqrt(x[0]); }, {{4, 5}}, 6, 0.5f, 2.f);
+  gradcheck(D(), "square", [](auto& x) { return sy::square(x[0]); }, {{4, 5}});
 }
 
-TEST(Grad, Reductions) {
-  gradcheck("sum", [](auto& x) { return sy::sum(x[0]); }, {{3, 4}});
-  gradcheck("mean", [](auto& x) { return sy::mean(x[0]); }, {{3, 4}});
+TEST_P(OnDevice, GradReductions) {
+  gradcheck(D(), "sum", [](auto& x) { return sy::sum(x[0]); }, {{3, 4}});
+  gradcheck(D(), "mean", [](auto& x) { return sy::mean(x[0]); }, {{3, 4}});
   for (int64_t axis : {0, 1, 2, -1}) {
-    gradcheck("sum_axis", [=](auto& x) { return sy::sum(x[0], axis); }, {{2, 3, 4}});
-    gradcheck("mean_axis_keep", [=](auto& x) { return sy::mean(x[0], axis, true); }, {{2, 3, 4}});
+    gradcheck(D(), "sum_axis", [=](auto& x) { return sy::sum(x[0], axis); }, {{2, 3, 4}});
+    gradcheck(D(), "mean_axis_keep", [=](auto& x) { return sy::mean(x[0], axis, true); }, {{2, 3, 4}});
   }
-  gradcheck("expand", [](auto& x) { return sy::expand(x[0], {3, 2, 4}); }, {{2, 1}});
-  gradcheck("sum_to", [](auto& x) { return sy::sum_to(x[0], {3, 1}); }, {{2, 3, 4}});
+  gradcheck(D(), "expand", [](auto& x) { return sy::expand(x[0], {3, 2, 4}); }, {{2, 1}});
+  gradcheck(D(), "sum_to", [](auto& x) { return sy::sum_to(x[0], {3, 1}); }, {{2, 3, 4}});
 }
 
-TEST(Grad, SoftmaxAndLosses) {
-  gradcheck("softmax", [](auto& x) { return sy::softmax(x[0]); }, {{3, 5}});
-  gradcheck("log_softmax", [](auto& x) { return sy::log_softmax(x[0]); }, {{3, 5}});
-  Tensor labels = sy::from_vector(std::vector<int32_t>{2, 0, 4}, {3});
-  gradcheck("cross_entropy", [&](auto& x) { return sy::cross_entropy(x[0], labels); }, {{3, 5}}, 7, -2.f, 2.f);
-  gradcheck("mse_loss", [](auto& x) { return sy::mse_loss(x[0], x[1]); }, {{3, 4}, {3, 4}});
+TEST_P(OnDevice, GradSoftmaxAndLosses) {
+  gradcheck(D(), "softmax", [](auto& x) { return sy::softmax(x[0]); }, {{3, 5}});
+  gradcheck(D(), "log_softmax", [](auto& x) { return sy::log_softmax(x[0]); }, {{3, 5}});
+  Tensor labels = sy::from_vector(std::vector<int32_t>{2, 0, 4}, {3}, D());
+  gradcheck(D(), "cross_entropy", [&](auto& x) { return sy::cross_entropy(x[0], labels); }, {{3, 5}}, 7, -2.f, 2.f);
+  gradcheck(D(), "mse_loss", [](auto& x) { return sy::mse_loss(x[0], x[1]); }, {{3, 4}, {3, 4}});
 }
 
-TEST(Grad, ViewsAndMoves) {
-  gradcheck("reshape", [](auto& x) { return x[0].reshape({4, 3}) * 2.f; }, {{3, 4}});
-  gradcheck("slice", [](auto& x) { return x[0].slice(1, 3) * x[0].slice(0, 2); }, {{4, 3}});
-  gradcheck("flatten", [](auto& x) { return x[0].flatten(); }, {{2, 3, 2}});
-  gradcheck("to_mock", [](auto& x) { return (x[0].to(mock_device()) * 3.f).to(sy::cpu()); }, {{2, 3}});
+TEST_P(OnDevice, GradViewsAndMoves) {
+  gradcheck(D(), "reshape", [](auto& x) { return x[0].reshape({4, 3}) * 2.f; }, {{3, 4}});
+  gradcheck(D(), "slice", [](auto& x) { return x[0].slice(1, 3) * x[0].slice(0, 2); }, {{4, 3}});
+  gradcheck(D(), "flatten", [](auto& x) { return x[0].flatten(); }, {{2, 3, 2}});
+  sy::Device& other = &D() == &mock_device() ? sy::cpu() : mock_device();
+  gradcheck(D(), "to_other_device", [&](auto& x) { return (x[0].to(other) * 3.f).to(x[0].device()); }, {{2, 3}});
 }
 
-TEST(Grad, TwoLayerMlp) {
-  gradcheck("mlp",
+TEST_P(OnDevice, GradTwoLayerMlp) {
+  gradcheck(D(), "mlp",
             [](auto& x) { return sy::cross_entropy(sy::linear(sy::tanh(sy::linear(x[0], x[1], x[2])), x[3], x[4]),
-                                                   sy::from_vector(std::vector<int32_t>{1, 0}, {2})); },
+                                                   sy::from_vector(std::vector<int32_t>{1, 0}, {2}, x[0].device())); },
             {{2, 4}, {3, 4}, {3}, {2, 3}, {2}});
 }
+
+INSTANTIATE_TEST_SUITE_P(Devices, OnDevice, ::testing::ValuesIn(conformance_devices()),
+                         [](const auto& i) { return device_param_name(i.param); });

@@ -25,15 +25,26 @@ std::vector<double> ref_matmul(const std::vector<float>& a, const std::vector<fl
 }  // namespace
 
 struct MatmulCase { int64_t M, N, K; };
-class MatmulTest : public ::testing::TestWithParam<MatmulCase> {};
+std::string matmul_case_name(const ::testing::TestParamInfo<std::tuple<std::string, MatmulCase>>& i) {
+  const MatmulCase& c = std::get<1>(i.param);
+  std::string n = device_param_name(std::get<0>(i.param));
+  n += "_M";
+  n += std::to_string(c.M);
+  n += "_N";
+  n += std::to_string(c.N);
+  n += "_K";
+  n += std::to_string(c.K);
+  return n;
+}
+using MatmulTest = DeviceTest<MatmulCase>;
 
 TEST_P(MatmulTest, AllTransposesMatchReference) {
-  auto [M, N, K] = GetParam();
+  auto [M, N, K] = C();
   for (int ta = 0; ta < 2; ++ta)
     for (int tb = 0; tb < 2; ++tb) {
       auto a = random_vec(size_t(M * K), 1), b = random_vec(size_t(K * N), 2);
-      Tensor A = sy::from_vector(a, ta ? sy::Shape{K, M} : sy::Shape{M, K});
-      Tensor B = sy::from_vector(b, tb ? sy::Shape{N, K} : sy::Shape{K, N});
+      Tensor A = sy::from_vector(a, ta ? sy::Shape{K, M} : sy::Shape{M, K}, D());
+      Tensor B = sy::from_vector(b, tb ? sy::Shape{N, K} : sy::Shape{K, N}, D());
       Tensor C = sy::matmul(A, B, ta, tb);
       ASSERT_EQ(C.shape(), (sy::Shape{M, N}));
       EXPECT_LT(nse(C.to_vector<float>(), ref_matmul(a, b, M, N, K, ta, tb)), kTol)
@@ -42,34 +53,26 @@ TEST_P(MatmulTest, AllTransposesMatchReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest,
-                         ::testing::Values(MatmulCase{1, 1, 1}, MatmulCase{3, 17, 5},
+                         ::testing::Combine(::testing::ValuesIn(conformance_devices()), ::testing::Values(MatmulCase{1, 1, 1}, MatmulCase{3, 17, 5},
                                            MatmulCase{17, 255, 3}, MatmulCase{33, 300, 65},
                                            MatmulCase{128, 256, 784}, MatmulCase{255, 3, 1000},
-                                           MatmulCase{4, 5, 0}),
-                         [](const auto& i) {
-                           std::string n = "M";
-                           n += std::to_string(i.param.M);
-                           n += "_N";
-                           n += std::to_string(i.param.N);
-                           n += "_K";
-                           n += std::to_string(i.param.K);
-                           return n;
-                         });
+                                           MatmulCase{4, 5, 0})),
+                         matmul_case_name);
 
-TEST(Ops, LinearWithBias) {
+TEST_P(OnDevice, OpsLinearWithBias) {
   int64_t B = 17, I = 33, O = 10;
   auto x = random_vec(size_t(B * I), 3), w = random_vec(size_t(O * I), 4), b = random_vec(size_t(O), 5);
-  Tensor y = sy::linear(sy::from_vector(x, {B, I}), sy::from_vector(w, {O, I}), sy::from_vector(b, {O}));
+  Tensor y = sy::linear(sy::from_vector(x, {B, I}, D()), sy::from_vector(w, {O, I}, D()), sy::from_vector(b, {O}, D()));
   auto ref = ref_matmul(x, w, B, O, I, false, true);
   for (int64_t i = 0; i < B; ++i)
     for (int64_t j = 0; j < O; ++j) ref[size_t(i * O + j)] += b[size_t(j)];
   EXPECT_LT(nse(y.to_vector<float>(), ref), kTol);
 }
 
-TEST(Ops, Transpose) {
+TEST_P(OnDevice, OpsTranspose) {
   for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{3, 17}, {255, 1}, {64, 33}}) {
     auto v = random_vec(size_t(r * c), 6);
-    auto t = sy::from_vector(v, {r, c}).t().to_vector<float>();
+    auto t = sy::from_vector(v, {r, c}, D()).t().to_vector<float>();
     std::vector<double> ref(v.size());
     for (int64_t i = 0; i < r; ++i)
       for (int64_t j = 0; j < c; ++j) ref[size_t(j * r + i)] = v[size_t(i * c + j)];
@@ -78,26 +81,27 @@ TEST(Ops, Transpose) {
 }
 
 struct BinCase { sy::Shape a, b, out; };
-std::string bin_case_name(const ::testing::TestParamInfo<BinCase>& i) {
-  std::string n = "case";
+std::string bin_case_name(const ::testing::TestParamInfo<std::tuple<std::string, BinCase>>& i) {
+  std::string n = device_param_name(std::get<0>(i.param));
+  n += "_case";
   n += std::to_string(i.index);
-  for (auto d : i.param.a) {
+  for (auto d : std::get<1>(i.param).a) {
     n += '_';
     n += std::to_string(d);
   }
   n += "_with";
-  for (auto d : i.param.b) {
+  for (auto d : std::get<1>(i.param).b) {
     n += '_';
     n += std::to_string(d);
   }
   return n;
 }
-class BinaryTest : public ::testing::TestWithParam<BinCase> {};
+using BinaryTest = DeviceTest<BinCase>;
 
 TEST_P(BinaryTest, BroadcastingMatchesReference) {
-  auto c = GetParam();
+  const BinCase& c = C();
   auto av = random_vec(size_t(sy::numel(c.a)), 7), bv = random_vec(size_t(sy::numel(c.b)), 8, 0.5f, 2.f);
-  Tensor A = sy::from_vector(av, c.a), B = sy::from_vector(bv, c.b);
+  Tensor A = sy::from_vector(av, c.a, D()), B = sy::from_vector(bv, c.b, D());
   // Reference broadcast: right-aligned index mapping.
   auto idx = [](const sy::Shape& s, const sy::Shape& out, int64_t flat) {
     int64_t off = 0, stride = 1;
@@ -130,19 +134,19 @@ TEST_P(BinaryTest, BroadcastingMatchesReference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, BinaryTest,
-                         ::testing::Values(BinCase{{4, 5}, {4, 5}, {4, 5}},
+                         ::testing::Combine(::testing::ValuesIn(conformance_devices()), ::testing::Values(BinCase{{4, 5}, {4, 5}, {4, 5}},
                                            BinCase{{17, 255}, {255}, {17, 255}},
                                            BinCase{{17, 3}, {17, 1}, {17, 3}},
                                            BinCase{{3, 1000}, {1}, {3, 1000}},
                                            BinCase{{1}, {3, 4}, {3, 4}},
                                            BinCase{{2, 3, 4}, {3, 1}, {2, 3, 4}},
                                            BinCase{{2, 1, 3, 4}, {5, 1, 4}, {2, 5, 3, 4}},
-                                           BinCase{{300, 400}, {300, 400}, {300, 400}}),
+                                           BinCase{{300, 400}, {300, 400}, {300, 400}})),
                          bin_case_name);
 
-TEST(Ops, ScalarArithmetic) {
+TEST_P(OnDevice, OpsScalarArithmetic) {
   auto v = random_vec(1000, 9, 0.5f, 2.f);
-  Tensor x = sy::from_vector(v, {10, 100});
+  Tensor x = sy::from_vector(v, {10, 100}, D());
   std::vector<std::pair<Tensor, std::function<double(double)>>> cases = {
       {x + 2.f, [](double a) { return a + 2; }},   {x - 2.f, [](double a) { return a - 2; }},
       {x * 3.f, [](double a) { return a * 3; }},   {x / 4.f, [](double a) { return a / 4; }},
@@ -156,10 +160,10 @@ TEST(Ops, ScalarArithmetic) {
   }
 }
 
-TEST(Ops, Activations) {
+TEST_P(OnDevice, OpsActivations) {
   auto v = random_vec(255 * 3, 10, -4.f, 4.f);
   auto pos = random_vec(255, 11, 0.1f, 5.f);
-  Tensor x = sy::from_vector(v, {3, 255}), p = sy::from_vector(pos, {255});
+  Tensor x = sy::from_vector(v, {3, 255}, D()), p = sy::from_vector(pos, {255}, D());
   auto check = [](Tensor t, const std::vector<float>& in, double (*f)(double), const char* name) {
     std::vector<double> ref;
     for (float a : in) ref.push_back(f(a));
@@ -175,10 +179,10 @@ TEST(Ops, Activations) {
   check(sy::sqrt(p), pos, [](double a) { return std::sqrt(a); }, "sqrt");
 }
 
-TEST(Ops, Reductions) {
+TEST_P(OnDevice, OpsReductions) {
   int64_t A = 3, B = 17, C = 5;
   auto v = random_vec(size_t(A * B * C), 12);
-  Tensor x = sy::from_vector(v, {A, B, C});
+  Tensor x = sy::from_vector(v, {A, B, C}, D());
   double all = 0;
   for (float a : v) all += a;
   EXPECT_LT(nse(sy::sum(x).to_vector<float>(), {all}), kTol);
@@ -212,9 +216,9 @@ TEST(Ops, Reductions) {
   EXPECT_LT(nse(sy::sum(x, -1).to_vector<float>(), to_d(sy::sum(x, 2).to_vector<float>())), 1e-14);
 }
 
-TEST(Ops, ExpandAndSumTo) {
+TEST_P(OnDevice, OpsExpandAndSumTo) {
   auto v = random_vec(5, 13);
-  Tensor x = sy::from_vector(v, {5});
+  Tensor x = sy::from_vector(v, {5}, D());
   Tensor e = sy::expand(x, {3, 5});
   std::vector<double> ref;
   for (int r = 0; r < 3; ++r) for (float a : v) ref.push_back(a);
@@ -223,16 +227,16 @@ TEST(Ops, ExpandAndSumTo) {
   std::vector<double> ref2;
   for (float a : v) ref2.push_back(3.0 * a);
   EXPECT_LT(nse(s.to_vector<float>(), ref2), kTol);
-  Tensor c = sy::expand(sy::from_vector(v, {5, 1}), {2, 5, 4});
+  Tensor c = sy::expand(sy::from_vector(v, {5, 1}, D()), {2, 5, 4});
   EXPECT_EQ(c.shape(), (sy::Shape{2, 5, 4}));
   auto cv = c.to_vector<float>();
   EXPECT_FLOAT_EQ(cv[1 * 20 + 3 * 4 + 2], v[3]);
 }
 
-TEST(Ops, SoftmaxFamily) {
+TEST_P(OnDevice, OpsSoftmaxFamily) {
   for (auto [r, c] : std::vector<std::pair<int64_t, int64_t>>{{17, 10}, {3, 1000}, {1, 1}}) {
     auto v = random_vec(size_t(r * c), 14, -5.f, 5.f);
-    Tensor x = sy::from_vector(v, {r, c});
+    Tensor x = sy::from_vector(v, {r, c}, D());
     std::vector<double> sm(v.size()), lsm(v.size());
     for (int64_t i = 0; i < r; ++i) {
       double m = -1e300, s = 0;
@@ -248,13 +252,13 @@ TEST(Ops, SoftmaxFamily) {
   }
 }
 
-TEST(Ops, LossesAndArgmax) {
+TEST_P(OnDevice, OpsLossesAndArgmax) {
   int64_t B = 17, C = 10;
   auto v = random_vec(size_t(B * C), 15, -3.f, 3.f);
   std::vector<int32_t> lab(static_cast<size_t>(B));
   for (int64_t i = 0; i < B; ++i) lab[size_t(i)] = int32_t((i * 7) % C);
-  Tensor x = sy::from_vector(v, {B, C});
-  Tensor y = sy::from_vector(lab, {B});
+  Tensor x = sy::from_vector(v, {B, C}, D());
+  Tensor y = sy::from_vector(lab, {B}, D());
   double ce = 0;
   std::vector<int32_t> am(static_cast<size_t>(B));
   for (int64_t i = 0; i < B; ++i) {
@@ -273,18 +277,18 @@ TEST(Ops, LossesAndArgmax) {
   auto t = random_vec(size_t(B * C), 16);
   double mse = 0;
   for (size_t i = 0; i < v.size(); ++i) mse += (double(v[i]) - t[i]) * (double(v[i]) - t[i]);
-  EXPECT_LT(nse(sy::mse_loss(x, sy::from_vector(t, {B, C})).to_vector<float>(), {mse / double(v.size())}), kTol);
+  EXPECT_LT(nse(sy::mse_loss(x, sy::from_vector(t, {B, C}, D())).to_vector<float>(), {mse / double(v.size())}), kTol);
 }
 
-TEST(Ops, FactoriesAndRandom) {
-  EXPECT_EQ(sy::zeros({2, 3}).to_vector<float>(), std::vector<float>(6, 0.f));
-  EXPECT_EQ(sy::ones({4}).to_vector<float>(), std::vector<float>(4, 1.f));
-  EXPECT_EQ(sy::full({2}, 2.5f).to_vector<float>(), std::vector<float>(2, 2.5f));
-  EXPECT_EQ(sy::arange(4).to_vector<float>(), (std::vector<float>{0, 1, 2, 3}));
-  EXPECT_EQ(sy::arange(3, sy::DType::i32).to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2}));
+TEST_P(OnDevice, OpsFactoriesAndRandom) {
+  EXPECT_EQ(sy::zeros({2, 3}, D()).to_vector<float>(), std::vector<float>(6, 0.f));
+  EXPECT_EQ(sy::ones({4}, D()).to_vector<float>(), std::vector<float>(4, 1.f));
+  EXPECT_EQ(sy::full({2}, 2.5f, D()).to_vector<float>(), std::vector<float>(2, 2.5f));
+  EXPECT_EQ(sy::arange(4, D()).to_vector<float>(), (std::vector<float>{0, 1, 2, 3}));
+  EXPECT_EQ(sy::arange(3, sy::Options(D()).dtype(sy::DType::i32)).to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2}));
   sy::manual_seed(42);
-  auto u = sy::rand({100000}).to_vector<float>();
-  auto n = sy::randn({100000}).to_vector<float>();
+  auto u = sy::rand({100000}, D()).to_vector<float>();
+  auto n = sy::randn({100000}, D()).to_vector<float>();
   double mu = 0, mn = 0, vn = 0;
   for (float a : u) { EXPECT_GE(a, 0.f); EXPECT_LT(a, 1.f); mu += a; }
   for (float a : n) { mn += a; vn += double(a) * a; }
@@ -293,25 +297,25 @@ TEST(Ops, FactoriesAndRandom) {
   EXPECT_NEAR(mn, 0.0, 0.02);
   EXPECT_NEAR(vn, 1.0, 0.02);
   sy::manual_seed(42);
-  EXPECT_EQ(sy::rand({100000}).to_vector<float>(), u) << "same seed, same numbers";
-  EXPECT_NE(sy::rand({100000}).to_vector<float>(), u) << "next draw differs";
-  auto w = sy::uniform({1000}, -2.f, 3.f).to_vector<float>();
+  EXPECT_EQ(sy::rand({100000}, D()).to_vector<float>(), u) << "same seed, same numbers";
+  EXPECT_NE(sy::rand({100000}, D()).to_vector<float>(), u) << "next draw differs";
+  auto w = sy::uniform({1000}, -2.f, 3.f, D()).to_vector<float>();
   for (float a : w) { EXPECT_GE(a, -2.f); EXPECT_LT(a, 3.f); }
 }
 
-TEST(Ops, CastsAndDtypes) {
+TEST_P(OnDevice, OpsCastsAndDtypes) {
   std::vector<uint8_t> b{0, 7, 255};
-  Tensor u = sy::from_vector(b, {3});
+  Tensor u = sy::from_vector(b, {3}, D());
   EXPECT_EQ(u.dtype(), sy::DType::u8);
   EXPECT_EQ(u.to(sy::DType::f32).to_vector<float>(), (std::vector<float>{0, 7, 255}));
-  Tensor f = sy::from_vector(std::vector<float>{1.9f, -2.5f, 3.f}, {3});
+  Tensor f = sy::from_vector(std::vector<float>{1.9f, -2.5f, 3.f}, {3}, D());
   EXPECT_EQ(f.to(sy::DType::i32).to_vector<int32_t>(), (std::vector<int32_t>{1, -2, 3}));
-  EXPECT_FLOAT_EQ(sy::from_vector(std::vector<int32_t>{7}, {1}).item(), 7.f);
+  EXPECT_FLOAT_EQ(sy::from_vector(std::vector<int32_t>{7}, {1}, D()).item(), 7.f);
 }
 
-TEST(Ops, ViewsShareStorageAndComposeWithOps) {
+TEST_P(OnDevice, OpsViewsShareStorageAndComposeWithOps) {
   auto v = random_vec(24, 17);
-  Tensor x = sy::from_vector(v, {6, 4});
+  Tensor x = sy::from_vector(v, {6, 4}, D());
   Tensor s = x.slice(2, 5);
   EXPECT_EQ(s.shape(), (sy::Shape{3, 4}));
   EXPECT_EQ(s.to_vector<float>(), std::vector<float>(v.begin() + 8, v.begin() + 20));
@@ -323,24 +327,24 @@ TEST(Ops, ViewsShareStorageAndComposeWithOps) {
   auto yv = y.to_vector<float>();
   for (size_t k = 0; k < 8; ++k) EXPECT_FLOAT_EQ(yv[k], v[4 + k] * 2.f + 1.f);
   EXPECT_EQ(x.flatten().shape(), (sy::Shape{6, 4}));
-  EXPECT_EQ(sy::zeros({2, 3, 4}).flatten().shape(), (sy::Shape{2, 12}));
+  EXPECT_EQ(sy::zeros({2, 3, 4}, D()).flatten().shape(), (sy::Shape{2, 12}));
 }
 
-TEST(Ops, EqualityMask) {
-  Tensor a = sy::from_vector(std::vector<float>{1, 2, 3}, {3});
-  Tensor b = sy::from_vector(std::vector<float>{1, 0, 3}, {3});
+TEST_P(OnDevice, OpsEqualityMask) {
+  Tensor a = sy::from_vector(std::vector<float>{1, 2, 3}, {3}, D());
+  Tensor b = sy::from_vector(std::vector<float>{1, 0, 3}, {3}, D());
   EXPECT_EQ(sy::eq(a, b).to_vector<float>(), (std::vector<float>{1, 0, 1}));
 }
 
 // The optimizers' fused kernels against PyTorch's update formulas.
-TEST(Optim, SgdAndAdamMatchReferenceFormulas) {
+TEST_P(OnDevice, OptimSgdAndAdamMatchReferenceFormulas) {
   auto p0 = random_vec(7, 18), g0 = random_vec(7, 19);
   auto run = [&](auto make_opt, auto ref_step) {
-    Tensor p = sy::from_vector(p0, {7}).requires_grad_();
+    Tensor p = sy::from_vector(p0, {7}, D()).requires_grad_();
     auto opt = make_opt(std::vector<Tensor>{p});
     std::vector<double> rp(p0.begin(), p0.end()), s1(7, 0.0), s2(7, 0.0);
     for (int t = 1; t <= 3; ++t) {
-      p.set_grad(sy::from_vector(g0, {7}) * float(t));
+      p.set_grad(sy::from_vector(g0, {7}, D()) * float(t));
       opt.step();
       ref_step(rp, s1, s2, t);
     }
@@ -378,20 +382,20 @@ TEST(Optim, SgdAndAdamMatchReferenceFormulas) {
 // The kernel table drives coverage: running every public op once must launch
 // every kernel in the table, so a kernel cannot be added without an op and a
 // test that reaches it.
-TEST(KernelTable, EveryKernelIsReachedByTheOps) {
-  sy::Device& d = sy::cpu();
+TEST_P(OnDevice, KernelTableEveryKernelIsReachedByTheOps) {
+  sy::Device& d = D();
   auto before = d.counters();
-  Tensor x = sy::rand({4, 3}).requires_grad_();
-  Tensor w = sy::randn({5, 3}).requires_grad_();
-  Tensor b = sy::arange(5).requires_grad_();
+  Tensor x = sy::rand({4, 3}, D()).requires_grad_();
+  Tensor w = sy::randn({5, 3}, D()).requires_grad_();
+  Tensor b = sy::arange(5, D()).requires_grad_();
   Tensor h = sy::linear(x, w, b);
   Tensor y = sy::relu(h) * sy::sum(h, 0) + sy::mean(h) - sy::softmax(h) / 2.f;
-  Tensor loss = sy::cross_entropy(sy::log_softmax(y), sy::from_vector(std::vector<int32_t>{0, 1, 2, 3}, {4})) +
+  Tensor loss = sy::cross_entropy(sy::log_softmax(y), sy::from_vector(std::vector<int32_t>{0, 1, 2, 3}, {4}, D())) +
                 sy::sum(sy::expand(sy::transpose(x).slice(0, 1), {2, 4}));
   loss.backward();
   sy::optim::Adam({x}, 0.1f).step();
   sy::optim::SGD({w}, {.lr = 0.1f, .momentum = 0.5f}).step();
-  sy::eval({loss, sy::argmax(y), sy::zeros({2}), sy::from_vector(std::vector<float>{1}, {1}).to(sy::DType::i32),
+  sy::eval({loss, sy::argmax(y), sy::zeros({2}, D()), sy::from_vector(std::vector<float>{1}, {1}, D()).to(sy::DType::i32),
             sy::eq(y, y)});
   sy::synchronize(d);
   auto after = d.counters();
@@ -401,3 +405,6 @@ TEST(KernelTable, EveryKernelIsReachedByTheOps) {
     EXPECT_TRUE(d.supports(sy::Kernel(k))) << sy::kernel_name(sy::Kernel(k));
   }
 }
+
+INSTANTIATE_TEST_SUITE_P(Devices, OnDevice, ::testing::ValuesIn(conformance_devices()),
+                         [](const auto& i) { return device_param_name(i.param); });
