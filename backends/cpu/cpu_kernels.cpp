@@ -43,7 +43,9 @@ constexpr float kTwoPow24 = 1.0f / 16777216.0f;
 
 // The hot loops get an AVX2 clone next to the baseline one; the loader picks
 // per machine, so one binary runs everywhere and uses wide vectors where it can.
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+// (Not under ThreadSanitizer: its runtime is not ready when ifunc resolvers run.)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
+    !defined(__SANITIZE_THREAD__)
 #define SY_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define SY_CLONES

@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <shared_mutex>
 
 #include "backend_api.h"
 #include "graph.h"
@@ -104,15 +105,22 @@ void Device::execute(const Program& p, std::span<const Binding> bindings) {
 
 namespace {
 
+// Backends are registered at start-up (or by a plugin); lookups may come from
+// any thread (the DataLoader's worker creates host tensors), hence the lock.
 struct Registry {
+  std::shared_mutex mu;
   std::vector<BackendEntry> backends;
   std::vector<std::pair<Device*, std::shared_ptr<detail::Context>>> contexts;
+  Device* cpu_device = nullptr;
 };
 
 Registry& registry() {
-  static Registry r = [] {
-    Registry reg;
+  static Registry r;
+  static std::once_flag once;
+  std::call_once(once, [] {
+    Registry& reg = r;
     reg.backends.push_back(detail::cpu_backend());
+    reg.cpu_device = reg.backends.front().devices.front().get();
     reg.backends.push_back({"vulkan", false,
                             "not built: this build of Switchyard has no Vulkan backend", {}});
     reg.backends.push_back({"cuda", false,
@@ -120,15 +128,8 @@ Registry& registry() {
     for (auto& b : reg.backends)
       for (auto& d : b.devices)
         reg.contexts.emplace_back(d.get(), std::make_shared<detail::Context>(d));
-    return reg;
-  }();
+  });
   return r;
-}
-
-std::string available_list() {
-  std::string s;
-  for (Device* d : devices()) s += (s.empty() ? "" : ", ") + d->str();
-  return s;
 }
 
 }  // namespace
@@ -137,6 +138,7 @@ const std::vector<BackendEntry>& backends() { return registry().backends; }
 
 void register_backend(BackendEntry entry) {
   Registry& r = registry();
+  std::unique_lock lock(r.mu);
   for (auto& b : r.backends)
     SY_CHECK(b.name != entry.name || !b.available, "register_backend", "expected a new backend "
              "name, found '", entry.name, "' already registered");
@@ -153,19 +155,31 @@ void register_backend(BackendEntry entry) {
 
 std::vector<Device*> devices() {
   std::vector<Device*> out;
+  std::shared_lock lock(registry().mu);
   for (auto& b : registry().backends)
     for (auto& d : b.devices) out.push_back(d.get());
   return out;
 }
 
-Device& cpu() { return *registry().backends.front().devices.front(); }
+Device& cpu() { return *registry().cpu_device; }
 
 Device& device(std::string_view name) {
+  std::vector<BackendEntry> snap;  // plugins may register meanwhile
+  {
+    std::shared_lock lock(registry().mu);
+    snap = registry().backends;
+  }
+  auto available = [&] {
+    std::string s;
+    for (auto& b : snap)
+      for (auto& d : b.devices) s += (s.empty() ? "" : ", ") + d->str();
+    return s;
+  };
   std::string n(name);
   if (n == "auto") {
-    for (auto& b : registry().backends)
+    for (auto& b : snap)
       if (b.name == "cuda" && !b.devices.empty()) return *b.devices.front();
-    for (auto& b : registry().backends)
+    for (auto& b : snap)
       if (b.name == "vulkan")
         for (auto& d : b.devices)
           if (d->info().type != DeviceType::cpu) return *d;
@@ -179,21 +193,21 @@ Device& device(std::string_view name) {
     bool digits = !idx.empty() && idx.size() < 6 &&
                   std::all_of(idx.begin(), idx.end(), [](char c) { return c >= '0' && c <= '9'; });
     SY_CHECK(digits, "device", "expected a device index after ':' in '", n,
-             "', found '", idx, "'; available devices: ", available_list());
+             "', found '", idx, "'; available devices: ", available());
     index = std::stoi(idx);
   }
-  for (auto& b : registry().backends) {
+  for (auto& b : snap) {
     if (b.name != backend) continue;
     SY_CHECK(b.available, "device", "'", n, "' is not available: ", b.reason,
-             "; available devices: ", available_list());
+             "; available devices: ", available());
     SY_CHECK(index >= 0 && size_t(index) < b.devices.size(), "device", "'", n,
              "' does not exist: the ", b.name, " backend has ", b.devices.size(),
-             " device(s); available devices: ", available_list());
+             " device(s); available devices: ", available());
     return *b.devices[index];
   }
   throw Error(detail::cat("[device] unknown device '", n,
                           "': expected cpu, vulkan[:N], cuda[:N] or auto; available devices: ",
-                          available_list()));
+                          available()));
 }
 
 Device& default_device() {
@@ -204,12 +218,14 @@ Device& default_device() {
 namespace detail {
 
 std::shared_ptr<Context> context_ptr(Device& d) {
+  std::shared_lock lock(registry().mu);
   for (auto& [dev, ctx] : registry().contexts)
     if (dev == &d) return ctx;
   throw Error(cat("[device] ", d.str(), " is not a registered device"));
 }
 
 Context& context_of(Device& d) {
+  std::shared_lock lock(registry().mu);
   for (auto& [dev, ctx] : registry().contexts)
     if (dev == &d) return *ctx;
   throw Error(cat("[device] ", d.str(), " is not a registered device"));

@@ -101,7 +101,7 @@ struct Plan;
 
 // Runtime state of one device: its buffer pool, cached plans and the
 // in-place updates waiting to run. Storages keep it alive.
-struct Context {
+struct Context : std::enable_shared_from_this<Context> {
   explicit Context(std::shared_ptr<Device> d);
   ~Context();
   std::shared_ptr<Device> device;

@@ -21,7 +21,7 @@ Tensor wrap(NodePtr n) {
 }
 
 std::shared_ptr<Storage> new_storage(Context& c, size_t bytes) {
-  return std::make_shared<Storage>(context_ptr(*c.device), c.pool.acquire(bytes ? bytes : 1),
+  return std::make_shared<Storage>(c.shared_from_this(), c.pool.acquire(bytes ? bytes : 1),
                                    bytes);
 }
 
