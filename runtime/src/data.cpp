@@ -17,13 +17,14 @@
 
 namespace switchyard::data {
 
-TensorDataset::TensorDataset(Tensor data, Tensor targets)
-    : data_(std::move(data)), targets_(std::move(targets)) {
-  SY_CHECK(data_.defined() && targets_.defined(), "TensorDataset", "expected defined tensors");
-  SY_CHECK(data_.dim() >= 1 && targets_.dim() >= 1 && data_.size(0) == targets_.size(0),
+TensorDataset::TensorDataset(Tensor data, Tensor targets) {
+  SY_CHECK(data.defined() && targets.defined(), "TensorDataset", "expected defined tensors");
+  SY_CHECK(data.dim() >= 1 && targets.dim() >= 1 && data.size(0) == targets.size(0),
            "TensorDataset", "expected data and targets with the same number of rows, found ",
-           shape_str(data_.shape()), " and ", shape_str(targets_.shape()));
-  n_ = data_.size(0);
+           shape_str(data.shape()), " and ", shape_str(targets.shape()));
+  n_ = data.size(0);
+  data_shape_ = data.shape(), target_shape_ = targets.shape();
+  data_dtype_ = data.dtype(), target_dtype_ = targets.dtype();
   auto host = [](const Tensor& t, std::vector<char>& out) {
     Tensor c = t.to(cpu());
     out.resize(size_t(c.numel()) * dtype_size(c.dtype()));
@@ -33,8 +34,8 @@ TensorDataset::TensorDataset(Tensor data, Tensor targets)
       case DType::u8: { auto v = c.to_vector<uint8_t>(); std::memcpy(out.data(), v.data(), out.size()); break; }
     }
   };
-  host(data_, data_host_);
-  host(targets_, target_host_);
+  host(data, data_host_);
+  host(targets, target_host_);
   data_row_ = n_ ? data_host_.size() / size_t(n_) : 0;
   target_row_ = n_ ? target_host_.size() / size_t(n_) : 0;
 }
@@ -48,9 +49,9 @@ Batch TensorDataset::get_batch(std::span<const int64_t> idx) const {
     std::memcpy(y.data() + k * target_row_, target_host_.data() + size_t(idx[k]) * target_row_,
                 target_row_);
   }
-  Shape xs = data_.shape(), ys = targets_.shape();
+  Shape xs = data_shape_, ys = target_shape_;
   xs[0] = ys[0] = int64_t(idx.size());
-  return {from_data(x.data(), data_.dtype(), xs), from_data(y.data(), targets_.dtype(), ys)};
+  return {from_data(x.data(), data_dtype_, xs), from_data(y.data(), target_dtype_, ys)};
 }
 
 IdxArray read_idx(const std::string& path) {

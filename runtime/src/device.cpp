@@ -97,6 +97,8 @@ void Device::execute(const Program& p, std::span<const Binding> bindings) {
   bump(counters_.kernel_launches, p.instrs.size());
   for (const Instr& i : p.instrs) {
     SY_CHECK(i.kernel < Kernel::count_, "execute", "unknown kernel id ", int(i.kernel));
+    SY_CHECK(i.nargs <= kernel_num_args(i.kernel), kernel_name(i.kernel), "expected at most ",
+             kernel_num_args(i.kernel), " buffer arguments, found ", int(i.nargs));
     SY_CHECK(supports(i.kernel), kernel_name(i.kernel), "not implemented on ", str());
     bump(counters_.launches_by_kernel[size_t(i.kernel)], 1);
   }
@@ -216,13 +218,6 @@ Device& default_device() {
 }
 
 namespace detail {
-
-std::shared_ptr<Context> context_ptr(Device& d) {
-  std::shared_lock lock(registry().mu);
-  for (auto& [dev, ctx] : registry().contexts)
-    if (dev == &d) return ctx;
-  throw Error(cat("[device] ", d.str(), " is not a registered device"));
-}
 
 Context& context_of(Device& d) {
   std::shared_lock lock(registry().mu);

@@ -115,7 +115,6 @@ struct Context : std::enable_shared_from_this<Context> {
 };
 
 Context& context_of(Device& d);
-std::shared_ptr<Context> context_ptr(Device& d);
 
 // Autograd: the backward of one op, written with ops.
 struct GradFn {

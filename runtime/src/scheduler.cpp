@@ -13,7 +13,6 @@ namespace switchyard::detail {
 
 struct Plan {
   Program program;
-  uint32_t num_leaves = 0;
   std::vector<int32_t> persist_nodes;  // order index of each persisted value
   std::vector<size_t> persist_bytes;
   std::vector<size_t> temp_bytes;
@@ -281,7 +280,6 @@ class Evaluation {
     uint32_t next = 0;
     for (Node* n : order_)
       if (n->kind == NodeKind::leaf) slot[n->idx] = int32_t(next++);
-    plan->num_leaves = next;
     for (Node* n : order_)
       if (n->kind == NodeKind::op && persist_[n->idx]) {
         slot[n->idx] = int32_t(next++);

@@ -32,8 +32,9 @@ class TensorDataset : public Dataset {
   Batch get_batch(std::span<const int64_t> indices) const override;
 
  private:
-  Tensor data_, targets_;
-  std::vector<char> data_host_, target_host_;
+  Shape data_shape_, target_shape_;
+  DType data_dtype_, target_dtype_;
+  std::vector<char> data_host_, target_host_;  // host copies, gathered per batch
   int64_t n_ = 0;
   size_t data_row_ = 0, target_row_ = 0;
 };
