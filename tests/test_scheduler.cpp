@@ -141,6 +141,15 @@ TEST(Scheduler, PendingReadersOfTheOldValueRunBeforeTheUpdate) {
     ob.step();
     EXPECT_TRUE(std::isfinite(loss.item()));
   }
+  // Still one submission per step with two optimizers.
+  auto c0 = sy::cpu().counters().submissions;
+  oa.zero_grad(), ob.zero_grad();
+  Tensor loss = sy::sum(a * a) * sy::sum(b);
+  loss.backward();
+  oa.step();
+  ob.step();
+  loss.item();
+  EXPECT_EQ(sy::cpu().counters().submissions - c0, 1u);
 }
 
 TEST(Scheduler, AFailedRunLeavesTheDeviceUsable) {

@@ -37,12 +37,14 @@ void Optimizer::sync_state_devices() {
 void Optimizer::step() {
   NoGradGuard no_grad;
   sync_state_devices();
-  // When nothing read values back since the last step, run that step now so
-  // the pending graph (and the memory it holds) stays bounded.
+  // When nothing read values back since this optimizer's last step, run that
+  // step now so the pending graph (and the memory it holds) stays bounded.
+  // Other optimizers' fresh updates are left alone (no extra submission).
   std::unordered_set<Context*> ctxs;
-  for (auto& p : params_) ctxs.insert(node_of(p)->ctx);
-  for (Context* c : ctxs)
-    if (!c->pending_updates.empty()) evaluate(*c, {});
+  for (auto& p : params_)
+    for (auto& d : node_of(p)->deps)
+      if (d->pending()) ctxs.insert(node_of(p)->ctx);
+  for (Context* c : ctxs) evaluate(*c, {});
   // Check every gradient before queuing any update: all or nothing.
   for (auto& p : params_) {
     Tensor g = p.grad();
