@@ -5,6 +5,10 @@
 
 namespace switchyard::detail {
 BackendEntry cpu_backend();
+#ifdef SWITCHYARD_HAVE_VULKAN
+// Enumerates Vulkan devices (never throws: an absent driver is a reason).
+BackendEntry vulkan_backend();
+#endif
 // A CPU device reporting another backend name and index (test doubles for
 // mixed-device checks).
 std::shared_ptr<Device> make_cpu_device(const std::string& backend, int index);

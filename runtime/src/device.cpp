@@ -123,8 +123,16 @@ Registry& registry() {
     Registry& reg = r;
     reg.backends.push_back(detail::cpu_backend());
     reg.cpu_device = reg.backends.front().devices.front().get();
+#ifdef SWITCHYARD_HAVE_VULKAN
+    try {
+      reg.backends.push_back(detail::vulkan_backend());
+    } catch (const std::exception& e) {
+      reg.backends.push_back({"vulkan", false, e.what(), {}});
+    }
+#else
     reg.backends.push_back({"vulkan", false,
                             "not built: this build of Switchyard has no Vulkan backend", {}});
+#endif
     reg.backends.push_back({"cuda", false,
                             "not built: this build of Switchyard has no CUDA backend", {}});
     for (auto& b : reg.backends)

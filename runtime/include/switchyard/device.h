@@ -39,6 +39,14 @@ struct Counters {
   uint64_t bytes_copied = 0;
   uint64_t bytes_in_use = 0;
   uint64_t peak_bytes_in_use = 0;
+  // GPU backends: real queue submissions (vkQueueSubmit), command buffers
+  // recorded, descriptor sets allocated, device-memory allocations (blocks
+  // that tensors are suballocated from), and validation-layer messages.
+  uint64_t queue_submits = 0;
+  uint64_t command_recordings = 0;
+  uint64_t descriptor_set_allocations = 0;
+  uint64_t memory_allocations = 0;
+  uint64_t validation_messages = 0;
   uint64_t launches_by_kernel[size_t(Kernel::count_)] = {};  // indexed by Kernel
 };
 

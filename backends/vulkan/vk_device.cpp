@@ -1,0 +1,1606 @@
+// The Vulkan compute backend.
+//
+// Memory: tensors are suballocated from a few large blocks (one VkBuffer and
+// one vkAllocateMemory each). Where the device has host-visible device-local
+// memory (integrated GPUs, ReBAR, lavapipe) blocks are mapped and transfers
+// are plain memcpy ("zero-copy"); otherwise, or with
+// SWITCHYARD_VK_FORCE_STAGING=1, transfers go through a persistently mapped
+// staging ring and vkCmdCopyBuffer, chunked when larger than the ring.
+//
+// Binding: one descriptor set for the device's lifetime binds every block (an
+// array of storage buffers), the per-launch parameter table and a status word.
+// A launch finds its buffers as (block index, byte offset) in the table, so a
+// Program's command buffer is recorded once and re-submitted every step with
+// only the table rewritten, whatever buffers the scheduler binds.
+//
+// Recording: a Program becomes one command buffer (two, used alternately, so
+// the host can fill one table while the other runs). Barriers come from
+// per-range read/write hazards between launches. Uploads and copies queued
+// since the last submission go in a transfer command buffer submitted with
+// the next Program in the same vkQueueSubmit.
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <deque>
+#include <filesystem>
+#include <fstream>
+#include <mutex>
+#include <unordered_map>
+#include <vector>
+
+#include "backend_api.h"
+#include "switchyard/dtype.h"
+#include "switchyard/error.h"
+#include "vk_loader.h"
+#include "vk_memory.h"
+#include "vk_spirv.h"
+
+namespace switchyard::vk_impl {
+namespace {
+
+using detail::cat;
+
+constexpr uint32_t kArgBindings = 5;  // bindings 0-4: buffer arguments
+constexpr uint32_t kTableBinding = 5, kStatusBinding = 6, kBindings = 7;
+constexpr uint32_t kRingId = UINT32_MAX, kStatusId = UINT32_MAX - 1;  // Range ids
+constexpr uint32_t kFrames = 2;      // recordings per Program, used alternately
+constexpr uint64_t kAlign = 256;     // suballocation alignment
+constexpr uint64_t kFirstBlock = 64ull << 20;
+constexpr uint64_t kRingBytes = 32ull << 20;
+constexpr uint64_t kRingChunk = 8ull << 20;
+constexpr uint32_t kMaxGroups = 65535;
+constexpr size_t kMaxRecordings = 256;
+
+// Mirrors `struct Op` in shaders/common.glsl (std430, 128 bytes).
+struct OpParams {
+  uint32_t pad_[5];
+  uint32_t off[5];  // byte offset from the argument's descriptor start
+  int32_t op;
+  int32_t i[12];
+  float f[8];
+  uint32_t flags;
+};
+static_assert(sizeof(OpParams) == 128);
+
+bool env_on(const char* name) {
+  const char* e = std::getenv(name);
+  return e && *e && std::string(e) != "0";
+}
+
+std::string hex(uint32_t v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%04x", v);
+  return b;
+}
+
+std::string mib(uint64_t b) {
+  char s[32];
+  if (b >= (1ull << 30)) std::snprintf(s, sizeof s, "%.2f GiB", double(b) / double(1ull << 30));
+  else std::snprintf(s, sizeof s, "%.0f MiB", double(b) / double(1ull << 20));
+  return s;
+}
+
+std::string vendor_name(uint32_t id) {
+  switch (id) {
+    case 0x10DE: return "NVIDIA";
+    case 0x1002: return "AMD";
+    case 0x8086: return "Intel";
+    case 0x106B: return "Apple";
+    case 0x13B5: return "ARM";
+    case 0x5143: return "Qualcomm";
+    case 0x1010: return "Imagination";
+    case 0x10005: return "Mesa";
+    default: return hex(id);
+  }
+}
+
+std::string version_str(uint32_t v) {
+  return cat(VK_API_VERSION_MAJOR(v), ".", VK_API_VERSION_MINOR(v), ".", VK_API_VERSION_PATCH(v));
+}
+
+// ---- instance -----------------------------------------------------------------
+
+class VulkanDevice;
+
+struct Instance {
+  VkInstance inst = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
+  bool validation = false;
+  std::mutex mu;
+  std::vector<VulkanDevice*> devices;  // for counting validation messages
+  std::atomic<uint64_t> messages{0};
+  ~Instance();
+};
+
+void count_validation_message(Instance* in);
+
+VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                             VkDebugUtilsMessageTypeFlagsEXT,
+                                             const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                             void* user) {
+  if (severity < VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) return VK_FALSE;
+  std::fprintf(stderr, "[vulkan validation] %s\n", data && data->pMessage ? data->pMessage : "?");
+  count_validation_message(static_cast<Instance*>(user));
+  return VK_FALSE;
+}
+
+Instance::~Instance() {
+  if (messenger && vk.vkDestroyDebugUtilsMessengerEXT)
+    vk.vkDestroyDebugUtilsMessengerEXT(inst, messenger, nullptr);
+  if (inst) vk.vkDestroyInstance(inst, nullptr);
+}
+
+bool has_ext(const std::vector<VkExtensionProperties>& v, const char* name) {
+  return std::any_of(v.begin(), v.end(),
+                     [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
+}
+
+std::shared_ptr<Instance> create_instance(std::string& why) {
+  if (!load_loader(why)) return nullptr;
+  uint32_t n = 0;
+  vk.vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vk.vkEnumerateInstanceExtensionProperties(nullptr, &n, exts.data());
+
+  auto in = std::make_shared<Instance>();
+  std::vector<const char*> enable;
+  VkInstanceCreateFlags flags = 0;
+  // MoltenVK and other non-conformant layers are only listed when asked for.
+  if (has_ext(exts, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+    enable.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+    flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+  }
+  if (has_ext(exts, "VK_KHR_get_physical_device_properties2"))
+    enable.push_back("VK_KHR_get_physical_device_properties2");
+
+  // SWITCHYARD_VK_VALIDATION=1: the Khronos validation layer with
+  // synchronization validation; every message is printed and counted.
+  std::vector<const char*> layers;
+  VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  VkValidationFeatureEnableEXT sync = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+  VkDebugUtilsMessengerCreateInfoEXT dbg{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  const void* next = nullptr;
+  if (env_on("SWITCHYARD_VK_VALIDATION")) {
+    uint32_t nl = 0;
+    vk.vkEnumerateInstanceLayerProperties(&nl, nullptr);
+    std::vector<VkLayerProperties> ls(nl);
+    vk.vkEnumerateInstanceLayerProperties(&nl, ls.data());
+    bool found = std::any_of(ls.begin(), ls.end(), [](const VkLayerProperties& l) {
+      return std::strcmp(l.layerName, "VK_LAYER_KHRONOS_validation") == 0;
+    });
+    if (!found) {
+      why = "SWITCHYARD_VK_VALIDATION=1 but the layer VK_LAYER_KHRONOS_validation is not installed "
+            "(apt-get install vulkan-validationlayers)";
+      return nullptr;
+    }
+    layers.push_back("VK_LAYER_KHRONOS_validation");
+    enable.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    enable.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+    features.enabledValidationFeatureCount = 1;
+    features.pEnabledValidationFeatures = &sync;
+    dbg.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                          VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    dbg.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                      VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                      VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+    dbg.pfnUserCallback = on_validation;
+    dbg.pUserData = in.get();
+    features.pNext = &dbg;
+    next = &features;
+    in->validation = true;
+  }
+
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "switchyard";
+  app.pEngineName = "switchyard";
+  app.apiVersion = VK_API_VERSION_1_1;
+  VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  ci.pNext = next;
+  ci.flags = flags;
+  ci.pApplicationInfo = &app;
+  ci.enabledExtensionCount = uint32_t(enable.size());
+  ci.ppEnabledExtensionNames = enable.data();
+  ci.enabledLayerCount = uint32_t(layers.size());
+  ci.ppEnabledLayerNames = layers.data();
+  if (VkResult r = vk.vkCreateInstance(&ci, nullptr, &in->inst); r != VK_SUCCESS) {
+    in->inst = VK_NULL_HANDLE;
+    why = cat("vkCreateInstance failed with ", result_name(r),
+              r == VK_ERROR_INCOMPATIBLE_DRIVER ? " (no Vulkan driver found: install mesa-vulkan-drivers "
+                                                  "or your GPU vendor's driver)"
+                                                : "");
+    return nullptr;
+  }
+  if (!load_instance(in->inst, why)) return nullptr;
+  if (in->validation && vk.vkCreateDebugUtilsMessengerEXT)
+    vk.vkCreateDebugUtilsMessengerEXT(in->inst, &dbg, nullptr, &in->messenger);
+  return in;
+}
+
+// ---- physical-device facts --------------------------------------------------------
+
+struct Physical {
+  VkPhysicalDevice pd = VK_NULL_HANDLE;
+  VkPhysicalDeviceProperties props{};
+  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceMaintenance3Properties maint3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  bool has_driver_props = false;
+  VkPhysicalDeviceMemoryProperties mem{};
+  VkPhysicalDeviceFeatures features{};
+  std::vector<VkQueueFamilyProperties> queues;
+  std::vector<VkExtensionProperties> exts;
+  uint32_t queue_family = 0;
+  bool subgroup_arith = false;
+};
+
+Physical query(VkPhysicalDevice pd) {
+  Physical p;
+  p.pd = pd;
+  uint32_t n = 0;
+  vk.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  p.exts.resize(n);
+  vk.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, p.exts.data());
+  vk.vkGetPhysicalDeviceProperties(pd, &p.props);
+  p.has_driver_props = p.props.apiVersion >= VK_API_VERSION_1_2 || has_ext(p.exts, "VK_KHR_driver_properties");
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  p2.pNext = &p.subgroup;
+  p.subgroup.pNext = &p.maint3;
+  if (p.has_driver_props) p.maint3.pNext = &p.driver;
+  vk.vkGetPhysicalDeviceProperties2(pd, &p2);
+  vk.vkGetPhysicalDeviceMemoryProperties(pd, &p.mem);
+  vk.vkGetPhysicalDeviceFeatures(pd, &p.features);
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+  p.queues.resize(n);
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, p.queues.data());
+  // Prefer a compute queue without graphics (an async-compute family).
+  int best = -1;
+  for (uint32_t q = 0; q < n; ++q) {
+    if (!(p.queues[q].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+    if (best < 0 || (!(p.queues[q].queueFlags & VK_QUEUE_GRAPHICS_BIT) &&
+                     (p.queues[best].queueFlags & VK_QUEUE_GRAPHICS_BIT)))
+      best = int(q);
+  }
+  p.queue_family = best < 0 ? UINT32_MAX : uint32_t(best);
+  p.subgroup_arith = (p.subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                     (p.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+                     (p.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
+  return p;
+}
+
+// Why this device cannot run Switchyard's shaders, or "".
+std::string unsupported(const Physical& p) {
+  if (p.props.apiVersion < VK_API_VERSION_1_1)
+    return cat("Vulkan ", version_str(p.props.apiVersion), " (1.1 is required)");
+  if (p.queue_family == UINT32_MAX) return "no compute queue";
+  if (p.props.limits.maxPerStageDescriptorStorageBuffers < kBindings)
+    return cat("maxPerStageDescriptorStorageBuffers is ", p.props.limits.maxPerStageDescriptorStorageBuffers,
+               " (", kBindings, " are required)");
+  if (p.props.limits.maxComputeSharedMemorySize < 16384) return "less than 16 KiB of shared memory";
+  return "";
+}
+
+DeviceType device_type(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return DeviceType::integrated_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return DeviceType::discrete_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return DeviceType::virtual_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return DeviceType::cpu;
+    default: return DeviceType::other;
+  }
+}
+
+// Memory type in `bits` with all of `need`, preferring more of `want` and
+// none of `avoid`. -1 if none.
+int pick_type(const VkPhysicalDeviceMemoryProperties& m, uint32_t bits, VkMemoryPropertyFlags need,
+              VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid) {
+  int best = -1, best_score = -1;
+  for (uint32_t t = 0; t < m.memoryTypeCount; ++t) {
+    if (!(bits & (1u << t))) continue;
+    VkMemoryPropertyFlags f = m.memoryTypes[t].propertyFlags;
+    if ((f & need) != need) continue;
+    int score = 2 * __builtin_popcount(f & want) + (f & avoid ? 0 : 1);
+    if (score > best_score) best = int(t), best_score = score;
+  }
+  return best;
+}
+
+// Zero-copy when a host-visible, coherent type lives in the largest
+// device-local heap (integrated GPUs, ReBAR, CPU drivers), not in a small BAR
+// window.
+bool has_zero_copy(const VkPhysicalDeviceMemoryProperties& m) {
+  uint64_t largest = 0;
+  for (uint32_t h = 0; h < m.memoryHeapCount; ++h)
+    if (m.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      largest = std::max<uint64_t>(largest, m.memoryHeaps[h].size);
+  const VkMemoryPropertyFlags need = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
+                                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                     VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  for (uint32_t t = 0; t < m.memoryTypeCount; ++t)
+    if ((m.memoryTypes[t].propertyFlags & need) == need &&
+        m.memoryHeaps[m.memoryTypes[t].heapIndex].size * 2 >= largest)
+      return true;
+  return false;
+}
+
+DeviceInfo make_info(const Physical& p, int index, bool zero_copy) {
+  DeviceInfo info;
+  info.backend = "vulkan";
+  info.index = index;
+  info.name = p.props.deviceName;
+  info.type = device_type(p.props.deviceType);
+  auto& L = p.props.limits;
+  std::string heaps;
+  for (uint32_t h = 0; h < p.mem.memoryHeapCount; ++h) {
+    heaps += (h ? ", " : "") + mib(p.mem.memoryHeaps[h].size);
+    if (p.mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
+      heaps += " device-local";
+      info.memory_bytes = std::max<uint64_t>(info.memory_bytes, p.mem.memoryHeaps[h].size);
+    }
+  }
+  info.properties = {
+      {"vendor", vendor_name(p.props.vendorID)},
+      {"type", device_type_name(info.type)},
+      {"driver", p.has_driver_props ? cat(p.driver.driverName, " ", p.driver.driverInfo)
+                                    : std::to_string(p.props.driverVersion)},
+      {"api", version_str(p.props.apiVersion)},
+      {"heaps", heaps},
+      {"memory", zero_copy ? "zero-copy (host-visible device-local)" : "staging ring"},
+      {"subgroup", cat(p.subgroup.subgroupSize, p.subgroup_arith ? " (arithmetic)" : " (no arithmetic)")},
+      {"max_storage_buffer", mib(L.maxStorageBufferRange)},
+      {"shared_memory", cat(L.maxComputeSharedMemorySize / 1024, " KiB")},
+      {"max_workgroup", cat(L.maxComputeWorkGroupInvocations)},
+      {"queue_family", cat(p.queue_family, (p.queues[p.queue_family].queueFlags & VK_QUEUE_GRAPHICS_BIT)
+                                               ? " (graphics+compute)" : " (compute-only)")},
+  };
+  return info;
+}
+
+// ---- the device ------------------------------------------------------------------
+
+struct Block {
+  VkDeviceMemory mem = VK_NULL_HANDLE;
+  VkBuffer buf = VK_NULL_HANDLE;
+  uint64_t size = 0;
+  char* mapped = nullptr;
+  RangeAllocator ranges;
+  bool dedicated = false;
+  uint32_t heap = 0;
+  uint64_t bytes = 0;  // of device memory
+};
+
+struct Alloc {
+  uint32_t block = 0;
+  uint64_t offset = 0, size = 0;
+  uint64_t last_use = 0;  // serial of the last submission that touches it
+};
+
+// A host-visible helper buffer (staging ring, parameter table, status).
+struct HostBuf {
+  VkDeviceMemory mem = VK_NULL_HANDLE;
+  VkBuffer buf = VK_NULL_HANDLE;
+  uint64_t size = 0;
+  char* mapped = nullptr;
+};
+
+struct Range {
+  uint32_t buf;  // block index, kRingId (staging ring) or kStatusId
+  uint64_t begin, end;
+  bool write;
+};
+
+bool overlaps(const Range& a, const Range& b) {
+  return a.buf == b.buf && a.begin < b.end && b.begin < a.end;
+}
+
+// Ranges touched since the last barrier; conflict() says whether a new access
+// must wait for them (read after write, write after read or write).
+struct Hazards {
+  std::vector<Range> seen;
+  bool conflict(const Range& r) const {
+    for (auto& s : seen)
+      if (overlaps(s, r) && (s.write || r.write)) return true;
+    return false;
+  }
+};
+
+struct Frame {
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  std::vector<VkDescriptorSet> sets;             // one per launch
+  std::vector<VkDescriptorBufferInfo> written;   // what the sets hold, kArgBindings per launch
+  uint32_t op_base = 0;  // first entry of this frame's launches in the table
+  uint64_t serial = 0;   // last submission using it
+  bool recorded = false;
+};
+
+struct Recording {
+  std::vector<uint32_t> key;  // pipelines, grid sizes and barriers recorded
+  Frame frames[kFrames];
+  uint32_t next = 0;
+  uint64_t table_offset = 0, table_entries = 0;  // in OpParams units
+  uint64_t last_step = 0;
+};
+
+struct InFlight {
+  uint64_t serial;
+  VkFence fence;
+  VkCommandBuffer transfer_cb;
+};
+
+struct HostCopy {
+  uint64_t serial;
+  const char* src;
+  void* dst;
+  size_t bytes;
+};
+
+struct RingSeg {
+  uint64_t begin, end, serial;
+};
+
+const char* kernel_module(Kernel k) { return kernel_name(k); }
+bool has_subgroup_variant(Kernel k) {
+  return k == Kernel::reduce_sum || k == Kernel::softmax || k == Kernel::softmax_backward ||
+         k == Kernel::cross_entropy;
+}
+
+class VulkanDevice final : public Device {
+ public:
+  VulkanDevice(std::shared_ptr<Instance> in, Physical p, int index, bool zero_copy)
+      : Device(make_info(p, index, zero_copy)), in_(std::move(in)), p_(std::move(p)),
+        zero_copy_(zero_copy) {
+    std::lock_guard lock(in_->mu);
+    in_->devices.push_back(this);
+  }
+  ~VulkanDevice() override {
+    {
+      std::lock_guard lock(in_->mu);
+      std::erase(in_->devices, this);
+    }
+    try {
+      destroy();
+    } catch (...) {
+    }
+  }
+
+  void on_validation_message() {
+    std::atomic_ref<uint64_t>(counters_.validation_messages).fetch_add(1, std::memory_order_relaxed);
+  }
+
+  void* host_pointer(Buffer b) override {
+    if (!zero_copy_ || !b) return nullptr;
+    std::lock_guard lock(mu_);
+    auto* a = static_cast<Alloc*>(b.handle);
+    return blocks_[a->block].mapped + a->offset;
+  }
+  bool supports(Kernel k) const override { return k < Kernel::count_; }
+
+ private:
+  // ---- set-up ---------------------------------------------------------------
+  void check(VkResult r, const char* op, const char* what) {
+    if (r == VK_SUCCESS) return;
+    if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+      throw OutOfMemory(cat("[", op, "] ", what, " on ", str(), " failed: ", result_name(r)));
+    if (r == VK_ERROR_DEVICE_LOST) lost_ = true;
+    throw Error(cat("[", op, "] ", what, " on ", str(), " failed: ", result_name(r)));
+  }
+
+  void ensure() {
+    if (dev_) {
+      if (lost_) throw Error(cat("[vulkan] ", str(), " was lost (VK_ERROR_DEVICE_LOST) and cannot be used"));
+      return;
+    }
+    float prio = 1.f;
+    VkDeviceQueueCreateInfo q{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+    q.queueFamilyIndex = p_.queue_family;
+    q.queueCount = 1;
+    q.pQueuePriorities = &prio;
+    VkPhysicalDeviceFeatures f{};
+    VkPhysicalDeviceDescriptorIndexingFeatures di{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DESCRIPTOR_INDEXING_FEATURES};
+    bool di_api = p_.props.apiVersion >= VK_API_VERSION_1_2 || has_ext(p_.exts, "VK_EXT_descriptor_indexing");
+    if (di_api) {
+      VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+      f2.pNext = &di;
+      vk.vkGetPhysicalDeviceFeatures2(p_.pd, &f2);
+    }
+    uab_feature_ = di_api && di.descriptorBindingStorageBufferUpdateAfterBind;
+    VkPhysicalDeviceDescriptorIndexingFeatures enable_di{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DESCRIPTOR_INDEXING_FEATURES};
+    enable_di.descriptorBindingStorageBufferUpdateAfterBind = VK_TRUE;
+    std::vector<const char*> exts;
+    if (uab_feature_ && p_.props.apiVersion < VK_API_VERSION_1_2) exts.push_back("VK_EXT_descriptor_indexing");
+    if (has_ext(p_.exts, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
+    VkDeviceCreateInfo ci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+    ci.queueCreateInfoCount = 1;
+    ci.pQueueCreateInfos = &q;
+    ci.pEnabledFeatures = &f;
+    ci.enabledExtensionCount = uint32_t(exts.size());
+    ci.ppEnabledExtensionNames = exts.data();
+    if (uab_feature_ && !env_on("SWITCHYARD_VK_NO_UPDATE_AFTER_BIND")) ci.pNext = &enable_di;
+    check(vk.vkCreateDevice(p_.pd, &ci, nullptr, &dev_), "vulkan", "vkCreateDevice");
+    vk.vkGetDeviceQueue(dev_, p_.queue_family, 0, &queue_);
+
+    VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+    pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+    pci.queueFamilyIndex = p_.queue_family;
+    check(vk.vkCreateCommandPool(dev_, &pci, nullptr, &cmd_pool_), "vulkan", "vkCreateCommandPool");
+
+    // One set per launch: its arguments, the launch table, the status word.
+    // With update-after-bind (descriptor indexing) a new buffer for an
+    // argument is written into the set without re-recording the command
+    // buffer; without it the command buffer is recorded again.
+    uab_ = has_update_after_bind();
+    VkDescriptorSetLayoutBinding b[kBindings] = {};
+    VkDescriptorBindingFlags bflags[kBindings];
+    for (uint32_t k = 0; k < kBindings; ++k) {
+      b[k] = {k, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+      bflags[k] = VK_DESCRIPTOR_BINDING_UPDATE_AFTER_BIND_BIT;
+    }
+    VkDescriptorSetLayoutBindingFlagsCreateInfo fci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_BINDING_FLAGS_CREATE_INFO};
+    fci.bindingCount = kBindings;
+    fci.pBindingFlags = bflags;
+    VkDescriptorSetLayoutCreateInfo lci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+    lci.bindingCount = kBindings;
+    lci.pBindings = b;
+    if (uab_) {
+      lci.pNext = &fci;
+      lci.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_UPDATE_AFTER_BIND_POOL_BIT;
+    }
+    check(vk.vkCreateDescriptorSetLayout(dev_, &lci, nullptr, &set_layout_), "vulkan",
+          "vkCreateDescriptorSetLayout");
+    VkPushConstantRange pc{VK_SHADER_STAGE_COMPUTE_BIT, 0, 4};
+    VkPipelineLayoutCreateInfo plci{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+    plci.setLayoutCount = 1;
+    plci.pSetLayouts = &set_layout_;
+    plci.pushConstantRangeCount = 1;
+    plci.pPushConstantRanges = &pc;
+    check(vk.vkCreatePipelineLayout(dev_, &plci, nullptr, &pipe_layout_), "vulkan",
+          "vkCreatePipelineLayout");
+
+    load_pipeline_cache();
+    status_ = make_host_buffer(256, true);
+    std::memset(status_.mapped, 0, 256);
+    table_ = make_host_buffer(1 << 20, true);
+    table_ranges_ = RangeAllocator(table_.size / sizeof(OpParams));
+    choose_tiles();
+  }
+
+  bool has_update_after_bind() {
+    if (env_on("SWITCHYARD_VK_NO_UPDATE_AFTER_BIND")) return false;
+    if (p_.props.apiVersion < VK_API_VERSION_1_2 && !has_ext(p_.exts, "VK_EXT_descriptor_indexing")) return false;
+    return uab_feature_;
+  }
+
+  void choose_tiles() {
+    auto& L = p_.props.limits;
+    uint32_t maxwg = std::min(L.maxComputeWorkGroupInvocations, L.maxComputeWorkGroupSize[0]);
+    wg_ = 256;
+    while (wg_ > maxwg) wg_ /= 2;
+    // 64x64 tiles, 16 deep, 4x4 per invocation: 256 invocations, 8 KiB of
+    // shared memory. Devices with smaller workgroups get 8x8 per invocation.
+    gemm_ = {64, 64, 16, 4, 4};
+    if (maxwg < 256) gemm_ = {64, 64, 16, 8, 8};
+    if (const char* e = std::getenv("SWITCHYARD_VK_GEMM_TILE")) {
+      uint32_t t[5];
+      if (std::sscanf(e, "%u,%u,%u,%u,%u", &t[0], &t[1], &t[2], &t[3], &t[4]) == 5) {
+        uint32_t w = (t[0] / t[3]) * (t[1] / t[4]);
+        SY_CHECK(w > 0 && w <= maxwg && t[2] % 4 == 0 && t[0] % 4 == 0 && t[1] % 4 == 0 &&
+                     2 * t[2] * (t[0] + t[1]) <= L.maxComputeSharedMemorySize,
+                 "vulkan", "SWITCHYARD_VK_GEMM_TILE=", e, " does not fit ", str(),
+                 ": expected BM,BN,BK,TM,TN with BM/TM*BN/TN <= ", maxwg, " invocations");
+        gemm_ = {t[0], t[1], t[2], t[3], t[4]};
+      }
+    }
+    use_subgroups_ = p_.subgroup_arith && !env_on("SWITCHYARD_VK_NO_SUBGROUPS");
+  }
+
+  HostBuf make_host_buffer(uint64_t size, bool want_device_local) {
+    HostBuf h;
+    h.size = size;
+    VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bci.size = size;
+    bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    check(vk.vkCreateBuffer(dev_, &bci, nullptr, &h.buf), "allocate", "vkCreateBuffer");
+    VkMemoryRequirements req;
+    vk.vkGetBufferMemoryRequirements(dev_, h.buf, &req);
+    int t = pick_type(p_.mem, req.memoryTypeBits,
+                      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                      want_device_local ? VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+                                        : VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+                      want_device_local ? 0 : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = uint32_t(t);
+    VkResult r = t < 0 ? VK_ERROR_OUT_OF_DEVICE_MEMORY : vk.vkAllocateMemory(dev_, &ai, nullptr, &h.mem);
+    if (r != VK_SUCCESS) {
+      vk.vkDestroyBuffer(dev_, h.buf, nullptr);
+      check(r, "allocate", "vkAllocateMemory (host-visible)");
+    }
+    bump(counters_.memory_allocations);
+    vk.vkBindBufferMemory(dev_, h.buf, h.mem, 0);
+    void* ptr = nullptr;
+    check(vk.vkMapMemory(dev_, h.mem, 0, VK_WHOLE_SIZE, 0, &ptr), "allocate", "vkMapMemory");
+    h.mapped = static_cast<char*>(ptr);
+    return h;
+  }
+
+  void free_host_buffer(HostBuf& h) {
+    if (h.buf) vk.vkDestroyBuffer(dev_, h.buf, nullptr);
+    if (h.mem) vk.vkFreeMemory(dev_, h.mem, nullptr);
+    h = HostBuf{};
+  }
+
+  uint64_t max_range() const { return p_.props.limits.maxStorageBufferRange; }
+
+  std::string cache_path() const {
+    const char* home = std::getenv("XDG_CACHE_HOME");
+    std::string base = home && *home ? home : (std::getenv("HOME") ? std::string(std::getenv("HOME")) + "/.cache" : "");
+    if (base.empty()) return "";
+    char id[64];
+    std::snprintf(id, sizeof id, "%08x_%08x_%08x", p_.props.vendorID, p_.props.deviceID,
+                  p_.props.driverVersion);
+    return base + "/switchyard/vk_pipelines_" + id + ".bin";
+  }
+
+  // A VkPipelineCache kept on disk, so later runs skip shader compilation
+  // where the driver supports it. The driver checks the header; a stale or
+  // corrupt file is ignored by it.
+  void load_pipeline_cache() {
+    std::vector<char> data;
+    if (std::string path = cache_path(); !path.empty() && !env_on("SWITCHYARD_VK_NO_PIPELINE_CACHE")) {
+      std::ifstream f(path, std::ios::binary);
+      data.assign(std::istreambuf_iterator<char>(f), {});
+    }
+    VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+    ci.initialDataSize = data.size();
+    ci.pInitialData = data.empty() ? nullptr : data.data();
+    if (vk.vkCreatePipelineCache(dev_, &ci, nullptr, &pipe_cache_) != VK_SUCCESS) {
+      ci.initialDataSize = 0;
+      ci.pInitialData = nullptr;
+      vk.vkCreatePipelineCache(dev_, &ci, nullptr, &pipe_cache_);
+    }
+  }
+
+  void save_pipeline_cache() {
+    if (!pipe_cache_ || !new_pipelines_ || env_on("SWITCHYARD_VK_NO_PIPELINE_CACHE")) return;
+    std::string path = cache_path();
+    if (path.empty()) return;
+    size_t n = 0;
+    if (vk.vkGetPipelineCacheData(dev_, pipe_cache_, &n, nullptr) != VK_SUCCESS || n == 0) return;
+    std::vector<char> data(n);
+    if (vk.vkGetPipelineCacheData(dev_, pipe_cache_, &n, data.data()) != VK_SUCCESS) return;
+    std::error_code ec;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    std::string tmp = path + ".tmp" + std::to_string(::getpid());
+    {
+      std::ofstream f(tmp, std::ios::binary);
+      f.write(data.data(), std::streamsize(n));
+      if (!f) return;
+    }
+    std::filesystem::rename(tmp, path, ec);
+  }
+
+  void destroy() {
+    if (!dev_) return;
+    vk.vkDeviceWaitIdle(dev_);
+    if (!lost_) {
+      try {
+        retire(true);
+      } catch (...) {
+      }
+    }
+    save_pipeline_cache();
+    for (auto& [id, rec] : recordings_) free_recording(rec);
+    recordings_.clear();
+    for (VkPipeline p : pipelines_)
+      if (p) vk.vkDestroyPipeline(dev_, p, nullptr);
+    if (pipe_cache_) vk.vkDestroyPipelineCache(dev_, pipe_cache_, nullptr);
+    for (auto& f : inflight_) vk.vkDestroyFence(dev_, f.fence, nullptr);
+    for (VkFence f : free_fences_) vk.vkDestroyFence(dev_, f, nullptr);
+    for (Alloc* a : deferred_) delete a;
+    for (auto& b : blocks_) {
+      if (b.buf) vk.vkDestroyBuffer(dev_, b.buf, nullptr);
+      if (b.mem) vk.vkFreeMemory(dev_, b.mem, nullptr);
+    }
+    blocks_.clear();
+    free_host_buffer(ring_);
+    free_host_buffer(table_);
+    free_host_buffer(status_);
+    for (VkDescriptorPool dp : desc_pools_) vk.vkDestroyDescriptorPool(dev_, dp, nullptr);
+    if (pipe_layout_) vk.vkDestroyPipelineLayout(dev_, pipe_layout_, nullptr);
+    if (set_layout_) vk.vkDestroyDescriptorSetLayout(dev_, set_layout_, nullptr);
+    if (cmd_pool_) vk.vkDestroyCommandPool(dev_, cmd_pool_, nullptr);
+    vk.vkDestroyDevice(dev_, nullptr);
+    dev_ = VK_NULL_HANDLE;
+  }
+
+  static void bump(uint64_t& c, uint64_t n = 1) {
+    std::atomic_ref<uint64_t>(c).fetch_add(n, std::memory_order_relaxed);
+  }
+
+  // ---- submissions and their completion ---------------------------------------
+  VkFence get_fence() {
+    if (!free_fences_.empty()) {
+      VkFence f = free_fences_.back();
+      free_fences_.pop_back();
+      vk.vkResetFences(dev_, 1, &f);
+      return f;
+    }
+    VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
+    VkFence f;
+    check(vk.vkCreateFence(dev_, &fci, nullptr, &f), "submit", "vkCreateFence");
+    return f;
+  }
+
+  VkCommandBuffer get_cb() {
+    if (!free_cbs_.empty()) {
+      VkCommandBuffer cb = free_cbs_.back();
+      free_cbs_.pop_back();
+      vk.vkResetCommandBuffer(cb, 0);
+      return cb;
+    }
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = cmd_pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    VkCommandBuffer cb;
+    check(vk.vkAllocateCommandBuffers(dev_, &ai, &cb), "submit", "vkAllocateCommandBuffers");
+    return cb;
+  }
+
+  static void barrier(VkCommandBuffer cb, VkPipelineStageFlags src, VkAccessFlags src_access,
+                      VkPipelineStageFlags dst, VkAccessFlags dst_access) {
+    VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
+    mb.srcAccessMask = src_access;
+    mb.dstAccessMask = dst_access;
+    vk.vkCmdPipelineBarrier(cb, src, dst, 0, 1, &mb, 0, nullptr, 0, nullptr);
+  }
+
+  static constexpr VkPipelineStageFlags kWork =
+      VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
+  static constexpr VkAccessFlags kWrites = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  static constexpr VkAccessFlags kAll = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
+                                        VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+
+  // Every command buffer starts after all earlier work's writes are visible
+  // and ends making its writes visible to the host.
+  static void begin_cb(VkCommandBuffer cb) {
+    VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
+    vk.vkBeginCommandBuffer(cb, &bi);
+    barrier(cb, kWork, kWrites, kWork, kAll);
+  }
+  void end_cb(VkCommandBuffer cb) {
+    barrier(cb, kWork, kWrites, VK_PIPELINE_STAGE_HOST_BIT, VK_ACCESS_HOST_READ_BIT);
+    check(vk.vkEndCommandBuffer(cb), "submit", "vkEndCommandBuffer");
+  }
+
+  // The transfer command buffer collecting uploads and copies until the next
+  // submission.
+  VkCommandBuffer transfer_cb() {
+    if (!open_cb_) {
+      open_cb_ = get_cb();
+      begin_cb(open_cb_);
+      open_hazards_.seen.clear();
+    }
+    return open_cb_;
+  }
+
+  void record_copy(VkBuffer src, Range rs, VkBuffer dst, Range rd) {
+    VkCommandBuffer cb = transfer_cb();
+    if (open_hazards_.conflict(rs) || open_hazards_.conflict(rd)) {
+      barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+              VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+      open_hazards_.seen.clear();
+    }
+    open_hazards_.seen.push_back(rs);
+    open_hazards_.seen.push_back(rd);
+    VkBufferCopy c{rs.begin, rd.begin, rd.end - rd.begin};
+    vk.vkCmdCopyBuffer(cb, src, dst, 1, &c);
+  }
+
+  // One vkQueueSubmit: the pending transfers, then `program` (if any).
+  uint64_t submit(VkCommandBuffer program) {
+    VkCommandBuffer cbs[2];
+    uint32_t n = 0;
+    if (open_cb_) {
+      end_cb(open_cb_);
+      cbs[n++] = open_cb_;
+    }
+    if (program) cbs[n++] = program;
+    if (n == 0) return next_serial_ - 1;
+    VkFence fence = get_fence();
+    VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
+    si.commandBufferCount = n;
+    si.pCommandBuffers = cbs;
+    VkResult r = vk.vkQueueSubmit(queue_, 1, &si, fence);
+    if (r != VK_SUCCESS) {
+      free_fences_.push_back(fence);
+      check(r, "submit", "vkQueueSubmit");
+    }
+    bump(counters_.queue_submits);
+    inflight_.push_back({next_serial_, fence, open_cb_});
+    open_cb_ = VK_NULL_HANDLE;
+    return next_serial_++;
+  }
+
+  void flush() {
+    if (open_cb_) submit(VK_NULL_HANDLE);
+  }
+
+  // Completes finished submissions (waiting for all up to `upto`): frees what
+  // they held, performs their host copies, checks the status word.
+  void retire(bool all, uint64_t upto = 0) {
+    if (all) upto = next_serial_ - 1;
+    while (!inflight_.empty()) {
+      InFlight& f = inflight_.front();
+      if (f.serial <= upto) {
+        VkResult r = vk.vkWaitForFences(dev_, 1, &f.fence, VK_TRUE, UINT64_MAX);
+        check(r, "synchronize", "vkWaitForFences");
+      } else if (vk.vkGetFenceStatus(dev_, f.fence) != VK_SUCCESS) {
+        break;
+      }
+      done_serial_ = f.serial;
+      free_fences_.push_back(f.fence);
+      if (f.transfer_cb) free_cbs_.push_back(f.transfer_cb);
+      inflight_.pop_front();
+    }
+    while (!host_copies_.empty() && host_copies_.front().serial <= done_serial_) {
+      HostCopy& c = host_copies_.front();
+      std::memcpy(c.dst, c.src, c.bytes);
+      host_copies_.pop_front();
+    }
+    std::erase_if(ring_segs_, [&](const RingSeg& s) { return s.serial <= done_serial_; });
+    std::erase_if(deferred_, [&](Alloc* a) {
+      if (a->last_use > done_serial_) return false;
+      free_alloc(a);
+      return true;
+    });
+    if (uint32_t s = std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(status_.mapped)).exchange(0)) {
+      if (s & 1u)
+        pending_error_ = cat("[cross_entropy] expected labels in [0, classes), found a label outside that "
+                             "range on ", str(), " (the loss and its gradient are NaN)");
+    }
+  }
+
+  void wait_for(uint64_t serial) {
+    if (serial == 0) return;
+    if (serial >= next_serial_) flush();
+    if (serial > done_serial_) retire(false, serial);
+  }
+
+  void throw_pending() {
+    if (pending_error_.empty()) return;
+    std::string e = std::move(pending_error_);
+    pending_error_.clear();
+    throw Error(e);
+  }
+
+  // ---- memory -------------------------------------------------------------------
+  int block_type(uint32_t bits) const {
+    if (zero_copy_)
+      return pick_type(p_.mem, bits,
+                       VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                           VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                       VK_MEMORY_PROPERTY_HOST_CACHED_BIT, 0);
+    int t = pick_type(p_.mem, bits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0,
+                      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
+    return t >= 0 ? t : pick_type(p_.mem, bits, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
+  }
+
+  // Blocks are bound by range, so they may exceed maxStorageBufferRange;
+  // one tensor may not.
+  uint64_t block_cap() const {
+    uint64_t cap = 1ull << 30;
+    if (p_.maint3.maxMemoryAllocationSize) cap = std::min<uint64_t>(cap, p_.maint3.maxMemoryAllocationSize);
+    return cap & ~(kAlign - 1);
+  }
+
+  // Creates a block of `size` bytes in slot `k`; false if the device refused.
+  bool create_block(uint32_t k, uint64_t size, bool dedicated, std::string& why) {
+    Block b;
+    b.size = size;
+    b.dedicated = dedicated;
+    VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
+    bci.size = size;
+    bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
+                VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
+    VkResult r = vk.vkCreateBuffer(dev_, &bci, nullptr, &b.buf);
+    if (r != VK_SUCCESS) {
+      why = cat("vkCreateBuffer of ", size, " bytes failed: ", result_name(r));
+      return false;
+    }
+    VkMemoryRequirements req;
+    vk.vkGetBufferMemoryRequirements(dev_, b.buf, &req);
+    int t = block_type(req.memoryTypeBits);
+    b.heap = t >= 0 ? p_.mem.memoryTypes[t].heapIndex : 0;
+    uint64_t heap_size = p_.mem.memoryHeaps[b.heap].size;
+    if (t < 0 || heap_used_[b.heap] + req.size > heap_size) {
+      why = t < 0 ? std::string("no suitable memory type")
+                  : cat("heap ", b.heap, " holds ", mib(heap_size), " and ", mib(heap_used_[b.heap]),
+                        " are in use");
+      vk.vkDestroyBuffer(dev_, b.buf, nullptr);
+      return false;
+    }
+    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
+    ai.allocationSize = req.size;
+    ai.memoryTypeIndex = uint32_t(t);
+    r = vk.vkAllocateMemory(dev_, &ai, nullptr, &b.mem);
+    if (r != VK_SUCCESS) {
+      why = cat("vkAllocateMemory of ", mib(req.size), " failed: ", result_name(r));
+      vk.vkDestroyBuffer(dev_, b.buf, nullptr);
+      return false;
+    }
+    bump(counters_.memory_allocations);
+    vk.vkBindBufferMemory(dev_, b.buf, b.mem, 0);
+    if (zero_copy_) {
+      void* ptr = nullptr;
+      r = vk.vkMapMemory(dev_, b.mem, 0, VK_WHOLE_SIZE, 0, &ptr);
+      if (r != VK_SUCCESS) {
+        why = cat("vkMapMemory failed: ", result_name(r));
+        vk.vkDestroyBuffer(dev_, b.buf, nullptr);
+        vk.vkFreeMemory(dev_, b.mem, nullptr);
+        return false;
+      }
+      b.mapped = static_cast<char*>(ptr);
+    }
+    heap_used_[b.heap] += req.size;
+    b.bytes = req.size;
+    b.ranges = RangeAllocator(size);
+    blocks_[k] = std::move(b);
+    return true;
+  }
+
+  void destroy_block(uint32_t k) {
+    Block& b = blocks_[k];
+    vk.vkDestroyBuffer(dev_, b.buf, nullptr);
+    vk.vkFreeMemory(dev_, b.mem, nullptr);
+    heap_used_[b.heap] -= b.bytes;
+    blocks_[k] = Block{};
+  }
+
+  void wait_idle() {
+    flush();
+    retire(true);
+  }
+
+  // Returns empty blocks to the device (all of them when `all`, else only
+  // dedicated ones). True if something was freed.
+  bool trim(bool all) {
+    bool any = false;
+    for (auto& b : blocks_)
+      if (b.buf && b.ranges.empty() && (all || b.dedicated)) any = true;
+    if (!any) return false;
+    // Recorded descriptor sets may name the buffers: drop the recordings.
+    wait_idle();
+    for (auto& [id, rec] : recordings_) free_recording(rec);
+    recordings_.clear();
+    for (uint32_t k = 0; k < blocks_.size(); ++k)
+      if (blocks_[k].buf && blocks_[k].ranges.empty() && (all || blocks_[k].dedicated)) destroy_block(k);
+    return true;
+  }
+
+  Alloc* try_allocate(uint64_t bytes, std::string& why) {
+    uint64_t cap = block_cap();
+    if (bytes <= cap / 2) {
+      for (uint32_t k = 0; k < blocks_.size(); ++k)
+        if (blocks_[k].buf && !blocks_[k].dedicated)
+          if (auto off = blocks_[k].ranges.allocate(bytes, kAlign)) return new Alloc{k, *off, bytes, 0};
+    }
+    int slot = -1;
+    for (uint32_t k = 0; k < blocks_.size() && slot < 0; ++k)
+      if (!blocks_[k].buf) slot = int(k);
+    if (slot < 0) {
+      slot = int(blocks_.size());
+      blocks_.emplace_back();
+    }
+    bool dedicated = bytes > cap / 2;
+    uint64_t size = (bytes + (1ull << 16) - 1) & ~((1ull << 16) - 1);
+    if (!dedicated) {
+      // Blocks grow: 64 MiB, then twice the last, up to 1 GiB.
+      uint64_t last = 0;
+      for (auto& b : blocks_)
+        if (b.buf && !b.dedicated) last = std::max(last, b.size);
+      size = std::min(cap, last ? 2 * last : std::min(cap, kFirstBlock));
+    }
+    if (!create_block(uint32_t(slot), size, dedicated, why)) return nullptr;
+    if (dedicated) {
+      blocks_[slot].ranges.allocate(bytes, kAlign);
+      return new Alloc{uint32_t(slot), 0, bytes, 0};
+    }
+    auto off = blocks_[slot].ranges.allocate(bytes, kAlign);
+    return new Alloc{uint32_t(slot), *off, bytes, 0};
+  }
+
+  void free_alloc(Alloc* a) {
+    blocks_[a->block].ranges.free(a->offset, a->size);
+    if (blocks_[a->block].dedicated) dead_dedicated_ = true;
+    delete a;
+  }
+
+  Buffer allocate_impl(size_t bytes) override {
+    std::lock_guard lock(mu_);
+    ensure();
+    retire(false);
+    if (dead_dedicated_) {
+      dead_dedicated_ = false;
+      trim(false);
+    }
+    std::string why;
+    Alloc* a = try_allocate(bytes, why);
+    if (!a) {
+      // Finish queued work (its frees land), give empty blocks back, retry.
+      wait_idle();
+      if (trim(true)) a = try_allocate(bytes, why);
+    }
+    if (!a)
+      throw OutOfMemory(cat("[allocate] out of device memory on ", str(), ": expected ", bytes,
+                            " bytes (", mib(bytes), ") to fit, found ", why));
+    return {a, bytes};
+  }
+
+  void release_impl(Buffer b) override {
+    std::lock_guard lock(mu_);
+    auto* a = static_cast<Alloc*>(b.handle);
+    if (a->last_use > done_serial_) deferred_.push_back(a);
+    else free_alloc(a);
+  }
+
+  // ---- transfers -----------------------------------------------------------------
+  Range range_of(const Alloc* a, uint64_t off, uint64_t n, bool write) const {
+    return {a->block, a->offset + off, a->offset + off + n, write};
+  }
+
+  uint64_t ring_reserve(uint64_t n) {
+    if (!ring_.buf) ring_ = make_host_buffer(kRingBytes, false);
+    n = (n + 15) & ~uint64_t(15);
+    for (;;) {
+      uint64_t begin = ring_head_ + n > ring_.size ? 0 : ring_head_;
+      uint64_t need = 0;
+      for (auto& s : ring_segs_)
+        if (s.begin < begin + n && begin < s.end) need = std::max(need, s.serial);
+      if (!need) {
+        ring_head_ = begin + n;
+        ring_segs_.push_back({begin, begin + n, next_serial_});
+        return begin;
+      }
+      wait_for(need);
+    }
+  }
+
+  void upload_impl(Buffer dst, size_t off, const void* src, size_t n) override {
+    std::lock_guard lock(mu_);
+    ensure();
+    auto* a = static_cast<Alloc*>(dst.handle);
+    if (zero_copy_) {
+      wait_for(a->last_use);  // queued readers and writers of it first
+      std::memcpy(blocks_[a->block].mapped + a->offset + off, src, n);
+      return;
+    }
+    const char* s = static_cast<const char*>(src);
+    for (size_t done = 0; done < n;) {
+      size_t c = std::min<size_t>(kRingChunk, n - done);
+      uint64_t r = ring_reserve(c);
+      std::memcpy(ring_.mapped + r, s + done, c);
+      record_copy(ring_.buf, {kRingId, r, r + c, false}, blocks_[a->block].buf,
+                  range_of(a, off + done, c, true));
+      a->last_use = next_serial_;
+      done += c;
+      if (n > kRingChunk) flush();  // large: overlap the next memcpy with this copy
+    }
+  }
+
+  void download_impl(Buffer src, size_t off, void* dst, size_t n) override {
+    std::lock_guard lock(mu_);
+    ensure();
+    auto* a = static_cast<Alloc*>(src.handle);
+    if (zero_copy_) {
+      wait_for(a->last_use);
+      throw_pending();
+      std::memcpy(dst, blocks_[a->block].mapped + a->offset + off, n);
+      return;
+    }
+    char* d = static_cast<char*>(dst);
+    for (size_t done = 0; done < n;) {
+      size_t c = std::min<size_t>(kRingChunk, n - done);
+      uint64_t r = ring_reserve(c);
+      record_copy(blocks_[a->block].buf, range_of(a, off + done, c, false), ring_.buf,
+                  {kRingId, r, r + c, true});
+      a->last_use = next_serial_;
+      host_copies_.push_back({next_serial_, ring_.mapped + r, d + done, c});
+      done += c;
+      if (n > kRingChunk) flush();
+    }
+  }
+
+  void copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t n) override {
+    std::lock_guard lock(mu_);
+    ensure();
+    auto* s = static_cast<Alloc*>(src.handle);
+    auto* d = static_cast<Alloc*>(dst.handle);
+    if (n == 0) return;
+    record_copy(blocks_[s->block].buf, range_of(s, so, n, false), blocks_[d->block].buf,
+                range_of(d, dof, n, true));
+    s->last_use = d->last_use = next_serial_;
+  }
+
+  void synchronize_impl() override {
+    std::lock_guard lock(mu_);
+    if (!dev_) return;
+    wait_idle();
+    throw_pending();
+  }
+
+  // ---- programs --------------------------------------------------------------------
+  uint32_t pipeline_index(Kernel k) const {
+    return uint32_t(k) * 2 + (use_subgroups_ && has_subgroup_variant(k) ? 1 : 0);
+  }
+
+  VkPipeline pipeline(uint32_t idx) {
+    if (pipelines_.empty()) pipelines_.assign(size_t(Kernel::count_) * 2, VK_NULL_HANDLE);
+    if (pipelines_[idx]) return pipelines_[idx];
+    Kernel k = Kernel(idx / 2);
+    std::string name = std::string(kernel_module(k)) + (idx % 2 ? "_sg" : "");
+    const SpirvModule* m = nullptr;
+    for (size_t j = 0; j < kSpirvModuleCount; ++j)
+      if (name == kSpirvModules[j].name) m = &kSpirvModules[j];
+    SY_CHECK(m, kernel_name(k), "expected an embedded shader '", name, "' in this build, found none");
+    VkShaderModuleCreateInfo sci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+    sci.codeSize = m->words * 4;
+    sci.pCode = m->code;
+    VkShaderModule mod;
+    check(vk.vkCreateShaderModule(dev_, &sci, nullptr, &mod), kernel_name(k), "vkCreateShaderModule");
+    uint32_t spec[6] = {wg_, 0, 0, 0, 0, 0};
+    uint32_t nspec = 1;
+    if (k == Kernel::gemm) {
+      spec[0] = (gemm_[0] / gemm_[3]) * (gemm_[1] / gemm_[4]);
+      for (int j = 0; j < 5; ++j) spec[j + 1] = gemm_[j];
+      nspec = 6;
+    }
+    VkSpecializationMapEntry entries[6];
+    for (uint32_t j = 0; j < nspec; ++j) entries[j] = {j, j * 4, 4};
+    VkSpecializationInfo si{nspec, entries, nspec * 4, spec};
+    VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+    ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+    ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+    ci.stage.module = mod;
+    ci.stage.pName = "main";
+    ci.stage.pSpecializationInfo = &si;
+    ci.layout = pipe_layout_;
+    VkResult r = vk.vkCreateComputePipelines(dev_, pipe_cache_, 1, &ci, nullptr, &pipelines_[idx]);
+    vk.vkDestroyShaderModule(dev_, mod, nullptr);
+    check(r, kernel_name(k), "vkCreateComputePipelines");
+    new_pipelines_ = true;
+    return pipelines_[idx];
+  }
+
+  static uint32_t groups_for(uint64_t items, uint32_t wg) {
+    return uint32_t(std::clamp<uint64_t>((items + wg - 1) / wg, 1, kMaxGroups));
+  }
+
+  // Grid size of one launch (see each shader's header for its geometry).
+  void grid(const Instr& ins, uint32_t g[3]) const {
+    const int64_t* i = ins.params.i;
+    g[1] = g[2] = 1;
+    auto quads = [](int64_t n) { return uint64_t(n + 3) / 4; };
+    switch (ins.kernel) {
+      case Kernel::fill: g[0] = groups_for(quads(i[0]), wg_); break;
+      case Kernel::affine:
+      case Kernel::unary:
+      case Kernel::unary_backward:
+      case Kernel::sgd_update:
+      case Kernel::adam_update: g[0] = groups_for(quads(i[0]), wg_); break;
+      case Kernel::binary: g[0] = groups_for(quads(i[0] * i[1] * i[2] * i[3]), wg_); break;
+      case Kernel::arange:
+      case Kernel::rand_uniform:
+      case Kernel::rand_normal:
+      case Kernel::cast: g[0] = groups_for(uint64_t(i[0]), wg_); break;
+      case Kernel::transpose: g[0] = groups_for(uint64_t(i[0] * i[1]), wg_); break;
+      case Kernel::pad: g[0] = groups_for(uint64_t(i[2]), wg_); break;
+      case Kernel::expand: g[0] = groups_for(uint64_t(i[0] * i[1] * i[2]), wg_); break;
+      case Kernel::reduce_sum:
+        g[0] = i[2] == 1 ? uint32_t(std::clamp<int64_t>(i[0], 1, kMaxGroups))
+                         : groups_for(uint64_t(i[0] * i[2]), wg_);
+        break;
+      case Kernel::softmax:
+      case Kernel::softmax_backward: g[0] = uint32_t(std::clamp<int64_t>(i[0], 1, kMaxGroups)); break;
+      case Kernel::cross_entropy: g[0] = 1; break;
+      case Kernel::cross_entropy_backward:
+      case Kernel::argmax: g[0] = groups_for(uint64_t(i[0]), wg_); break;
+      case Kernel::gemm: {
+        uint64_t gx = (uint64_t(i[1]) + gemm_[1] - 1) / gemm_[1], gy = (uint64_t(i[0]) + gemm_[0] - 1) / gemm_[0];
+        SY_CHECK(gx <= kMaxGroups && gy <= kMaxGroups, "gemm", "expected at most ", kMaxGroups * gemm_[0],
+                 " rows and columns on ", str(), ", found ", i[0], "x", i[1]);
+        g[0] = uint32_t(std::max<uint64_t>(gx, 1));
+        g[1] = uint32_t(std::max<uint64_t>(gy, 1));
+        break;
+      }
+      case Kernel::count_: g[0] = 1; break;
+    }
+  }
+
+  static bool writes(const Instr& ins, int a) {
+    if (a == 0) return true;
+    if (ins.kernel == Kernel::adam_update) return a <= 2;
+    if (ins.kernel == Kernel::sgd_update) return a == 1 && ins.params.i[3] != 0;
+    return false;
+  }
+
+  // The binding an argument goes to: its position, except SGD without
+  // momentum, whose gradient (arg 1) goes to binding 2 like with momentum.
+  static uint32_t binding_of(const Instr& ins, int a) {
+    if (ins.kernel == Kernel::sgd_update && ins.params.i[3] == 0 && a == 1) return 2;
+    return uint32_t(a);
+  }
+
+  // The table entry of one launch (32-bit params, offsets from each
+  // descriptor's start), its arguments' descriptors (kArgBindings, unused
+  // bindings alias argument 0) and the ranges it touches.
+  OpParams params_of(const Instr& ins, std::span<const Binding> bind, VkDescriptorBufferInfo* desc,
+                     Range* ranges, int& nranges) const {
+    OpParams o{};
+    bool aligned = true;
+    const uint64_t align = std::max<uint64_t>(p_.props.limits.minStorageBufferOffsetAlignment, 4);
+    nranges = 0;
+    uint32_t used = 0;
+    for (int a = 0; a < ins.nargs; ++a) {
+      const Binding& b = bind[ins.args[a].slot];
+      auto* al = static_cast<const Alloc*>(b.buffer.handle);
+      uint64_t off = al->offset + b.offset + ins.args[a].offset;
+      uint64_t len = ins.args[a].bytes ? ins.args[a].bytes : b.buffer.bytes - b.offset - ins.args[a].offset;
+      // The descriptor starts at an allowed alignment at or below the
+      // argument and ends on a 4-byte boundary (u8 tensors are read as words).
+      uint64_t start = off & ~(align - 1);
+      uint64_t end = std::min<uint64_t>((off + std::max<uint64_t>(len, 1) + 15) & ~uint64_t(15),
+                                        blocks_[al->block].size);
+      SY_CHECK(end - start <= max_range(), kernel_name(ins.kernel), "expected each argument to span at most ",
+               mib(max_range()), " (maxStorageBufferRange of ", str(), "), found ", end - start,
+               " bytes: split the tensor");
+      uint32_t bi = binding_of(ins, a);
+      used |= 1u << bi;
+      desc[bi] = {blocks_[al->block].buf, start, end - start};
+      o.off[bi] = uint32_t(off - start);
+      aligned = aligned && off % 16 == 0;
+      ranges[nranges++] = {al->block, start, end, writes(ins, a)};
+    }
+    for (uint32_t bi = 0; bi < kArgBindings; ++bi)
+      if (!(used & (1u << bi))) desc[bi] = desc[0], o.off[bi] = o.off[0];
+    if (ins.kernel == Kernel::cross_entropy || ins.kernel == Kernel::cross_entropy_backward)
+      ranges[nranges++] = {kStatusId, 0, 4, true};
+    o.op = ins.params.op;
+    for (int j = 0; j < 12; ++j) {
+      int64_t v = ins.params.i[j];
+      SY_CHECK(v >= INT32_MIN && v <= INT32_MAX, kernel_name(ins.kernel), "expected parameters that fit "
+               "32 bits on ", str(), ", found i[", j, "] = ", v);
+      o.i[j] = int32_t(v);
+    }
+    if (ins.kernel == Kernel::rand_uniform || ins.kernel == Kernel::rand_normal) {
+      uint64_t off64 = uint64_t(ins.params.i[3]);
+      o.i[3] = int32_t(uint32_t(off64));
+      o.i[4] = int32_t(uint32_t(off64 >> 32));
+    }
+    std::memcpy(o.f, ins.params.f, sizeof o.f);
+    o.flags = aligned ? 1u : 0u;
+    if (ins.kernel == Kernel::binary) {
+      // Plain vec4 loop when a and b are laid out exactly like out.
+      const int64_t* d = ins.params.i;
+      int64_t st[4] = {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
+      bool flat = true;
+      for (int j = 0; j < 4; ++j)
+        flat = flat && (d[j] == 1 || (d[4 + j] == st[j] && d[8 + j] == st[j]));
+      if (flat) o.flags |= 2u;
+    }
+    if (ins.kernel == Kernel::gemm) {
+      const int64_t* d = ins.params.i;  // M N K ta tb
+      int64_t lda = d[3] ? d[0] : d[2], ldb = d[4] ? d[2] : d[1];
+      if (o.off[1] % 16 == 0 && lda % 4 == 0) o.flags |= 4u;
+      if (o.off[2] % 16 == 0 && ldb % 4 == 0) o.flags |= 8u;
+    }
+    return o;
+  }
+
+  void free_recording(Recording& rec) {
+    for (auto& f : rec.frames) {
+      if (f.cb) vk.vkFreeCommandBuffers(dev_, cmd_pool_, 1, &f.cb), f.cb = VK_NULL_HANDLE;
+      if (!f.sets.empty()) vk.vkFreeDescriptorSets(dev_, f.pool, uint32_t(f.sets.size()), f.sets.data());
+      f.sets.clear();
+      f.written.clear();
+    }
+    if (rec.table_entries) table_ranges_.free(rec.table_offset, rec.table_entries);
+    rec.table_entries = 0;
+  }
+
+  // n descriptor sets from one pool (a new pool when the last is full).
+  void allocate_sets(Frame& fr, size_t n) {
+    std::vector<VkDescriptorSetLayout> layouts(n, set_layout_);
+    VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+    ai.descriptorSetCount = uint32_t(n);
+    ai.pSetLayouts = layouts.data();
+    fr.sets.assign(n, VK_NULL_HANDLE);
+    for (int attempt = 0; attempt < 2; ++attempt) {
+      if (!desc_pools_.empty()) {
+        ai.descriptorPool = desc_pools_.back();
+        VkResult r = vk.vkAllocateDescriptorSets(dev_, &ai, fr.sets.data());
+        if (r == VK_SUCCESS) {
+          fr.pool = desc_pools_.back();
+          fr.written.assign(n * kArgBindings, VkDescriptorBufferInfo{});
+          bump(counters_.descriptor_set_allocations, n);
+          return;
+        }
+        if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL)
+          check(r, "execute", "vkAllocateDescriptorSets");
+      }
+      uint32_t sets = uint32_t(std::max<size_t>(1024, n));
+      VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets * kBindings};
+      VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+      ci.flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT |
+                 (uab_ ? VK_DESCRIPTOR_POOL_CREATE_UPDATE_AFTER_BIND_BIT : 0);
+      ci.maxSets = sets;
+      ci.poolSizeCount = 1;
+      ci.pPoolSizes = &ps;
+      VkDescriptorPool pool;
+      check(vk.vkCreateDescriptorPool(dev_, &ci, nullptr, &pool), "execute", "vkCreateDescriptorPool");
+      desc_pools_.push_back(pool);
+    }
+    fr.sets.clear();
+    throw Error(cat("[execute] could not allocate ", n, " descriptor sets on ", str()));
+  }
+
+  // Points the frame's sets at this step's buffers, writing only what
+  // changed. Returns true if anything changed.
+  bool write_sets(Frame& fr, size_t n) {
+    std::vector<VkWriteDescriptorSet> w;
+    bool fresh = fr.written.empty() || fr.written[0].buffer == VK_NULL_HANDLE;
+    VkDescriptorBufferInfo table{table_.buf, 0, VK_WHOLE_SIZE}, status{status_.buf, 0, VK_WHOLE_SIZE};
+    for (size_t j = 0; j < n; ++j)
+      for (uint32_t b = 0; b < kArgBindings; ++b) {
+        const VkDescriptorBufferInfo& now = infos_[j * kArgBindings + b];
+        VkDescriptorBufferInfo& had = fr.written[j * kArgBindings + b];
+        if (!fresh && had.buffer == now.buffer && had.offset == now.offset && had.range == now.range) continue;
+        had = now;
+        VkWriteDescriptorSet x{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+        x.dstSet = fr.sets[j];
+        x.dstBinding = b;
+        x.descriptorCount = 1;
+        x.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        x.pBufferInfo = &had;
+        w.push_back(x);
+      }
+    if (fresh)
+      for (size_t j = 0; j < n; ++j)
+        for (uint32_t b : {kTableBinding, kStatusBinding}) {
+          VkWriteDescriptorSet x{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+          x.dstSet = fr.sets[j];
+          x.dstBinding = b;
+          x.descriptorCount = 1;
+          x.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+          x.pBufferInfo = b == kTableBinding ? &table : &status;
+          w.push_back(x);
+        }
+    if (!w.empty()) vk.vkUpdateDescriptorSets(dev_, uint32_t(w.size()), w.data(), 0, nullptr);
+    return !w.empty();
+  }
+
+  void evict_lru() {
+    auto lru = std::min_element(recordings_.begin(), recordings_.end(), [](auto& a, auto& b) {
+      return a.second.last_step < b.second.last_step;
+    });
+    for (auto& f : lru->second.frames) wait_for(f.serial);
+    free_recording(lru->second);
+    recordings_.erase(lru);
+  }
+
+  uint64_t table_space(uint64_t entries) {
+    for (;;) {
+      if (auto off = table_ranges_.allocate(entries, 1)) return *off;
+      if (!recordings_.empty()) {
+        evict_lru();
+        continue;
+      }
+      wait_idle();
+      uint64_t size = std::max<uint64_t>(table_.size * 2, entries * sizeof(OpParams) * 2);
+      free_host_buffer(table_);
+      table_ = make_host_buffer(size, true);
+      table_ranges_ = RangeAllocator(size / sizeof(OpParams));
+    }
+  }
+
+  void record(Frame& fr, const Program& prog, const std::vector<uint32_t>& key) {
+    if (!fr.cb) {
+      VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+      ai.commandPool = cmd_pool_;
+      ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+      ai.commandBufferCount = 1;
+      check(vk.vkAllocateCommandBuffers(dev_, &ai, &fr.cb), "execute", "vkAllocateCommandBuffers");
+    } else {
+      vk.vkResetCommandBuffer(fr.cb, 0);
+    }
+    begin_cb(fr.cb);
+    VkPipeline bound = VK_NULL_HANDLE;
+    for (size_t j = 0; j < prog.instrs.size(); ++j) {
+      const uint32_t* e = &key[j * 5];  // pipeline, gx, gy, gz, barrier
+      if (e[4])
+        barrier(fr.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+      VkPipeline pl = pipeline(e[0]);
+      if (pl != bound) vk.vkCmdBindPipeline(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl), bound = pl;
+      vk.vkCmdBindDescriptorSets(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1, &fr.sets[j], 0,
+                                 nullptr);
+      uint32_t index = fr.op_base + uint32_t(j);
+      vk.vkCmdPushConstants(fr.cb, pipe_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &index);
+      vk.vkCmdDispatch(fr.cb, e[1], e[2], e[3]);
+    }
+    end_cb(fr.cb);
+    fr.recorded = true;
+    bump(counters_.command_recordings);
+  }
+
+  void execute_impl(const Program& prog, std::span<const Binding> bind) override {
+    std::lock_guard lock(mu_);
+    ensure();
+    if (prog.instrs.empty()) return;
+    retire(false);
+    if (dead_dedicated_) {
+      dead_dedicated_ = false;
+      trim(false);
+    }
+    // This step's table entries and descriptors, and what the recording must
+    // look like: per launch its pipeline, grid and whether a barrier (from
+    // read/write hazards on the ranges it touches) precedes it.
+    size_t n = prog.instrs.size();
+    ops_.resize(n);
+    infos_.resize(n * kArgBindings);
+    std::vector<uint32_t>& key = key_;
+    key.assign(n * 5, 0);
+    Hazards hz;
+    Range ranges[kArgBindings + 1];
+    for (size_t j = 0; j < n; ++j) {
+      const Instr& ins = prog.instrs[j];
+      int nr = 0;
+      ops_[j] = params_of(ins, bind, &infos_[j * kArgBindings], ranges, nr);
+      bool conflict = false;
+      for (int a = 0; a < nr; ++a) conflict = conflict || hz.conflict(ranges[a]);
+      if (conflict) hz.seen.clear();
+      for (int a = 0; a < nr; ++a) hz.seen.push_back(ranges[a]);
+      uint32_t g[3] = {1, 1, 1};
+      grid(ins, g);
+      uint32_t* e = &key[j * 5];
+      e[0] = pipeline_index(ins.kernel);
+      e[1] = g[0], e[2] = g[1], e[3] = g[2];
+      e[4] = conflict ? 1 : 0;
+    }
+
+    auto it = recordings_.find(prog.id);
+    if (it == recordings_.end() || it->second.table_entries != n * kFrames) {
+      if (it != recordings_.end()) {
+        for (auto& f : it->second.frames) wait_for(f.serial);
+        free_recording(it->second);
+        recordings_.erase(it);
+      }
+      if (recordings_.size() >= kMaxRecordings) evict_lru();
+      Recording rec;
+      rec.table_offset = table_space(n * kFrames);
+      rec.table_entries = n * kFrames;
+      it = recordings_.emplace(prog.id, std::move(rec)).first;
+    }
+    Recording& rec = it->second;
+    rec.last_step = ++step_;
+    if (rec.key != key) {
+      for (auto& f : rec.frames) f.recorded = false;
+      rec.key = key;
+    }
+    uint32_t fi = rec.next;
+    Frame& fr = rec.frames[fi];
+    rec.next = (rec.next + 1) % kFrames;
+    fr.op_base = uint32_t(rec.table_offset + fi * n);
+    wait_for(fr.serial);  // its table entries, sets and command buffer are free again
+    std::memcpy(table_.mapped + uint64_t(fr.op_base) * sizeof(OpParams), ops_.data(), n * sizeof(OpParams));
+    if (fr.sets.size() != n) allocate_sets(fr, n);
+    // Without update-after-bind, writing a set invalidates the recording.
+    if (write_sets(fr, n) && !uab_) fr.recorded = false;
+    if (!fr.recorded) record(fr, prog, key);
+    fr.serial = submit(fr.cb);
+    for (const Binding& b : bind)
+      if (b.buffer) static_cast<Alloc*>(b.buffer.handle)->last_use = fr.serial;
+  }
+
+  std::shared_ptr<Instance> in_;
+  Physical p_;
+  bool zero_copy_;
+  std::mutex mu_;
+  VkDevice dev_ = VK_NULL_HANDLE;
+  VkQueue queue_ = VK_NULL_HANDLE;
+  VkCommandPool cmd_pool_ = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout_ = VK_NULL_HANDLE;
+  VkPipelineLayout pipe_layout_ = VK_NULL_HANDLE;
+  std::vector<VkDescriptorPool> desc_pools_;
+  bool uab_ = false, uab_feature_ = false;
+  VkPipelineCache pipe_cache_ = VK_NULL_HANDLE;
+  bool new_pipelines_ = false;
+  bool lost_ = false;
+  std::vector<VkPipeline> pipelines_;
+  uint32_t wg_ = 256;
+  std::array<uint32_t, 5> gemm_ = {64, 64, 16, 4, 4};
+  bool use_subgroups_ = false;
+
+  std::vector<Block> blocks_;
+  uint64_t heap_used_[VK_MAX_MEMORY_HEAPS] = {};
+  std::vector<Alloc*> deferred_;
+  bool dead_dedicated_ = false;
+  HostBuf status_, table_, ring_;
+  RangeAllocator table_ranges_;
+  uint64_t ring_head_ = 0;
+  std::vector<RingSeg> ring_segs_;
+  std::deque<HostCopy> host_copies_;
+
+  uint64_t next_serial_ = 1, done_serial_ = 0;
+  std::deque<InFlight> inflight_;
+  std::vector<VkFence> free_fences_;
+  std::vector<VkCommandBuffer> free_cbs_;
+  VkCommandBuffer open_cb_ = VK_NULL_HANDLE;
+  Hazards open_hazards_;
+  std::string pending_error_;
+
+  uint64_t step_ = 0;
+  std::vector<VkDescriptorBufferInfo> infos_;
+  std::unordered_map<uint64_t, Recording> recordings_;
+  std::vector<OpParams> ops_;
+  std::vector<uint32_t> key_;
+};
+
+void count_validation_message(Instance* in) {
+  if (!in) return;
+  std::lock_guard lock(in->mu);
+  if (in->devices.empty()) std::fprintf(stderr, "[vulkan validation] (outside any device)\n");
+  for (VulkanDevice* d : in->devices) d->on_validation_message();
+}
+
+}  // namespace
+}  // namespace switchyard::vk_impl
+
+namespace switchyard::detail {
+
+BackendEntry vulkan_backend() {
+  using namespace vk_impl;
+  BackendEntry e{"vulkan", false, "", {}};
+  std::string why;
+  auto in = create_instance(why);
+  if (!in) {
+    e.reason = why;
+    return e;
+  }
+  uint32_t n = 0;
+  VkResult r = vk.vkEnumeratePhysicalDevices(in->inst, &n, nullptr);
+  std::vector<VkPhysicalDevice> pds(n);
+  if (r == VK_SUCCESS && n) r = vk.vkEnumeratePhysicalDevices(in->inst, &n, pds.data());
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE) {
+    e.reason = cat("vkEnumeratePhysicalDevices failed: ", result_name(r));
+    return e;
+  }
+  std::string skipped;
+  bool force_staging = env_on("SWITCHYARD_VK_FORCE_STAGING");
+  for (VkPhysicalDevice pd : pds) {
+    Physical p = query(pd);
+    if (std::string u = unsupported(p); !u.empty()) {
+      skipped += cat(skipped.empty() ? "" : "; ", p.props.deviceName, ": ", u);
+      continue;
+    }
+    bool zero_copy = !force_staging && has_zero_copy(p.mem);
+    e.devices.push_back(std::make_shared<VulkanDevice>(in, std::move(p), int(e.devices.size()), zero_copy));
+  }
+  e.available = !e.devices.empty();
+  if (!e.available)
+    e.reason = pds.empty() ? "no Vulkan device found (is a driver installed? mesa-vulkan-drivers provides "
+                             "lavapipe; VK_ICD_FILENAMES may point elsewhere)"
+                           : "no Vulkan device can run Switchyard: " + skipped;
+  return e;
+}
+
+}  // namespace switchyard::detail

@@ -1,0 +1,103 @@
+// Vulkan entry points, loaded at run time from the system's loader
+// (libvulkan.so.1). Linking against libvulkan would stop a binary from
+// starting on a machine without it; opening it here lets the backend report
+// "unavailable" with the reason instead.
+#pragma once
+#include <vulkan/vulkan.h>
+
+#include <string>
+
+namespace switchyard::vk_impl {
+
+#define SY_VK_GLOBAL_FUNCS(X)           \
+  X(vkCreateInstance)                   \
+  X(vkEnumerateInstanceExtensionProperties) \
+  X(vkEnumerateInstanceLayerProperties) \
+  X(vkEnumerateInstanceVersion)
+
+#define SY_VK_INSTANCE_FUNCS(X)               \
+  X(vkDestroyInstance)                        \
+  X(vkEnumeratePhysicalDevices)               \
+  X(vkGetPhysicalDeviceProperties)            \
+  X(vkGetPhysicalDeviceProperties2)           \
+  X(vkGetPhysicalDeviceFeatures)              \
+  X(vkGetPhysicalDeviceFeatures2)             \
+  X(vkGetPhysicalDeviceMemoryProperties)      \
+  X(vkGetPhysicalDeviceMemoryProperties2)     \
+  X(vkGetPhysicalDeviceQueueFamilyProperties) \
+  X(vkEnumerateDeviceExtensionProperties)     \
+  X(vkCreateDevice)                           \
+  X(vkDestroyDevice)                          \
+  X(vkGetDeviceQueue)                         \
+  X(vkQueueSubmit)                            \
+  X(vkQueueWaitIdle)                          \
+  X(vkDeviceWaitIdle)                         \
+  X(vkAllocateMemory)                         \
+  X(vkFreeMemory)                             \
+  X(vkMapMemory)                              \
+  X(vkUnmapMemory)                            \
+  X(vkCreateBuffer)                           \
+  X(vkDestroyBuffer)                          \
+  X(vkGetBufferMemoryRequirements)            \
+  X(vkBindBufferMemory)                       \
+  X(vkCreateFence)                            \
+  X(vkDestroyFence)                           \
+  X(vkResetFences)                            \
+  X(vkGetFenceStatus)                         \
+  X(vkWaitForFences)                          \
+  X(vkCreateCommandPool)                      \
+  X(vkDestroyCommandPool)                     \
+  X(vkAllocateCommandBuffers)                 \
+  X(vkFreeCommandBuffers)                     \
+  X(vkBeginCommandBuffer)                     \
+  X(vkEndCommandBuffer)                       \
+  X(vkResetCommandBuffer)                     \
+  X(vkCmdCopyBuffer)                          \
+  X(vkCmdPipelineBarrier)                     \
+  X(vkCmdBindPipeline)                        \
+  X(vkCmdBindDescriptorSets)                  \
+  X(vkCmdPushConstants)                       \
+  X(vkCmdDispatch)                            \
+  X(vkCreateShaderModule)                     \
+  X(vkDestroyShaderModule)                    \
+  X(vkCreateComputePipelines)                 \
+  X(vkDestroyPipeline)                        \
+  X(vkCreatePipelineLayout)                   \
+  X(vkDestroyPipelineLayout)                  \
+  X(vkCreateDescriptorSetLayout)              \
+  X(vkDestroyDescriptorSetLayout)             \
+  X(vkCreateDescriptorPool)                   \
+  X(vkDestroyDescriptorPool)                  \
+  X(vkAllocateDescriptorSets)                 \
+  X(vkUpdateDescriptorSets)                   \
+  X(vkFreeDescriptorSets)                     \
+  X(vkCreatePipelineCache)                    \
+  X(vkDestroyPipelineCache)                   \
+  X(vkGetPipelineCacheData)
+
+#define SY_VK_OPTIONAL_FUNCS(X)        \
+  X(vkCreateDebugUtilsMessengerEXT)    \
+  X(vkDestroyDebugUtilsMessengerEXT)
+
+struct Api {
+#define SY_VK_DECL(f) PFN_##f f = nullptr;
+  SY_VK_DECL(vkGetInstanceProcAddr)
+  SY_VK_GLOBAL_FUNCS(SY_VK_DECL)
+  SY_VK_INSTANCE_FUNCS(SY_VK_DECL)
+  SY_VK_OPTIONAL_FUNCS(SY_VK_DECL)
+#undef SY_VK_DECL
+};
+
+// The one table, filled by load_loader() and load_instance().
+extern Api vk;
+
+// Opens libvulkan; on failure returns false and sets `why`.
+bool load_loader(std::string& why);
+// Resolves the instance-level (and, through the loader's trampolines,
+// device-level) functions. Returns false and sets `why` when one is missing.
+bool load_instance(VkInstance inst, std::string& why);
+
+// "VK_ERROR_OUT_OF_DEVICE_MEMORY" and friends.
+const char* result_name(VkResult r);
+
+}  // namespace switchyard::vk_impl

@@ -1,0 +1,19 @@
+// argmax: out[r] = index of the first maximum of row r (i32). i[0]=rows
+// i[1]=cols. One invocation per row.
+#version 450
+#include "common.glsl"
+ARG_RW(0) ARG_RO(1)
+void main() {
+  Op p = ops[pc.index];
+  uint cols = uint(p.i[1]);
+  FOR_ITEMS(r, p.i[0]) {
+    uint x0 = O(1) + r * cols;
+    float best = F(1)[x0];
+    int arg = 0;
+    for (uint c = 1u; c < cols; ++c) {
+      float v = F(1)[x0 + c];
+      if (v > best) { best = v; arg = int(c); }
+    }
+    I(0)[O(0) + r] = arg;
+  }
+}

@@ -1,0 +1,49 @@
+// binary: out = a (op) b with broadcasting over up to 4 dims; op = Binary code.
+// i[0..3] = out dims, i[4..7] = a strides, i[8..11] = b strides (0 = broadcast).
+// flags bit 1: a and b are contiguous and the same shape as out (plain vec4
+// loop). One invocation per 4 consecutive output elements.
+#version 450
+#include "common.glsl"
+ARG_RW(0) ARG_RO(1) ARG_RO(2)
+float apply(int op, float a, float b) {
+  switch (op) {
+    case 0: return a + b;
+    case 1: return a - b;
+    case 2: return a * b;
+    case 3: return a / b;
+    case 4: return a < b ? b : a;
+    case 5: return b < a ? b : a;
+    case 6: return a == b ? 1.0 : 0.0;
+  }
+  return 0.0;
+}
+vec4 apply4(int op, vec4 a, vec4 b) {
+  switch (op) {
+    case 0: return a + b;
+    case 1: return a - b;
+    case 2: return a * b;
+    case 3: return a / b;
+  }
+  return vec4(apply(op, a.x, b.x), apply(op, a.y, b.y), apply(op, a.z, b.z), apply(op, a.w, b.w));
+}
+void main() {
+  Op p = ops[pc.index];
+  uint d1 = uint(p.i[1]), d2 = uint(p.i[2]), d3 = uint(p.i[3]);
+  uint n = uint(p.i[0]) * d1 * d2 * d3;
+  bool flat_ = (p.flags & 2u) != 0u;
+  FOR_ITEMS(k, (n + 3u) / 4u) {
+    uint e = 4u * k;
+    if (flat_ && ALIGNED4 && e + 4u <= n) {
+      V(0)[VO(0) + k] = apply4(p.op, V(1)[VO(1) + k], V(2)[VO(2) + k]);
+      continue;
+    }
+    for (uint j = e; j < min(e + 4u, n); ++j) {
+      uint i3 = j % d3, r = j / d3;
+      uint i2 = r % d2; r /= d2;
+      uint i1 = r % d1, i0 = r / d1;
+      int ia = int(i0) * p.i[4] + int(i1) * p.i[5] + int(i2) * p.i[6] + int(i3) * p.i[7];
+      int ib = int(i0) * p.i[8] + int(i1) * p.i[9] + int(i2) * p.i[10] + int(i3) * p.i[11];
+      F(0)[O(0) + j] = apply(p.op, F(1)[int(O(1)) + ia], F(2)[int(O(2)) + ib]);
+    }
+  }
+}

@@ -1,0 +1,107 @@
+// Shared declarations for every Switchyard compute shader.
+//
+// Binding model: a launch gets one descriptor set. Bindings 0-4 are its
+// buffer arguments, each bound to exactly the range it reads or writes (so
+// the validation layer's synchronization checks see true ranges); each shader
+// declares the ones it uses with ARG_RO (read) or ARG_RW (written). Binding 5
+// is the launch table: the kernel table's scalar params plus each argument's
+// byte offset from its descriptor's (aligned) start, read at the index given
+// as a push constant, so a recorded command buffer stays valid when the
+// scalars change. Binding 6 is a status word kernels set when they find bad
+// input; the host turns it into an exception.
+#extension GL_GOOGLE_include_directive : require
+#ifdef SY_SUBGROUP
+#extension GL_KHR_shader_subgroup_basic : require
+#extension GL_KHR_shader_subgroup_arithmetic : require
+#endif
+
+layout(constant_id = 0) const uint WG = 256;  // workgroup size (x)
+layout(local_size_x_id = 0) in;
+
+#define ARG_RW(n)                                                     \
+  layout(set = 0, binding = n) buffer A##n##F { float d[]; } a##n##f; \
+  layout(set = 0, binding = n) buffer A##n##V { vec4 d[]; } a##n##v;  \
+  layout(set = 0, binding = n) buffer A##n##I { int d[]; } a##n##i;   \
+  layout(set = 0, binding = n) buffer A##n##U { uint d[]; } a##n##u;
+#define ARG_RO(n)                                                              \
+  layout(set = 0, binding = n) readonly buffer A##n##F { float d[]; } a##n##f; \
+  layout(set = 0, binding = n) readonly buffer A##n##V { vec4 d[]; } a##n##v;  \
+  layout(set = 0, binding = n) readonly buffer A##n##I { int d[]; } a##n##i;   \
+  layout(set = 0, binding = n) readonly buffer A##n##U { uint d[]; } a##n##u;
+
+// 128 bytes, std430; mirrors OpParams in vk_device.cpp.
+struct Op {
+  uint pad_[5];
+  uint off[5];  // byte offset of each argument from its binding's start
+  int op;
+  int i[12];    // the kernel table's i[] (32-bit)
+  float f[8];
+  uint flags;   // bit 0: every argument is 16-byte aligned (vec4 access)
+};
+layout(set = 0, binding = 5) readonly buffer Ops { Op ops[]; };
+// Only the kernels that check their input declare STATUS.
+#define STATUS layout(set = 0, binding = 6) buffer Status { uint status[]; };
+layout(push_constant) uniform PC { uint index; } pc;
+
+#define ALIGNED4 ((p.flags & 1u) != 0u)
+// Views of argument a: element arrays and the argument's start in elements.
+#define F(n) a##n##f.d
+#define I(n) a##n##i.d
+#define U(n) a##n##u.d
+#define V(n) a##n##v.d
+#define O(a) (p.off[a] >> 2)
+#define VO(a) (p.off[a] >> 4)
+
+// Status bits, read back by the host after each submission completes.
+#define SY_STATUS_BAD_LABEL 1u
+
+// Grid-stride loop over `n` items (one invocation per item, any grid size).
+#define FOR_ITEMS(k, n) for (uint k = gl_GlobalInvocationID.x; k < uint(n); k += gl_NumWorkGroups.x * WG)
+
+// u8 tensors live in 32-bit words: byte b (offset from binding n's start).
+#define LOAD_U8(n, b) ((U(n)[(b) >> 2] >> (((b) & 3u) * 8u)) & 0xffu)
+#define STORE_U8(n, b, v)                                   \
+  {                                                         \
+    uint b_ = (b), s_ = (b_ & 3u) * 8u;                     \
+    atomicAnd(U(n)[b_ >> 2], ~(0xffu << s_));               \
+    atomicOr(U(n)[b_ >> 2], (uint(v) & 0xffu) << s_);       \
+  }
+
+// Unary codes, as the kernel table's `Unary` enum.
+#define U_NONE 0
+#define U_RELU 1
+#define U_GELU 2
+#define U_TANH 3
+#define U_SIGMOID 4
+#define U_EXP 5
+#define U_LOG 6
+#define U_NEG 7
+#define U_SQRT 8
+#define U_SQUARE 9
+#define U_ABS 10
+
+const float kGeluC = 0.7978845608028654;
+
+// tanh that stays finite for large |x| (some drivers compute it from exp).
+float sy_tanh(float x) { return abs(x) > 15.0 ? sign(x) : tanh(x); }
+
+float unary_apply(int op, float x) {
+  switch (op) {
+    case U_RELU: return x > 0.0 ? x : 0.0;
+    case U_GELU: return 0.5 * x * (1.0 + sy_tanh(kGeluC * (x + 0.044715 * x * x * x)));
+    case U_TANH: return sy_tanh(x);
+    case U_SIGMOID: return 1.0 / (1.0 + exp(-x));
+    case U_EXP: return exp(x);
+    case U_LOG: return log(x);
+    case U_NEG: return -x;
+    case U_SQRT: return sqrt(x);
+    case U_SQUARE: return x * x;
+    case U_ABS: return abs(x);
+  }
+  return x;
+}
+
+vec4 unary_apply4(int op, vec4 x) {
+  if (op == U_RELU) return max(x, vec4(0.0));
+  return vec4(unary_apply(op, x.x), unary_apply(op, x.y), unary_apply(op, x.z), unary_apply(op, x.w));
+}

@@ -1,0 +1,34 @@
+// reduce_sum: out[o, i] = f[0] * sum_l in[o, l, i]. i[0]=outer i[1]=len
+// i[2]=inner. inner == 1: one workgroup per row (grid-stride over rows), a
+// workgroup reduction. inner > 1: one invocation per output (o, i), summing
+// down the column (consecutive invocations read consecutive addresses).
+#version 450
+#include "common.glsl"
+ARG_RW(0) ARG_RO(1)
+#include "reduce.glsl"
+void main() {
+  Op p = ops[pc.index];
+  uint outer = uint(p.i[0]), len = uint(p.i[1]), inner = uint(p.i[2]);
+  if (inner == 1u) {
+    for (uint r = gl_WorkGroupID.x; r < outer; r += gl_NumWorkGroups.x) {
+      float s = 0.0;
+      uint base = O(1) + r * len;
+      for (uint l = gl_LocalInvocationID.x; l < len; l += WG) s += F(1)[base + l];
+      s = wg_sum(s);
+      if (gl_LocalInvocationID.x == 0u) F(0)[O(0) + r] = s * p.f[0];
+    }
+    return;
+  }
+  FOR_ITEMS(k, outer * inner) {
+    uint o = k / inner, i = k % inner;
+    uint base = O(1) + o * len * inner + i;
+    float s = 0.0, c = 0.0;  // Kahan: long columns (batch sums) keep their precision
+    for (uint l = 0u; l < len; ++l) {
+      float y = F(1)[base + l * inner] - c;
+      float t = s + y;
+      c = (t - s) - y;
+      s = t;
+    }
+    F(0)[O(0) + k] = s * p.f[0];
+  }
+}

@@ -1,0 +1,23 @@
+// softmax_backward: args dx, dy, y (y = forward output). op 0 (softmax):
+// dx = y * (dy - sum(dy*y)); op 1 (log_softmax): dx = dy - exp(y) * sum(dy).
+// i[0]=rows i[1]=cols. One workgroup per row.
+#version 450
+#include "common.glsl"
+ARG_RW(0) ARG_RO(1) ARG_RO(2)
+#include "reduce.glsl"
+void main() {
+  Op p = ops[pc.index];
+  uint rows = uint(p.i[0]), cols = uint(p.i[1]);
+  uint t = gl_LocalInvocationID.x;
+  for (uint r = gl_WorkGroupID.x; r < rows; r += gl_NumWorkGroups.x) {
+    uint b = r * cols;
+    float s = 0.0;
+    for (uint c = t; c < cols; c += WG)
+      s += p.op == 0 ? F(1)[O(1) + b + c] * F(2)[O(2) + b + c] : F(1)[O(1) + b + c];
+    s = wg_sum(s);
+    for (uint c = t; c < cols; c += WG) {
+      float g = F(1)[O(1) + b + c], y = F(2)[O(2) + b + c];
+      F(0)[O(0) + b + c] = p.op == 0 ? y * (g - s) : g - exp(y) * s;
+    }
+  }
+}
