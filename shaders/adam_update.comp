@@ -19,7 +19,7 @@ float powi(float b, float t) {
   return r;
 }
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   uint n = uint(p.i[0]);
   float lr = p.f[0], b1 = p.f[1], b2 = p.f[2], eps = p.f[3], wd = p.f[4];
   float t = F(4)[O(4)];

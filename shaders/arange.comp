@@ -3,7 +3,7 @@
 #include "common.glsl"
 ARG_RW(0)
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   FOR_ITEMS(k, p.i[0]) {
     float v = p.f[0] + float(k) * p.f[1];
     if (p.i[1] == 0) F(0)[O(0) + k] = v;

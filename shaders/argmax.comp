@@ -4,7 +4,7 @@
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1)
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   uint cols = uint(p.i[1]);
   FOR_ITEMS(r, p.i[0]) {
     uint x0 = O(1) + r * cols;

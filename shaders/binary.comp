@@ -27,7 +27,7 @@ vec4 apply4(int op, vec4 a, vec4 b) {
   return vec4(apply(op, a.x, b.x), apply(op, a.y, b.y), apply(op, a.z, b.z), apply(op, a.w, b.w));
 }
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   uint d1 = uint(p.i[1]), d2 = uint(p.i[2]), d3 = uint(p.i[3]);
   uint n = uint(p.i[0]) * d1 * d2 * d3;
   bool flat_ = (p.flags & 2u) != 0u;

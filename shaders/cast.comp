@@ -4,7 +4,7 @@
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1)
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   int from = p.i[1], to = p.i[2];
   FOR_ITEMS(k, p.i[0]) {
     float fv = 0.0;

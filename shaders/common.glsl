@@ -4,11 +4,12 @@
 // buffer arguments, each bound to exactly the range it reads or writes (so
 // the validation layer's synchronization checks see true ranges); each shader
 // declares the ones it uses with ARG_RO (read) or ARG_RW (written). Binding 5
-// is the launch table: the kernel table's scalar params plus each argument's
-// byte offset from its descriptor's (aligned) start, read at the index given
-// as a push constant, so a recorded command buffer stays valid when the
-// scalars change. Binding 6 is a status word kernels set when they find bad
-// input; the host turns it into an exception.
+// is the launch's entry in the launch table (a uniform block): the kernel
+// table's scalar params plus each argument's byte offset from its
+// descriptor's (aligned) start. The host rewrites the table before each
+// submission, so a recorded command buffer stays valid when the scalars
+// change. Binding 6 is a status word kernels set when they find bad input;
+// the host turns it into an exception.
 #extension GL_GOOGLE_include_directive : require
 #ifdef SY_SUBGROUP
 #extension GL_KHR_shader_subgroup_basic : require
@@ -29,19 +30,37 @@ layout(local_size_x_id = 0) in;
   layout(set = 0, binding = n) readonly buffer A##n##I { int d[]; } a##n##i;   \
   layout(set = 0, binding = n) readonly buffer A##n##U { uint d[]; } a##n##u;
 
-// 128 bytes, std430; mirrors OpParams in vk_device.cpp.
-struct Op {
-  uint pad_[5];
-  uint off[5];  // byte offset of each argument from its binding's start
-  int op;
-  int i[12];    // the kernel table's i[] (32-bit)
-  float f[8];
-  uint flags;   // bit 0: every argument is 16-byte aligned (vec4 access)
+// The launch's table entry: a uniform block bound at this launch's entry
+// (112 bytes, std140; mirrors OpParams in vk_device.cpp). Uniform reads at
+// constant offsets are cheap everywhere (one scalar load on CPU drivers).
+layout(set = 0, binding = 5) uniform OpBlock {
+  uvec4 u_off;    // byte offset of arguments 0-3 from their binding's start
+  uvec4 u_misc;   // offset of argument 4, flags, op
+  ivec4 u_i[3];   // the kernel table's i[0..11] (32-bit)
+  vec4 u_f[2];    // f[0..7]
 };
-layout(set = 0, binding = 5) readonly buffer Ops { Op ops[]; };
 // Only the kernels that check their input declare STATUS.
 #define STATUS layout(set = 0, binding = 6) buffer Status { uint status[]; };
-layout(push_constant) uniform PC { uint index; } pc;
+
+struct Op {
+  uint off[5];
+  uint flags;   // bit 0: every argument is 16-byte aligned (vec4 access)
+  int op;
+  int i[12];
+  float f[8];
+};
+Op load_op() {
+  Op p;
+  p.off[0] = u_off.x; p.off[1] = u_off.y; p.off[2] = u_off.z; p.off[3] = u_off.w;
+  p.off[4] = u_misc.x;
+  p.flags = u_misc.y;
+  p.op = int(u_misc.z);
+  for (int k = 0; k < 3; ++k)
+    for (int c = 0; c < 4; ++c) p.i[4 * k + c] = u_i[k][c];
+  for (int k = 0; k < 2; ++k)
+    for (int c = 0; c < 4; ++c) p.f[4 * k + c] = u_f[k][c];
+  return p;
+}
 
 #define ALIGNED4 ((p.flags & 1u) != 0u)
 // Views of argument a: element arrays and the argument's start in elements.

@@ -7,7 +7,7 @@
 ARG_RW(0) ARG_RO(1) ARG_RO(2) STATUS
 #include "reduce.glsl"
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   uint rows = uint(p.i[0]), cols = uint(p.i[1]);
   float total = 0.0;
   for (uint r = gl_LocalInvocationID.x; r < rows; r += WG) {

@@ -5,7 +5,7 @@
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3) STATUS
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   uint rows = uint(p.i[0]), cols = uint(p.i[1]);
   float scale = F(3)[O(3)] / float(rows);
   FOR_ITEMS(r, rows) {

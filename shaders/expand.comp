@@ -4,7 +4,7 @@
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1)
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   uint len = uint(p.i[1]), inner = uint(p.i[2]);
   FOR_ITEMS(k, uint(p.i[0]) * len * inner) {
     uint i = k % inner, o = k / (len * inner);

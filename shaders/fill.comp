@@ -4,7 +4,7 @@
 #include "common.glsl"
 ARG_RW(0)
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   uint n = uint(p.i[0]);
   int dt = p.i[1];
   FOR_ITEMS(k, (n + 3u) / 4u) {

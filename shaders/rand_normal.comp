@@ -5,7 +5,7 @@
 ARG_RW(0)
 #include "philox.glsl"
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   FOR_ITEMS(k, p.i[0]) {
     uvec4 r = philox_at(p, k);
     float u1 = float((r.x >> 8) + 1u) * kTwoPow24;  // (0, 1]

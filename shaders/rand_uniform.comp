@@ -5,7 +5,7 @@
 ARG_RW(0)
 #include "philox.glsl"
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   float span = p.f[1] - p.f[0];
   FOR_ITEMS(k, p.i[0]) F(0)[O(0) + k] = p.f[0] + span * float(philox_at(p, k).x >> 8) * kTwoPow24;
 }

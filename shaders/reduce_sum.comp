@@ -7,7 +7,7 @@
 ARG_RW(0) ARG_RO(1)
 #include "reduce.glsl"
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   uint outer = uint(p.i[0]), len = uint(p.i[1]), inner = uint(p.i[2]);
   if (inner == 1u) {
     for (uint r = gl_WorkGroupID.x; r < outer; r += gl_NumWorkGroups.x) {

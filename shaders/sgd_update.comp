@@ -7,7 +7,7 @@
 #include "common.glsl"
 ARG_RW(0) ARG_RW(1) ARG_RO(2)
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   uint n = uint(p.i[0]);
   float lr = p.f[0], mom = p.f[1], damp = p.f[2], wd = p.f[3];
   bool has_buf = p.i[3] != 0, nesterov = p.i[1] != 0, first = p.i[2] != 0;

@@ -6,7 +6,7 @@
 ARG_RW(0) ARG_RO(1)
 #include "reduce.glsl"
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   uint rows = uint(p.i[0]), cols = uint(p.i[1]);
   uint t = gl_LocalInvocationID.x;
   for (uint r = gl_WorkGroupID.x; r < rows; r += gl_NumWorkGroups.x) {

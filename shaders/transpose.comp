@@ -5,7 +5,7 @@
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1)
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   uint R = uint(p.i[0]), C = uint(p.i[1]);
   FOR_ITEMS(k, R * C) {
     uint c = k / R, r = k % R;  // out is [C, R]

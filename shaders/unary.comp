@@ -3,7 +3,7 @@
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1)
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   uint n = uint(p.i[0]);
   FOR_ITEMS(k, (n + 3u) / 4u) {
     uint e = 4u * k;

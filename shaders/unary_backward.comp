@@ -22,7 +22,7 @@ float grad(int op, float x, float y) {
   return 1.0;
 }
 void main() {
-  Op p = ops[pc.index];
+  Op p = load_op();
   uint n = uint(p.i[0]);
   FOR_ITEMS(k, (n + 3u) / 4u) {
     uint e = 4u * k;

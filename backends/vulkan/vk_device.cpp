@@ -57,16 +57,16 @@ constexpr uint64_t kRingChunk = 8ull << 20;
 constexpr uint32_t kMaxGroups = 65535;
 constexpr size_t kMaxRecordings = 256;
 
-// Mirrors `struct Op` in shaders/common.glsl (std430, 128 bytes).
+// Mirrors the uniform block OpBlock in shaders/common.glsl (std140).
 struct OpParams {
-  uint32_t pad_[5];
   uint32_t off[5];  // byte offset from the argument's descriptor start
+  uint32_t flags;
   int32_t op;
+  uint32_t pad_;
   int32_t i[12];
   float f[8];
-  uint32_t flags;
 };
-static_assert(sizeof(OpParams) == 128);
+static_assert(sizeof(OpParams) == 112);
 
 bool env_on(const char* name) {
   const char* e = std::getenv(name);
@@ -538,8 +538,9 @@ class VulkanDevice final : public Device {
     VkDescriptorSetLayoutBinding b[kBindings] = {};
     VkDescriptorBindingFlags bflags[kBindings];
     for (uint32_t k = 0; k < kBindings; ++k) {
-      b[k] = {k, VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
-      bflags[k] = VK_DESCRIPTOR_BINDING_UPDATE_AFTER_BIND_BIT;
+      b[k] = {k, k == kTableBinding ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
+              VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+      bflags[k] = k < kArgBindings ? VK_DESCRIPTOR_BINDING_UPDATE_AFTER_BIND_BIT : 0;
     }
     VkDescriptorSetLayoutBindingFlagsCreateInfo fci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_BINDING_FLAGS_CREATE_INFO};
     fci.bindingCount = kBindings;
@@ -553,20 +554,20 @@ class VulkanDevice final : public Device {
     }
     check(vk.vkCreateDescriptorSetLayout(dev_, &lci, nullptr, &set_layout_), "vulkan",
           "vkCreateDescriptorSetLayout");
-    VkPushConstantRange pc{VK_SHADER_STAGE_COMPUTE_BIT, 0, 4};
     VkPipelineLayoutCreateInfo plci{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
     plci.setLayoutCount = 1;
     plci.pSetLayouts = &set_layout_;
-    plci.pushConstantRangeCount = 1;
-    plci.pPushConstantRanges = &pc;
     check(vk.vkCreatePipelineLayout(dev_, &plci, nullptr, &pipe_layout_), "vulkan",
           "vkCreatePipelineLayout");
 
     load_pipeline_cache();
     status_ = make_host_buffer(256, true);
     std::memset(status_.mapped, 0, 256);
+    // Table entries sit at uniform-buffer offset alignment.
+    uint64_t ua = std::max<uint64_t>(p_.props.limits.minUniformBufferOffsetAlignment, 16);
+    op_stride_ = (sizeof(OpParams) + ua - 1) / ua * ua;
     table_ = make_host_buffer(1 << 20, true);
-    table_ranges_ = RangeAllocator(table_.size / sizeof(OpParams));
+    table_ranges_ = RangeAllocator(table_.size / op_stride_);
     choose_tiles();
   }
 
@@ -581,20 +582,27 @@ class VulkanDevice final : public Device {
     uint32_t maxwg = std::min(L.maxComputeWorkGroupInvocations, L.maxComputeWorkGroupSize[0]);
     wg_ = 256;
     while (wg_ > maxwg) wg_ /= 2;
-    // 64x64 tiles, 16 deep, 4x4 per invocation: 256 invocations, 8 KiB of
-    // shared memory. Devices with smaller workgroups get 8x8 per invocation.
-    gemm_ = {64, 64, 16, 4, 4};
-    if (maxwg < 256) gemm_ = {64, 64, 16, 8, 8};
+    // BM x BN tiles of C, BK deep; each invocation computes 4x4, so a
+    // workgroup has BM/4 * BN/4 invocations and 4*BK*(BM+BN) bytes of shared
+    // memory. 64x64x16 (256 invocations, 8 KiB) where the device allows it.
+    // CPU-type drivers run invocations as SIMD lanes and load memory one lane
+    // at a time (Mesa's llvmpipe), so they get large register blocks: 16x8
+    // per invocation in 128x128 tiles (128 invocations). GPUs get 4x4 in
+    // 64x64 tiles (256 invocations).
+    bool cpu_like = p_.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    gemm_ = cpu_like ? std::array<uint32_t, 5>{128, 128, 16, 16, 8} : std::array<uint32_t, 5>{64, 64, 16, 4, 4};
+    while ((gemm_[0] / gemm_[3]) * (gemm_[1] / gemm_[4]) > maxwg) gemm_[3] *= 2, gemm_[4] *= 2;
     if (const char* e = std::getenv("SWITCHYARD_VK_GEMM_TILE")) {
       uint32_t t[5];
-      if (std::sscanf(e, "%u,%u,%u,%u,%u", &t[0], &t[1], &t[2], &t[3], &t[4]) == 5) {
-        uint32_t w = (t[0] / t[3]) * (t[1] / t[4]);
-        SY_CHECK(w > 0 && w <= maxwg && t[2] % 4 == 0 && t[0] % 4 == 0 && t[1] % 4 == 0 &&
-                     2 * t[2] * (t[0] + t[1]) <= L.maxComputeSharedMemorySize,
-                 "vulkan", "SWITCHYARD_VK_GEMM_TILE=", e, " does not fit ", str(),
-                 ": expected BM,BN,BK,TM,TN with BM/TM*BN/TN <= ", maxwg, " invocations");
-        gemm_ = {t[0], t[1], t[2], t[3], t[4]};
-      }
+      SY_CHECK(std::sscanf(e, "%u,%u,%u,%u,%u", &t[0], &t[1], &t[2], &t[3], &t[4]) == 5, "vulkan",
+               "expected SWITCHYARD_VK_GEMM_TILE=BM,BN,BK,TM,TN, found '", e, "'");
+      uint32_t w = t[3] && t[4] ? (t[0] / t[3]) * (t[1] / t[4]) : 0;
+      SY_CHECK(w > 0 && w <= maxwg && t[3] % 4 == 0 && t[4] % 4 == 0 && t[0] % t[3] == 0 &&
+                   t[1] % t[4] == 0 && t[2] % 4 == 0 && 4 * t[2] * (t[0] + t[1]) <= L.maxComputeSharedMemorySize,
+               "vulkan", "SWITCHYARD_VK_GEMM_TILE=", e, " does not fit ", str(),
+               ": expected TM, TN, BK multiples of 4 dividing BM, BN, with BM/TM*BN/TN <= ", maxwg,
+               " invocations and the tiles in shared memory");
+      gemm_ = {t[0], t[1], t[2], t[3], t[4]};
     }
     use_subgroups_ = p_.subgroup_arith && !env_on("SWITCHYARD_VK_NO_SUBGROUPS");
   }
@@ -604,8 +612,8 @@ class VulkanDevice final : public Device {
     h.size = size;
     VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     bci.size = size;
-    bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                VK_BUFFER_USAGE_TRANSFER_DST_BIT;
+    bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |
+                VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
     check(vk.vkCreateBuffer(dev_, &bci, nullptr, &h.buf), "allocate", "vkCreateBuffer");
     VkMemoryRequirements req;
@@ -1139,6 +1147,7 @@ class VulkanDevice final : public Device {
   }
 
   // ---- programs --------------------------------------------------------------------
+  // Two builds per kernel: [1] is the subgroup-arithmetic build.
   uint32_t pipeline_index(Kernel k) const {
     return uint32_t(k) * 2 + (use_subgroups_ && has_subgroup_variant(k) ? 1 : 0);
   }
@@ -1338,13 +1347,14 @@ class VulkanDevice final : public Device {
           check(r, "execute", "vkAllocateDescriptorSets");
       }
       uint32_t sets = uint32_t(std::max<size_t>(1024, n));
-      VkDescriptorPoolSize ps{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets * kBindings};
+      VkDescriptorPoolSize ps[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets * (kBindings - 1)},
+                                    {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, sets}};
       VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
       ci.flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT |
                  (uab_ ? VK_DESCRIPTOR_POOL_CREATE_UPDATE_AFTER_BIND_BIT : 0);
       ci.maxSets = sets;
-      ci.poolSizeCount = 1;
-      ci.pPoolSizes = &ps;
+      ci.poolSizeCount = 2;
+      ci.pPoolSizes = ps;
       VkDescriptorPool pool;
       check(vk.vkCreateDescriptorPool(dev_, &ci, nullptr, &pool), "execute", "vkCreateDescriptorPool");
       desc_pools_.push_back(pool);
@@ -1358,7 +1368,8 @@ class VulkanDevice final : public Device {
   bool write_sets(Frame& fr, size_t n) {
     std::vector<VkWriteDescriptorSet> w;
     bool fresh = fr.written.empty() || fr.written[0].buffer == VK_NULL_HANDLE;
-    VkDescriptorBufferInfo table{table_.buf, 0, VK_WHOLE_SIZE}, status{status_.buf, 0, VK_WHOLE_SIZE};
+    std::vector<VkDescriptorBufferInfo> table(fresh ? n : 0);
+    VkDescriptorBufferInfo status{status_.buf, 0, VK_WHOLE_SIZE};
     for (size_t j = 0; j < n; ++j)
       for (uint32_t b = 0; b < kArgBindings; ++b) {
         const VkDescriptorBufferInfo& now = infos_[j * kArgBindings + b];
@@ -1374,16 +1385,18 @@ class VulkanDevice final : public Device {
         w.push_back(x);
       }
     if (fresh)
-      for (size_t j = 0; j < n; ++j)
+      for (size_t j = 0; j < n; ++j) {
+        table[j] = {table_.buf, (fr.op_base + j) * op_stride_, sizeof(OpParams)};
         for (uint32_t b : {kTableBinding, kStatusBinding}) {
           VkWriteDescriptorSet x{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
           x.dstSet = fr.sets[j];
           x.dstBinding = b;
           x.descriptorCount = 1;
-          x.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
-          x.pBufferInfo = b == kTableBinding ? &table : &status;
+          x.descriptorType = b == kTableBinding ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+          x.pBufferInfo = b == kTableBinding ? &table[j] : &status;
           w.push_back(x);
         }
+      }
     if (!w.empty()) vk.vkUpdateDescriptorSets(dev_, uint32_t(w.size()), w.data(), 0, nullptr);
     return !w.empty();
   }
@@ -1405,10 +1418,10 @@ class VulkanDevice final : public Device {
         continue;
       }
       wait_idle();
-      uint64_t size = std::max<uint64_t>(table_.size * 2, entries * sizeof(OpParams) * 2);
+      uint64_t size = std::max<uint64_t>(table_.size * 2, entries * op_stride_ * 2);
       free_host_buffer(table_);
       table_ = make_host_buffer(size, true);
-      table_ranges_ = RangeAllocator(size / sizeof(OpParams));
+      table_ranges_ = RangeAllocator(size / op_stride_);
     }
   }
 
@@ -1433,8 +1446,6 @@ class VulkanDevice final : public Device {
       if (pl != bound) vk.vkCmdBindPipeline(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl), bound = pl;
       vk.vkCmdBindDescriptorSets(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1, &fr.sets[j], 0,
                                  nullptr);
-      uint32_t index = fr.op_base + uint32_t(j);
-      vk.vkCmdPushConstants(fr.cb, pipe_layout_, VK_SHADER_STAGE_COMPUTE_BIT, 0, 4, &index);
       vk.vkCmdDispatch(fr.cb, e[1], e[2], e[3]);
     }
     end_cb(fr.cb);
@@ -1501,7 +1512,8 @@ class VulkanDevice final : public Device {
     rec.next = (rec.next + 1) % kFrames;
     fr.op_base = uint32_t(rec.table_offset + fi * n);
     wait_for(fr.serial);  // its table entries, sets and command buffer are free again
-    std::memcpy(table_.mapped + uint64_t(fr.op_base) * sizeof(OpParams), ops_.data(), n * sizeof(OpParams));
+    for (size_t j = 0; j < n; ++j)
+      std::memcpy(table_.mapped + (fr.op_base + j) * op_stride_, &ops_[j], sizeof(OpParams));
     if (fr.sets.size() != n) allocate_sets(fr, n);
     // Without update-after-bind, writing a set invalidates the recording.
     if (write_sets(fr, n) && !uab_) fr.recorded = false;
@@ -1549,6 +1561,7 @@ class VulkanDevice final : public Device {
   std::string pending_error_;
 
   uint64_t step_ = 0;
+  uint64_t op_stride_ = 128;  // bytes between table entries
   std::vector<VkDescriptorBufferInfo> infos_;
   std::unordered_map<uint64_t, Recording> recordings_;
   std::vector<OpParams> ops_;
