@@ -1,10 +1,14 @@
 #!/usr/bin/env bash
 # Installs what Switchyard needs on Debian/Ubuntu, only when it is missing.
-#   bash scripts/install-deps.sh          build, tests, Fashion-MNIST
+#   bash scripts/install-deps.sh          build, tests, Fashion-MNIST, and the Vulkan
+#                                         backend: headers, glslc, spirv-val, the
+#                                         validation layers and Mesa's drivers
+#                                         (lavapipe runs Vulkan on the CPU)
 #   bash scripts/install-deps.sh --bench  also PyTorch, for bench/compare_pytorch.sh
 set -euo pipefail
 
-pkgs=(cmake g++ make pkg-config libgtest-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist)
+pkgs=(cmake g++ make pkg-config libgtest-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist
+      libvulkan1 libvulkan-dev glslc spirv-tools vulkan-validationlayers mesa-vulkan-drivers)
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(python3 python3-numpy python3-torch libopenblas0-pthread)
 fi

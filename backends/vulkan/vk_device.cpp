@@ -430,7 +430,7 @@ struct Recording {
 struct InFlight {
   uint64_t serial;
   VkFence fence;
-  VkCommandBuffer transfer_cb;
+  std::vector<VkCommandBuffer> transfer_cbs;  // recycled when it completes
 };
 
 struct HostCopy {
@@ -697,6 +697,10 @@ class VulkanDevice final : public Device {
 
   void destroy() {
     if (!dev_) return;
+    try {
+      flush();  // work still waiting in the batch completes before teardown
+    } catch (...) {
+    }
     vk.vkDeviceWaitIdle(dev_);
     if (!lost_) {
       try {
@@ -813,33 +817,48 @@ class VulkanDevice final : public Device {
     vk.vkCmdCopyBuffer(cb, src, dst, 1, &c);
   }
 
-  // One vkQueueSubmit: the pending transfers, then `program` (if any).
-  uint64_t submit(VkCommandBuffer program) {
-    VkCommandBuffer cbs[2];
-    uint32_t n = 0;
-    if (open_cb_) {
-      end_cb(open_cb_);
-      cbs[n++] = open_cb_;
-    }
-    if (program) cbs[n++] = program;
-    if (n == 0) return next_serial_ - 1;
+  // Work is submitted in batches: the command buffers recorded since the
+  // last vkQueueSubmit (transfers, at most one Program, the transfers after
+  // it) go in one submission when the host must wait for them, or when the
+  // next Program comes. So a training step (upload the batch, run the step,
+  // read the loss back) is one vkQueueSubmit, and the device never lags the
+  // host by more than one Program.
+  void close_transfer() {
+    if (!open_cb_) return;
+    end_cb(open_cb_);
+    batch_.push_back(open_cb_);
+    batch_transfer_.push_back(open_cb_);
+    open_cb_ = VK_NULL_HANDLE;
+  }
+
+  // Submits the batch; returns its serial.
+  uint64_t flush() {
+    close_transfer();
+    if (batch_.empty()) return next_serial_ - 1;
     VkFence fence = get_fence();
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
-    si.commandBufferCount = n;
-    si.pCommandBuffers = cbs;
+    si.commandBufferCount = uint32_t(batch_.size());
+    si.pCommandBuffers = batch_.data();
     VkResult r = vk.vkQueueSubmit(queue_, 1, &si, fence);
     if (r != VK_SUCCESS) {
       free_fences_.push_back(fence);
       check(r, "submit", "vkQueueSubmit");
     }
     bump(counters_.queue_submits);
-    inflight_.push_back({next_serial_, fence, open_cb_});
-    open_cb_ = VK_NULL_HANDLE;
+    inflight_.push_back({next_serial_, fence, std::move(batch_transfer_)});
+    batch_transfer_.clear();
+    batch_.clear();
+    batch_has_program_ = false;
     return next_serial_++;
   }
 
-  void flush() {
-    if (open_cb_) submit(VK_NULL_HANDLE);
+  // Adds a recorded Program to the batch; returns the serial it will run as.
+  uint64_t enqueue_program(VkCommandBuffer cb) {
+    if (batch_has_program_) flush();
+    close_transfer();
+    batch_.push_back(cb);
+    batch_has_program_ = true;
+    return next_serial_;
   }
 
   // Completes finished submissions (waiting for all up to `upto`): frees what
@@ -856,7 +875,7 @@ class VulkanDevice final : public Device {
       }
       done_serial_ = f.serial;
       free_fences_.push_back(f.fence);
-      if (f.transfer_cb) free_cbs_.push_back(f.transfer_cb);
+      for (VkCommandBuffer cb : f.transfer_cbs) free_cbs_.push_back(cb);
       inflight_.pop_front();
     }
     while (!host_copies_.empty() && host_copies_.front().serial <= done_serial_) {
@@ -1284,14 +1303,20 @@ class VulkanDevice final : public Device {
     if (ins.kernel == Kernel::cross_entropy || ins.kernel == Kernel::cross_entropy_backward)
       ranges[nranges++] = {kStatusId, 0, 4, true};
     o.op = ins.params.op;
+    // The RNG's seed words (i[1], i[2]) are 32-bit patterns and its offset
+    // (i[3]) is 64-bit: it travels as i[3] (low) and i[4] (high).
+    bool rng = ins.kernel == Kernel::rand_uniform || ins.kernel == Kernel::rand_normal;
     for (int j = 0; j < 12; ++j) {
       int64_t v = ins.params.i[j];
+      if (rng && j >= 1 && j <= 4) continue;
       SY_CHECK(v >= INT32_MIN && v <= INT32_MAX, kernel_name(ins.kernel), "expected parameters that fit "
                "32 bits on ", str(), ", found i[", j, "] = ", v);
       o.i[j] = int32_t(v);
     }
-    if (ins.kernel == Kernel::rand_uniform || ins.kernel == Kernel::rand_normal) {
+    if (rng) {
       uint64_t off64 = uint64_t(ins.params.i[3]);
+      o.i[1] = int32_t(uint32_t(uint64_t(ins.params.i[1])));
+      o.i[2] = int32_t(uint32_t(uint64_t(ins.params.i[2])));
       o.i[3] = int32_t(uint32_t(off64));
       o.i[4] = int32_t(uint32_t(off64 >> 32));
     }
@@ -1518,7 +1543,7 @@ class VulkanDevice final : public Device {
     // Without update-after-bind, writing a set invalidates the recording.
     if (write_sets(fr, n) && !uab_) fr.recorded = false;
     if (!fr.recorded) record(fr, prog, key);
-    fr.serial = submit(fr.cb);
+    fr.serial = enqueue_program(fr.cb);
     for (const Binding& b : bind)
       if (b.buffer) static_cast<Alloc*>(b.buffer.handle)->last_use = fr.serial;
   }
@@ -1557,6 +1582,8 @@ class VulkanDevice final : public Device {
   std::vector<VkFence> free_fences_;
   std::vector<VkCommandBuffer> free_cbs_;
   VkCommandBuffer open_cb_ = VK_NULL_HANDLE;
+  std::vector<VkCommandBuffer> batch_, batch_transfer_;
+  bool batch_has_program_ = false;
   Hazards open_hazards_;
   std::string pending_error_;
 

@@ -116,30 +116,35 @@ struct Registry {
   Device* cpu_device = nullptr;
 };
 
-Registry& registry() {
-  static Registry r;
-  static std::once_flag once;
-  std::call_once(once, [] {
-    Registry& reg = r;
-    reg.backends.push_back(detail::cpu_backend());
-    reg.cpu_device = reg.backends.front().devices.front().get();
+// Built in the initializer of a function-local static, so the registry's
+// destructor is registered with atexit only after the backends have loaded
+// their libraries (Vulkan loader, driver, layers): it runs before their
+// static destructors, while the devices can still be torn down properly.
+std::unique_ptr<Registry> build_registry() {
+  auto reg = std::make_unique<Registry>();
+  reg->backends.push_back(detail::cpu_backend());
+  reg->cpu_device = reg->backends.front().devices.front().get();
 #ifdef SWITCHYARD_HAVE_VULKAN
-    try {
-      reg.backends.push_back(detail::vulkan_backend());
-    } catch (const std::exception& e) {
-      reg.backends.push_back({"vulkan", false, e.what(), {}});
-    }
+  try {
+    reg->backends.push_back(detail::vulkan_backend());
+  } catch (const std::exception& e) {
+    reg->backends.push_back({"vulkan", false, e.what(), {}});
+  }
 #else
-    reg.backends.push_back({"vulkan", false,
-                            "not built: this build of Switchyard has no Vulkan backend", {}});
+  reg->backends.push_back({"vulkan", false,
+                           "not built: this build of Switchyard has no Vulkan backend", {}});
 #endif
-    reg.backends.push_back({"cuda", false,
-                            "not built: this build of Switchyard has no CUDA backend", {}});
-    for (auto& b : reg.backends)
-      for (auto& d : b.devices)
-        reg.contexts.emplace_back(d.get(), std::make_shared<detail::Context>(d));
-  });
-  return r;
+  reg->backends.push_back({"cuda", false,
+                           "not built: this build of Switchyard has no CUDA backend", {}});
+  for (auto& b : reg->backends)
+    for (auto& d : b.devices)
+      reg->contexts.emplace_back(d.get(), std::make_shared<detail::Context>(d));
+  return reg;
+}
+
+Registry& registry() {
+  static std::unique_ptr<Registry> r = build_registry();
+  return *r;
 }
 
 }  // namespace

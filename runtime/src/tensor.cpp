@@ -353,7 +353,10 @@ Tensor Tensor::to(Device& d, bool non_blocking) const {
       from.synchronize();
       d.upload(st->buffer, 0, tmp.data(), bytes);
     }
-    if (!non_blocking) d.synchronize();
+    // Nothing to wait for: upload() has consumed (copied or staged) the
+    // source, and the device orders the copy before any later work on it.
+    // Waiting here would cost a submission per batch on a staging device.
+    (void)non_blocking;
   }
   Tensor out = wrap(make_leaf(c, std::move(st), 0, m.shape, m.dtype));
   // As in PyTorch, a copy to another device is differentiable.

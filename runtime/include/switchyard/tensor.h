@@ -53,8 +53,10 @@ class Tensor {
   Device& device() const;
 
   // Moving between devices and types. Same device: returns *this.
-  // non_blocking: do not wait for an upload to finish (the source has been
-  // consumed when to() returns, so it can be freed at once).
+  // to() returns once the source has been consumed (copied, or staged for an
+  // upload the device runs before any later work on it), so the source can
+  // be freed at once and there is nothing to wait for. non_blocking is
+  // accepted for PyTorch parity; every copy already behaves that way.
   Tensor to(Device& d, bool non_blocking = false) const;
   Tensor to(std::string_view device_name, bool non_blocking = false) const;
   Tensor to(DType t) const;

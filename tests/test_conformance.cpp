@@ -1,0 +1,565 @@
+// Cross-backend conformance, driven by the kernel table: every kernel, on
+// every available device, against a double-precision reference computed
+// here. Shapes go below, at and above the GEMM tile sizes, and through odd
+// sizes (1, 3, 17, 255, 1000). Each case runs the kernel alone through
+// Device::execute on buffers whose outputs were poisoned (all bytes 0xff, a
+// NaN) first. Error is the normalized squared error sum((y-r)^2)/sum(r^2);
+// integer outputs must match exactly.
+#include <cmath>
+#include <cstring>
+#include <functional>
+#include <numeric>
+
+#include "helpers.h"
+
+using sy::Kernel;
+
+namespace {
+
+const std::vector<int64_t> kSizes = {1, 3, 17, 255, 1000};
+
+struct HostArg {
+  std::vector<uint8_t> bytes;  // initial contents (poison for outputs)
+  sy::DType dtype = sy::DType::f32;
+  std::vector<double> expect;  // reference values, for written arguments
+};
+
+struct Case {
+  std::string name;
+  sy::Instr ins;
+  std::vector<HostArg> args;
+  double bound = 1e-10;  // NSE bound for f32 outputs
+};
+
+HostArg f32(const std::vector<float>& v) {
+  HostArg a;
+  a.bytes.resize(v.size() * 4);
+  std::memcpy(a.bytes.data(), v.data(), a.bytes.size());
+  return a;
+}
+HostArg i32(const std::vector<int32_t>& v) {
+  HostArg a;
+  a.dtype = sy::DType::i32;
+  a.bytes.resize(v.size() * 4);
+  std::memcpy(a.bytes.data(), v.data(), a.bytes.size());
+  return a;
+}
+HostArg u8(const std::vector<uint8_t>& v) {
+  HostArg a;
+  a.dtype = sy::DType::u8;
+  a.bytes = v;
+  return a;
+}
+// An output of n elements, poisoned, with its expected values.
+HostArg out(sy::DType t, std::vector<double> expect) {
+  HostArg a;
+  a.dtype = t;
+  a.bytes.assign(expect.size() * sy::dtype_size(t), 0xff);
+  a.expect = std::move(expect);
+  return a;
+}
+HostArg outf(std::vector<double> e) { return out(sy::DType::f32, std::move(e)); }
+
+
+Case make(std::string name, Kernel k, std::vector<HostArg> args, std::initializer_list<int64_t> i = {},
+          std::initializer_list<float> f = {}, int32_t op = 0) {
+  Case c;
+  c.name = std::move(name);
+  c.ins.kernel = k;
+  c.ins.nargs = uint8_t(args.size());
+  c.ins.params.op = op;
+  int j = 0;
+  for (int64_t v : i) c.ins.params.i[j++] = v;
+  j = 0;
+  for (float v : f) c.ins.params.f[j++] = v;
+  c.args = std::move(args);
+  return c;
+}
+
+std::string sz(std::initializer_list<int64_t> dims) {
+  std::string s;
+  for (int64_t x : dims) {
+    if (!s.empty()) s += 'x';
+    s += std::to_string(x);
+  }
+  return s;
+}
+
+// ---- references -------------------------------------------------------------------
+uint64_t philox_word(uint64_t k, uint32_t seed_lo, uint32_t seed_hi, uint64_t off, int which) {
+  uint32_t c[4] = {uint32_t(k), uint32_t(k >> 32), uint32_t(off), uint32_t(off >> 32)};
+  uint32_t k0 = seed_lo, k1 = seed_hi;
+  for (int r = 0; r < 10; ++r) {
+    uint64_t p0 = uint64_t(0xD2511F53u) * c[0], p1 = uint64_t(0xCD9E8D57u) * c[2];
+    uint32_t n[4] = {uint32_t(p1 >> 32) ^ c[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k1, uint32_t(p0)};
+    std::memcpy(c, n, sizeof c);
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return c[which];
+}
+
+double unary_ref(int op, double x) {
+  switch (sy::Unary(op)) {
+    case sy::Unary::relu: return x > 0 ? x : 0;
+    case sy::Unary::gelu: return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    case sy::Unary::tanh: return std::tanh(x);
+    case sy::Unary::sigmoid: return 1 / (1 + std::exp(-x));
+    case sy::Unary::exp: return std::exp(x);
+    case sy::Unary::log: return std::log(x);
+    case sy::Unary::neg: return -x;
+    case sy::Unary::sqrt: return std::sqrt(x);
+    case sy::Unary::square: return x * x;
+    case sy::Unary::abs: return std::fabs(x);
+    case sy::Unary::none: return x;
+  }
+  return x;
+}
+
+double unary_grad_ref(int op, double x, double y) {
+  switch (sy::Unary(op)) {
+    case sy::Unary::relu: return x > 0 ? 1 : 0;
+    case sy::Unary::gelu: {
+      const double c = 0.7978845608028654;
+      double t = std::tanh(c * (x + 0.044715 * x * x * x));
+      return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x);
+    }
+    case sy::Unary::tanh: return 1 - y * y;
+    case sy::Unary::sigmoid: return y * (1 - y);
+    case sy::Unary::exp: return y;
+    case sy::Unary::log: return 1 / x;
+    case sy::Unary::neg: return -1;
+    case sy::Unary::sqrt: return 0.5 / y;
+    case sy::Unary::square: return 2 * x;
+    case sy::Unary::abs: return x > 0 ? 1 : (x < 0 ? -1 : 0);
+    case sy::Unary::none: return 1;
+  }
+  return 1;
+}
+
+// Inputs in the op's domain (log and sqrt need positive values).
+std::vector<float> unary_input(int op, int64_t n, uint32_t seed) {
+  bool pos = op == int(sy::Unary::log) || op == int(sy::Unary::sqrt);
+  return random_vec(size_t(n), seed, pos ? 0.1f : -3.f, 3.f);
+}
+
+// ---- cases per kernel ---------------------------------------------------------------
+std::vector<Case> cases_for(Kernel k) {
+  std::vector<Case> cs;
+  switch (k) {
+    case Kernel::fill:
+      for (int64_t n : kSizes) {
+        cs.push_back(make("f32 " + sz({n}), k, {outf(std::vector<double>(size_t(n), 2.5))}, {n, 0}, {2.5f}));
+        cs.push_back(make("i32 " + sz({n}), k, {out(sy::DType::i32, std::vector<double>(size_t(n), -7))}, {n, 1}, {-7.f}));
+        cs.push_back(make("u8 " + sz({n}), k, {out(sy::DType::u8, std::vector<double>(size_t(n), 7))}, {n, 2}, {7.f}));
+      }
+      break;
+    case Kernel::arange:
+      for (int64_t n : kSizes) {
+        std::vector<double> ef(static_cast<size_t>(n)), ei(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) ef[size_t(j)] = -1.5 + 0.25 * double(j), ei[size_t(j)] = 3 + 2 * j;
+        cs.push_back(make("f32 " + sz({n}), k, {outf(ef)}, {n, 0}, {-1.5f, 0.25f}));
+        cs.push_back(make("i32 " + sz({n}), k, {out(sy::DType::i32, ei)}, {n, 1}, {3.f, 2.f}));
+      }
+      break;
+    case Kernel::rand_uniform:
+    case Kernel::rand_normal:
+      for (int64_t n : kSizes) {
+        uint64_t off = (uint64_t(5) << 32) + 77;
+        std::vector<double> e(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) {
+          double u1 = double((philox_word(uint64_t(j), 1234, 99, off, 0) >> 8) + (k == Kernel::rand_normal)) / 16777216.0;
+          double u2 = double(philox_word(uint64_t(j), 1234, 99, off, 1) >> 8) / 16777216.0;
+          e[size_t(j)] = k == Kernel::rand_uniform ? -2.0 + 4.0 * u1
+                                                   : 0.5 + 2.0 * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+        }
+        Case c = make(sz({n}), k, {outf(e)}, {n, 1234, 99, int64_t(off)},
+                      k == Kernel::rand_uniform ? std::initializer_list<float>{-2.f, 2.f}
+                                                : std::initializer_list<float>{0.5f, 2.f});
+        c.bound = 1e-9;
+        cs.push_back(c);
+      }
+      break;
+    case Kernel::cast:
+      for (int64_t n : kSizes) {
+        auto v = random_vec(size_t(n), 5, -300.f, 300.f);
+        std::vector<double> trunc(static_cast<size_t>(n)), asf(static_cast<size_t>(n));
+        std::vector<int32_t> iv(static_cast<size_t>(n));
+        std::vector<uint8_t> bv(static_cast<size_t>(n));
+        for (size_t j = 0; j < size_t(n); ++j) {
+          trunc[j] = double(int32_t(v[j]));
+          iv[j] = int32_t(j * 37) - 500;
+          asf[j] = double(iv[j]);
+          bv[j] = uint8_t(j * 13);
+        }
+        cs.push_back(make("f32->i32 " + sz({n}), k, {out(sy::DType::i32, trunc), f32(v)}, {n, 0, 1}));
+        cs.push_back(make("i32->f32 " + sz({n}), k, {outf(asf), i32(iv)}, {n, 1, 0}));
+        std::vector<double> b2f(bv.begin(), bv.end());
+        cs.push_back(make("u8->f32 " + sz({n}), k, {outf(b2f), u8(bv)}, {n, 2, 0}));
+        std::vector<float> small(static_cast<size_t>(n));
+        for (size_t j = 0; j < size_t(n); ++j) small[j] = float(bv[j]) + 0.25f;
+        cs.push_back(make("f32->u8 " + sz({n}), k, {out(sy::DType::u8, b2f), f32(small)}, {n, 0, 2}));
+      }
+      break;
+    case Kernel::transpose:
+      for (auto [R, C] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 17}, {17, 255}, {255, 3}, {64, 1000}}) {
+        auto v = random_vec(size_t(R * C), 7);
+        std::vector<double> e(static_cast<size_t>(R * C));
+        std::vector<uint8_t> b(static_cast<size_t>(R * C));
+        std::vector<double> eb(static_cast<size_t>(R * C));
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t c = 0; c < C; ++c) {
+            e[size_t(c * R + r)] = v[size_t(r * C + c)];
+            b[size_t(r * C + c)] = uint8_t(r * 31 + c);
+            eb[size_t(c * R + r)] = uint8_t(r * 31 + c);
+          }
+        cs.push_back(make("f32 " + sz({R, C}), k, {outf(e), f32(v)}, {R, C, 4}));
+        cs.push_back(make("u8 " + sz({R, C}), k, {out(sy::DType::u8, eb), u8(b)}, {R, C, 1}));
+      }
+      break;
+    case Kernel::pad:
+      for (auto [total, lo, len] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+               {1, 0, 1}, {3, 0, 3}, {17, 16, 1}, {255, 17, 100}, {1000, 17, 255}}) {
+        auto v = random_vec(size_t(len), 9);
+        std::vector<double> e(static_cast<size_t>(total), 0.0);
+        for (int64_t j = 0; j < len; ++j) e[size_t(lo + j)] = v[size_t(j)];
+        cs.push_back(make(sz({total, lo, len}), k, {outf(e), f32(v)}, {lo, len, total}));
+      }
+      break;
+    case Kernel::gemm: {
+      std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},     {3, 17, 5},     {17, 255, 3},   {64, 64, 64},
+                                                    {63, 65, 17},  {128, 128, 128}, {129, 127, 130}, {255, 17, 1000},
+                                                    {1000, 3, 17}, {128, 256, 784}};
+      for (auto [M, N, K] : shapes)
+        for (int t = 0; t < 4; ++t) {
+          bool ta = t & 1, tb = t & 2;
+          bool bias = (M + t) % 2 == 0;
+          int act = t == 3 ? int(sy::Unary::relu) : (t == 1 && M == 17 ? int(sy::Unary::tanh) : 0);
+          float alpha = t == 2 ? 0.5f : 1.f;
+          auto A = random_vec(size_t(M * K), uint32_t(M + K));
+          auto B = random_vec(size_t(K * N), uint32_t(N * 3 + K));
+          auto bv = random_vec(size_t(N), 4);
+          std::vector<double> e(static_cast<size_t>(M * N));
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+              double s = 0;
+              for (int64_t q = 0; q < K; ++q)
+                s += double(ta ? A[size_t(q * M + m)] : A[size_t(m * K + q)]) *
+                     double(tb ? B[size_t(n * K + q)] : B[size_t(q * N + n)]);
+              s = alpha * s + (bias ? bv[size_t(n)] : 0.0);
+              e[size_t(m * N + n)] = unary_ref(act, s);
+            }
+          std::vector<HostArg> args = {outf(e), f32(A), f32(B)};
+          if (bias) args.push_back(f32(bv));
+          cs.push_back(make(sz({M, N, K}) + (ta ? " At" : "") + (tb ? " Bt" : "") + (bias ? " +bias" : "") +
+                                (act ? " act" : ""),
+                            k, args, {M, N, K, ta, tb, bias, act}, {alpha}));
+        }
+      break;
+    }
+    case Kernel::binary: {
+      // (out dims, a strides, b strides)
+      struct B { std::array<int64_t, 4> d, sa, sb; };
+      std::vector<B> shapes;
+      for (int64_t n : kSizes) shapes.push_back({{1, 1, 1, n}, {0, 0, 0, 1}, {0, 0, 0, 1}});
+      shapes.push_back({{1, 1, 17, 255}, {0, 0, 255, 1}, {0, 0, 0, 1}});  // a + row vector
+      shapes.push_back({{1, 1, 17, 3}, {0, 0, 3, 1}, {0, 0, 1, 0}});      // a + column
+      shapes.push_back({{1, 1, 3, 1000}, {0, 0, 1000, 1}, {0, 0, 0, 0}});  // a + scalar
+      shapes.push_back({{2, 5, 3, 4}, {0, 0, 4, 1}, {12, 0, 0, 1}});       // both broadcast
+      for (auto& s : shapes)
+        for (int op = 0; op <= int(sy::Binary::eq); ++op) {
+          int64_t n = s.d[0] * s.d[1] * s.d[2] * s.d[3];
+          auto extent = [&](const std::array<int64_t, 4>& st) {
+            int64_t e = 1;
+            for (int j = 0; j < 4; ++j) e += (s.d[size_t(j)] - 1) * st[size_t(j)];
+            return e;
+          };
+          auto a = random_vec(size_t(extent(s.sa)), uint32_t(op + 1), -2.f, 2.f);
+          auto b = random_vec(size_t(extent(s.sb)), uint32_t(op + 50), 0.5f, 2.f);
+          if (op == int(sy::Binary::eq))
+            for (size_t j = 0; j < a.size(); ++j) a[j] = float(j % 3), b[j % b.size()] = float(j % 2);
+          std::vector<double> e(static_cast<size_t>(n));
+          for (int64_t j = 0; j < n; ++j) {
+            int64_t i3 = j % s.d[3], r = j / s.d[3], i2 = r % s.d[2];
+            r /= s.d[2];
+            int64_t i1 = r % s.d[1], i0 = r / s.d[1];
+            double x = a[size_t(i0 * s.sa[0] + i1 * s.sa[1] + i2 * s.sa[2] + i3 * s.sa[3])];
+            double y = b[size_t(i0 * s.sb[0] + i1 * s.sb[1] + i2 * s.sb[2] + i3 * s.sb[3])];
+            double v = 0;
+            switch (sy::Binary(op)) {
+              case sy::Binary::add: v = x + y; break;
+              case sy::Binary::sub: v = x - y; break;
+              case sy::Binary::mul: v = x * y; break;
+              case sy::Binary::div: v = x / y; break;
+              case sy::Binary::max: v = std::max(x, y); break;
+              case sy::Binary::min: v = std::min(x, y); break;
+              case sy::Binary::eq: v = x == y; break;
+            }
+            e[size_t(j)] = v;
+          }
+          cs.push_back(make("op" + std::to_string(op) + " " + sz({s.d[0], s.d[1], s.d[2], s.d[3]}), k,
+                            {outf(e), f32(a), f32(b)},
+                            {s.d[0], s.d[1], s.d[2], s.d[3], s.sa[0], s.sa[1], s.sa[2], s.sa[3], s.sb[0], s.sb[1],
+                             s.sb[2], s.sb[3]},
+                            {}, op));
+        }
+      break;
+    }
+    case Kernel::affine:
+      for (int64_t n : kSizes) {
+        auto v = random_vec(size_t(n), 11);
+        std::vector<double> e(static_cast<size_t>(n));
+        for (size_t j = 0; j < e.size(); ++j) e[j] = 1.5 * double(v[j]) - 0.5;
+        cs.push_back(make(sz({n}), k, {outf(e), f32(v)}, {n}, {1.5f, -0.5f}));
+      }
+      break;
+    case Kernel::unary:
+    case Kernel::unary_backward:
+      for (int op = 0; op <= int(sy::Unary::abs); ++op)
+        for (int64_t n : {int64_t(3), int64_t(17), int64_t(1000)}) {
+          auto x = unary_input(op, n, uint32_t(op * 7 + 1));
+          std::vector<double> e(static_cast<size_t>(n));
+          if (k == Kernel::unary) {
+            for (size_t j = 0; j < e.size(); ++j) e[j] = unary_ref(op, x[j]);
+            cs.push_back(make("op" + std::to_string(op) + " " + sz({n}), k, {outf(e), f32(x)}, {n}, {}, op));
+          } else {
+            std::vector<float> y(static_cast<size_t>(n));
+            for (size_t j = 0; j < y.size(); ++j) y[j] = float(unary_ref(op, x[j]));
+            auto dy = random_vec(size_t(n), 13);
+            for (size_t j = 0; j < e.size(); ++j) e[j] = dy[j] * unary_grad_ref(op, x[j], y[j]);
+            Case c = make("op" + std::to_string(op) + " " + sz({n}), k, {outf(e), f32(dy), f32(x), f32(y)}, {n}, {}, op);
+            c.bound = 1e-9;
+            cs.push_back(c);
+          }
+        }
+      break;
+    case Kernel::reduce_sum:
+      for (auto [o, l, in] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+               {1, 1000, 1}, {17, 255, 1}, {3, 17, 255}, {255, 3, 17}, {1, 1000, 3}, {1000, 1, 1}, {2, 4096, 1}}) {
+        auto v = random_vec(size_t(o * l * in), 17);
+        std::vector<double> e(static_cast<size_t>(o * in), 0.0);
+        for (int64_t a = 0; a < o; ++a)
+          for (int64_t b = 0; b < l; ++b)
+            for (int64_t c = 0; c < in; ++c) e[size_t(a * in + c)] += 0.5 * v[size_t((a * l + b) * in + c)];
+        cs.push_back(make(sz({o, l, in}), k, {outf(e), f32(v)}, {o, l, in}, {0.5f}));
+      }
+      break;
+    case Kernel::expand:
+      for (auto [o, l, in] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 17, 5}, {1, 1000, 1}, {17, 1, 255}, {1, 3, 1000}}) {
+        auto v = random_vec(size_t(o * in), 19);
+        std::vector<double> e(static_cast<size_t>(o * l * in));
+        for (int64_t a = 0; a < o; ++a)
+          for (int64_t b = 0; b < l; ++b)
+            for (int64_t c = 0; c < in; ++c) e[size_t((a * l + b) * in + c)] = 2.0 * v[size_t(a * in + c)];
+        cs.push_back(make(sz({o, l, in}), k, {outf(e), f32(v)}, {o, l, in}, {2.f}));
+      }
+      break;
+    case Kernel::softmax:
+    case Kernel::softmax_backward:
+    case Kernel::cross_entropy:
+    case Kernel::cross_entropy_backward:
+    case Kernel::argmax:
+      for (auto [R, C] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 17}, {17, 255}, {255, 3}, {2, 1000}, {1000, 10}}) {
+        auto x = random_vec(size_t(R * C), uint32_t(R + C), -4.f, 4.f);
+        std::vector<int32_t> lab(static_cast<size_t>(R));
+        for (int64_t r = 0; r < R; ++r) lab[size_t(r)] = int32_t((r * 7) % C);
+        // Row-wise log-sum-exp and softmax, in double.
+        std::vector<double> lse(static_cast<size_t>(R)), sm(static_cast<size_t>(R * C));
+        for (int64_t r = 0; r < R; ++r) {
+          double m = -INFINITY, s = 0;
+          for (int64_t c = 0; c < C; ++c) m = std::max(m, double(x[size_t(r * C + c)]));
+          for (int64_t c = 0; c < C; ++c) s += std::exp(x[size_t(r * C + c)] - m);
+          lse[size_t(r)] = m + std::log(s);
+          for (int64_t c = 0; c < C; ++c) sm[size_t(r * C + c)] = std::exp(x[size_t(r * C + c)] - lse[size_t(r)]);
+        }
+        std::string name = sz({R, C});
+        if (k == Kernel::softmax) {
+          for (int op : {0, 1}) {
+            std::vector<double> e(static_cast<size_t>(R * C));
+            for (size_t j = 0; j < e.size(); ++j) e[j] = op ? x[j] - lse[j / size_t(C)] : sm[j];
+            cs.push_back(make((op ? "log " : "") + name, k, {outf(e), f32(x)}, {R, C}, {}, op));
+          }
+        } else if (k == Kernel::softmax_backward) {
+          for (int op : {0, 1}) {
+            std::vector<float> y(static_cast<size_t>(R * C));
+            for (size_t j = 0; j < y.size(); ++j) y[j] = float(op ? x[j] - lse[j / size_t(C)] : sm[j]);
+            auto dy = random_vec(size_t(R * C), 23);
+            std::vector<double> e(static_cast<size_t>(R * C));
+            for (int64_t r = 0; r < R; ++r) {
+              double s = 0;
+              for (int64_t c = 0; c < C; ++c)
+                s += op ? dy[size_t(r * C + c)] : double(dy[size_t(r * C + c)]) * y[size_t(r * C + c)];
+              for (int64_t c = 0; c < C; ++c) {
+                size_t j = size_t(r * C + c);
+                e[j] = op ? dy[j] - std::exp(double(y[j])) * s : y[j] * (dy[j] - s);
+              }
+            }
+            Case c = make((op ? "log " : "") + name, k, {outf(e), f32(dy), f32(y)}, {R, C}, {}, op);
+            c.bound = 1e-9;
+            cs.push_back(c);
+          }
+        } else if (k == Kernel::cross_entropy) {
+          double loss = 0;
+          for (int64_t r = 0; r < R; ++r) loss += lse[size_t(r)] - x[size_t(r * C + lab[size_t(r)])];
+          cs.push_back(make(name, k, {outf({loss / double(R)}), f32(x), i32(lab)}, {R, C}));
+        } else if (k == Kernel::cross_entropy_backward) {
+          std::vector<double> e(static_cast<size_t>(R * C));
+          double scale = 0.7 / double(R);
+          for (int64_t r = 0; r < R; ++r)
+            for (int64_t c = 0; c < C; ++c)
+              e[size_t(r * C + c)] = (sm[size_t(r * C + c)] - (c == lab[size_t(r)])) * scale;
+          cs.push_back(make(name, k, {outf(e), f32(x), i32(lab), f32({0.7f})}, {R, C}));
+        } else {
+          std::vector<double> e(static_cast<size_t>(R));
+          for (int64_t r = 0; r < R; ++r)
+            e[size_t(r)] = double(std::max_element(x.begin() + r * C, x.begin() + (r + 1) * C) - (x.begin() + r * C));
+          cs.push_back(make(name, k, {out(sy::DType::i32, e), f32(x)}, {R, C}));
+        }
+      }
+      break;
+    case Kernel::sgd_update:
+      for (int64_t n : kSizes)
+        for (int variant = 0; variant < 4; ++variant) {  // plain, momentum first step, momentum, nesterov
+          auto w = random_vec(size_t(n), 29), g = random_vec(size_t(n), 31), buf = random_vec(size_t(n), 37);
+          const double lr = 0.1, mom = 0.9, damp = 0.1, wd = 0.01;
+          bool has_buf = variant > 0, first = variant == 1, nest = variant == 3;
+          std::vector<double> ew(static_cast<size_t>(n)), eb(static_cast<size_t>(n));
+          for (size_t j = 0; j < size_t(n); ++j) {
+            double dd = double(g[j]) + wd * w[j];
+            if (!has_buf) {
+              ew[j] = w[j] - lr * dd;
+              continue;
+            }
+            double b = first ? dd : mom * buf[j] + (1 - damp) * dd;
+            eb[j] = b;
+            ew[j] = w[j] - lr * (nest ? dd + mom * b : b);
+          }
+          HostArg pw = f32(w);
+          pw.expect = ew;
+          std::vector<HostArg> args = {pw};
+          if (has_buf) {
+            HostArg pb = f32(buf);
+            pb.expect = eb;
+            args.push_back(pb);
+          }
+          args.push_back(f32(g));
+          Case c = make("v" + std::to_string(variant) + " " + sz({n}), k, args, {n, nest, first, has_buf},
+                        {float(lr), float(mom), float(damp), float(wd)});
+          c.bound = 1e-12;
+          cs.push_back(c);
+        }
+      break;
+    case Kernel::adam_update:
+      for (int64_t n : kSizes)
+        for (int adamw : {0, 1}) {
+          auto w = random_vec(size_t(n), 41), m = random_vec(size_t(n), 43), g = random_vec(size_t(n), 47);
+          auto v = random_vec(size_t(n), 53, 0.f, 1.f);
+          const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.05, t = 3;
+          std::vector<double> ew(static_cast<size_t>(n)), em(static_cast<size_t>(n)), ev(static_cast<size_t>(n));
+          double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
+          for (size_t j = 0; j < size_t(n); ++j) {
+            double wj = adamw ? w[j] * (1 - lr * wd) : w[j];
+            double dd = g[j] + (adamw ? 0 : wd * wj);
+            em[j] = b1 * m[j] + (1 - b1) * dd;
+            ev[j] = b2 * v[j] + (1 - b2) * dd * dd;
+            ew[j] = wj - lr / bc1 * em[j] / (std::sqrt(ev[j]) / std::sqrt(bc2) + eps);
+          }
+          HostArg pw = f32(w), pm = f32(m), pv = f32(v);
+          pw.expect = ew, pm.expect = em, pv.expect = ev;
+          Case c = make((adamw ? "adamw " : "adam ") + sz({n}), k, {pw, pm, pv, f32(g), f32({float(t)})}, {n, adamw},
+                        {float(lr), float(b1), float(b2), float(eps), float(wd)});
+          c.bound = 1e-10;
+          cs.push_back(c);
+        }
+      break;
+    case Kernel::count_: break;
+  }
+  return cs;
+}
+
+// Runs one case on a device; returns "" or what went wrong.
+std::string run_case(sy::Device& dev, const Case& c) {
+  std::vector<sy::Buffer> bufs;
+  std::vector<sy::Binding> bind;
+  sy::Program p;
+  static uint64_t id = uint64_t(1) << 40;
+  p.id = ++id;
+  p.num_slots = uint32_t(c.args.size());
+  sy::Instr ins = c.ins;
+  for (size_t a = 0; a < c.args.size(); ++a) {
+    size_t bytes = std::max<size_t>(c.args[a].bytes.size(), 4);
+    bufs.push_back(dev.allocate(bytes));
+    dev.upload(bufs.back(), 0, c.args[a].bytes.data(), c.args[a].bytes.size());
+    bind.push_back({bufs.back(), 0});
+    ins.args[a] = {uint32_t(a), 0, c.args[a].bytes.size()};
+  }
+  p.instrs.push_back(ins);
+  std::string err;
+  try {
+    dev.execute(p, bind);
+    for (size_t a = 0; a < c.args.size() && err.empty(); ++a) {
+      const HostArg& h = c.args[a];
+      if (h.expect.empty()) continue;
+      std::vector<uint8_t> got(h.bytes.size());
+      dev.download(bufs[a], 0, got.data(), got.size());
+      dev.synchronize();
+      size_t n = h.expect.size();
+      if (h.dtype == sy::DType::f32) {
+        std::vector<float> f(n);
+        std::memcpy(f.data(), got.data(), n * 4);
+        double e = nse(f, h.expect);
+        if (!(e <= c.bound)) {
+          size_t worst = 0;
+          for (size_t j = 0; j < n; ++j)
+            if (!(std::abs(f[j] - h.expect[j]) <= std::abs(f[worst] - h.expect[worst]))) worst = j;
+          err = sy::detail::cat("arg ", a, ": NSE ", e, " > ", c.bound, "; worst at ", worst, ": ", f[worst],
+                           " vs ", h.expect[worst]);
+        }
+      } else {
+        for (size_t j = 0; j < n && err.empty(); ++j) {
+          double v = h.dtype == sy::DType::i32 ? double(reinterpret_cast<const int32_t*>(got.data())[j]) : double(got[j]);
+          if (v != h.expect[j]) err = sy::detail::cat("arg ", a, ": element ", j, " is ", v, ", expected ", h.expect[j]);
+        }
+      }
+    }
+  } catch (const std::exception& e) {
+    err = std::string("threw: ") + e.what();
+  }
+  for (auto& b : bufs) dev.release(b);
+  return err;
+}
+
+using KernelParam = std::tuple<std::string, int>;
+
+class Conformance : public ::testing::TestWithParam<KernelParam> {};
+
+TEST_P(Conformance, KernelMatchesDoublePrecisionReference) {
+  sy::Device& dev = sy::device(std::get<0>(GetParam()));
+  Kernel k = Kernel(std::get<1>(GetParam()));
+  auto cases = cases_for(k);
+  ASSERT_FALSE(cases.empty()) << "no conformance cases for kernel " << sy::kernel_name(k);
+  int failed = 0;
+  for (const Case& c : cases) {
+    std::string err = run_case(dev, c);
+    if (!err.empty()) {
+      ++failed;
+      ADD_FAILURE() << sy::kernel_name(k) << " [" << c.name << "] on " << dev.str() << ": " << err;
+    }
+  }
+  std::printf("%s on %s: %zu cases, %d failed\n", sy::kernel_name(k), dev.str().c_str(), cases.size(), failed);
+}
+
+std::vector<KernelParam> all_params() {
+  std::vector<KernelParam> v;
+  for (const std::string& d : conformance_devices())
+    for (int k = 0; k < int(Kernel::count_); ++k) v.emplace_back(d, k);
+  return v;
+}
+
+INSTANTIATE_TEST_SUITE_P(KernelTable, Conformance, ::testing::ValuesIn(all_params()),
+                         [](const ::testing::TestParamInfo<KernelParam>& i) {
+                           return device_param_name(std::get<0>(i.param)) + "_" +
+                                  sy::kernel_name(Kernel(std::get<1>(i.param)));
+                         });
+
+}  // namespace

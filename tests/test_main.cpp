@@ -1,0 +1,45 @@
+// Main for every test program: fails the run if any Vulkan device reported a
+// validation-layer message (ctest also fails a test whose output contains
+// "[vulkan validation]", which catches messages printed at exit).
+#include <gtest/gtest.h>
+
+#include <cstdlib>
+#include <string>
+
+#include "switchyard/switchyard.h"
+
+#ifndef SWITCHYARD_TEST_ENV
+#define SWITCHYARD_TEST_ENV ""
+#endif
+
+// Before any static initializer (test parameters list the devices, which
+// builds the registry): the environment the tests run in, from
+// tests/CMakeLists.txt, without overriding what the caller set.
+__attribute__((constructor(101))) static void set_test_environment() {
+  std::string env = SWITCHYARD_TEST_ENV;
+  for (size_t s = 0; s < env.size();) {
+    size_t e = env.find(',', s);
+    if (e == std::string::npos) e = env.size();
+    std::string kv = env.substr(s, e - s);
+    if (size_t eq = kv.find('='); eq != std::string::npos)
+      setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 0);
+    s = e + 1;
+  }
+}
+
+namespace {
+class NoValidationMessages : public ::testing::Environment {
+ public:
+  void TearDown() override {
+    for (auto* d : switchyard::devices())
+      EXPECT_EQ(d->counters().validation_messages, 0u)
+          << d->str() << " reported validation messages (printed above as [vulkan validation])";
+  }
+};
+}  // namespace
+
+int main(int argc, char** argv) {
+  ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new NoValidationMessages);
+  return RUN_ALL_TESTS();
+}

@@ -1,0 +1,192 @@
+// The Vulkan backend: device facts, one submission and zero allocations per
+// training step, out-of-memory, large transfers, bad input found on the
+// device, and training that matches the CPU. ctest runs these in the
+// zero-copy mode and again with SWITCHYARD_VK_FORCE_STAGING=1, all under the
+// validation layer with synchronization validation.
+#include <cstdlib>
+
+#include "helpers.h"
+#include "mlp.h"
+#include "trainer.h"
+
+using sy::Tensor;
+
+namespace {
+
+// The first Vulkan device, or skip (fail where ctest says Vulkan is required).
+sy::Device* vulkan_or_skip() {
+  for (auto& b : sy::backends()) {
+    if (b.name != "vulkan") continue;
+    if (b.available) return b.devices.front().get();
+    const char* req = std::getenv("SWITCHYARD_REQUIRE_VULKAN");
+    if (req && std::string(req) == "1") {
+      ADD_FAILURE() << "SWITCHYARD_REQUIRE_VULKAN=1 but the Vulkan backend is unavailable: " << b.reason;
+      return nullptr;
+    }
+    return nullptr;
+  }
+  return nullptr;
+}
+
+#define VULKAN_OR_SKIP(d)                                                          \
+  sy::Device* d##_ptr = vulkan_or_skip();                                          \
+  if (!d##_ptr) GTEST_SKIP() << "no Vulkan device: " << [] {                       \
+    for (auto& b : sy::backends())                                                 \
+      if (b.name == "vulkan") return b.reason;                                     \
+    return std::string("backend not listed");                                      \
+  }();                                                                             \
+  sy::Device& d = *d##_ptr
+
+std::string prop(const sy::Device& d, const std::string& key) {
+  for (auto& [k, v] : d.info().properties)
+    if (k == key) return v;
+  return "";
+}
+
+}  // namespace
+
+TEST(Vulkan, DeviceReportsItsProperties) {
+  VULKAN_OR_SKIP(d);
+  EXPECT_EQ(d.str(), "vulkan:0");
+  EXPECT_FALSE(d.info().name.empty());
+  EXPECT_GT(d.info().memory_bytes, 0u);
+  for (const char* k : {"vendor", "driver", "api", "heaps", "subgroup", "max_storage_buffer", "memory"})
+    EXPECT_FALSE(prop(d, k).empty()) << k;
+  const char* staging = std::getenv("SWITCHYARD_VK_FORCE_STAGING");
+  if (staging && std::string(staging) == "1") {
+    EXPECT_EQ(prop(d, "memory"), "staging ring");
+  }
+}
+
+TEST(Vulkan, AutoNeverPicksACpuTypeDevice) {
+  VULKAN_OR_SKIP(d);
+  bool gpu = false;
+  for (auto* x : sy::devices())
+    if ((x->info().backend == "vulkan" || x->info().backend == "cuda") && x->info().type != sy::DeviceType::cpu)
+      gpu = true;
+  if (d.info().type == sy::DeviceType::cpu && !gpu) {
+    EXPECT_EQ(sy::device("auto").str(), "cpu");
+  }
+  EXPECT_EQ(&sy::device("vulkan"), &d) << "a CPU-type device can still be named";
+}
+
+TEST(Vulkan, TrainingStepIsOneQueueSubmitAndNothingNewAfterWarmup) {
+  VULKAN_OR_SKIP(d);
+  for (bool adam : {true, false}) {
+    sy::manual_seed(1);
+    auto model = sy::models::mlp({20, 16, 8, 4});
+    model->to(d);
+    std::unique_ptr<sy::optim::Optimizer> opt;
+    if (adam) opt = std::make_unique<sy::optim::Adam>(model->parameters(), 1e-2f);
+    else opt = std::make_unique<sy::optim::SGD>(model->parameters(), sy::optim::SGDOptions{.lr = 0.1f, .momentum = 0.9f});
+    std::vector<int32_t> labels(32);
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 4);
+    Tensor y = sy::from_vector(labels, {32}).to(d);
+    auto step = [&](int i) {
+      // A fresh host batch every step, moved to the device as a loader would.
+      Tensor x = sy::from_vector(random_vec(32 * 20, uint32_t(100 + i % 3)), {32, 20}).to(d);
+      opt->zero_grad();
+      Tensor loss = sy::cross_entropy((*model)(x), y);
+      loss.backward();
+      opt->step();
+      return loss.item();
+    };
+    float first = step(0);
+    for (int i = 1; i < 5; ++i) step(i);
+    auto c0 = d.counters();
+    float last = 0;
+    for (int i = 5; i < 15; ++i) last = step(i);
+    auto c1 = d.counters();
+    const char* what = adam ? "adam" : "sgd";
+    EXPECT_EQ(c1.queue_submits - c0.queue_submits, 10u) << what << ": one vkQueueSubmit per step";
+    EXPECT_EQ(c1.submissions - c0.submissions, 10u) << what;
+    EXPECT_EQ(c1.buffer_allocations - c0.buffer_allocations, 0u) << what;
+    EXPECT_EQ(c1.memory_allocations - c0.memory_allocations, 0u) << what;
+    EXPECT_EQ(c1.descriptor_set_allocations - c0.descriptor_set_allocations, 0u) << what;
+    EXPECT_EQ(c1.command_recordings - c0.command_recordings, 0u) << what << ": re-submitted, not re-recorded";
+    EXPECT_EQ(c1.bytes_in_use, c0.bytes_in_use) << what;
+    EXPECT_LT(last, first) << what << " trains";
+  }
+}
+
+TEST(Vulkan, OutOfMemoryIsAClearErrorAndTheDeviceStaysUsable) {
+  VULKAN_OR_SKIP(d);
+  Tensor keep = sy::ones({1000}, d);
+  sy::eval({keep});
+  sy::synchronize(d);
+  auto before = d.counters();
+  uint64_t too_big = d.info().memory_bytes / 4 * 2;  // floats: twice the device memory
+  expect_error([&] { sy::eval({sy::zeros({int64_t(too_big)}, d)}); },
+               {"allocate", "out of device memory", "vulkan:0"});
+  try {
+    sy::eval({sy::zeros({int64_t(too_big)}, d)});
+  } catch (const sy::OutOfMemory&) {
+  } catch (...) {
+    ADD_FAILURE() << "expected switchyard::OutOfMemory";
+  }
+  auto after = d.counters();
+  EXPECT_LE(after.bytes_in_use, before.bytes_in_use) << "nothing leaked (the pool may have given cached buffers back)";
+  Tensor t = sy::ones({1000}, d) + keep;
+  auto v = t.to_vector<float>();
+  EXPECT_EQ(v.front(), 2.f);
+  EXPECT_EQ(v.back(), 2.f);
+}
+
+TEST(Vulkan, TransfersLargerThanTheStagingRingRoundTrip) {
+  VULKAN_OR_SKIP(d);
+  const size_t n = (40u << 20) / 4 + 3;  // 40 MiB and a bit: more than the 32 MiB ring
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = float(i % 9973) * 0.5f;
+  Tensor t = sy::from_vector(v, {int64_t(n)}).to(d);
+  Tensor u = (t * 2.f).to(sy::cpu());
+  auto back = t.to_vector<float>();
+  ASSERT_EQ(back.size(), n);
+  EXPECT_EQ(back, v);
+  auto twice = u.to_vector<float>();
+  for (size_t i = 0; i < n; i += 4099) ASSERT_EQ(twice[i], 2.f * v[i]) << i;
+  EXPECT_EQ(twice[n - 1], 2.f * v[n - 1]);
+}
+
+TEST(Vulkan, OddSizedAndOffsetViewsRoundTrip) {
+  VULKAN_OR_SKIP(d);
+  auto v = random_vec(17 * 255, 3);
+  Tensor t = sy::from_vector(v, {17, 255}).to(d);
+  Tensor rows = t.slice(3, 10);  // a view starting 3*255 floats in: not 16-byte aligned
+  auto r = (rows + 1.f).to_vector<float>();
+  for (size_t i = 0; i < r.size(); ++i) ASSERT_FLOAT_EQ(r[i], v[3 * 255 + i] + 1.f) << i;
+  std::vector<uint8_t> bytes(1001);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t(i * 7);
+  Tensor b = sy::from_vector(bytes, {1001}).to(d);
+  auto f = b.to(sy::DType::f32).to_vector<float>();
+  for (size_t i = 0; i < bytes.size(); ++i) ASSERT_EQ(f[i], float(bytes[i])) << i;
+  EXPECT_EQ(b.to_vector<uint8_t>(), bytes);
+}
+
+TEST(Vulkan, BadLabelsFoundOnTheDeviceAreAnError) {
+  VULKAN_OR_SKIP(d);
+  Tensor logits = sy::randn({4, 10}, d);
+  Tensor labels = sy::from_vector(std::vector<int32_t>{1, 2, 10, 3}, {4}).to(d);
+  expect_error([&] { (void)sy::cross_entropy(logits, labels).item(); }, {"cross_entropy", "labels", "vulkan:0"});
+  // The device goes on working.
+  Tensor ok = sy::from_vector(std::vector<int32_t>{1, 2, 9, 3}, {4}).to(d);
+  EXPECT_TRUE(std::isfinite(sy::cross_entropy(logits, ok).item()));
+}
+
+TEST(Vulkan, TrainingMatchesTheCpuStepForStep) {
+  VULKAN_OR_SKIP(d);
+  sy::models::TrainConfig cfg;
+  cfg.epochs = 1;
+  cfg.batch = 128;
+  cfg.limit = 128 * 50;  // 50 steps
+  cfg.test_limit = 1000;
+  cfg.record_losses = 50;
+  cfg.device = "cpu";
+  auto cpu = sy::models::train_fashion_mnist(cfg);
+  cfg.device = d.str();
+  auto vk = sy::models::train_fashion_mnist(cfg);
+  ASSERT_EQ(cpu.first_losses.size(), 50u);
+  ASSERT_EQ(vk.first_losses.size(), 50u);
+  for (size_t i = 0; i < 50; ++i)
+    EXPECT_NEAR(vk.first_losses[i], cpu.first_losses[i], 1e-4 * std::abs(cpu.first_losses[i])) << "step " << i;
+  EXPECT_NEAR(vk.test_acc, cpu.test_acc, 0.005);
+}
