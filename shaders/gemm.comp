@@ -24,6 +24,21 @@ layout(constant_id = 5) const uint TN = 4;
 shared vec4 As[BK * BM / 4];  // As[k * BM/4 + m/4] holds rows m..m+3 of column k
 shared vec4 Bs[BK * BN / 4];  // Bs[k * BN/4 + n/4] holds columns n..n+3 of row k
 
+// Four consecutive values of a matrix row starting at `src` (elements),
+// zero past `limit` values left in the row; vec4 when aligned.
+vec4 load4_a(uint src, uint left, bool vec) {
+  if (vec && left >= 4u) return V(1)[src / 4u];
+  vec4 v = vec4(0.0);
+  for (uint j = 0u; j < min(left, 4u); ++j) v[j] = F(1)[src + j];
+  return v;
+}
+vec4 load4_b(uint src, uint left, bool vec) {
+  if (vec && left >= 4u) return V(2)[src / 4u];
+  vec4 v = vec4(0.0);
+  for (uint j = 0u; j < min(left, 4u); ++j) v[j] = F(2)[src + j];
+  return v;
+}
+
 void main() {
   Op p = load_op();
   uint M = uint(p.i[0]), N = uint(p.i[1]), K = uint(p.i[2]);
@@ -41,29 +56,25 @@ void main() {
 
   for (uint k0 = 0u; k0 < K; k0 += BK) {
     // A tile: element (m, k) is A[m*K + k], or A[k*M + m] when transposed.
+    // Every invocation writes whole tile entries (4 rows of one k).
     if (!ta) {
-      // Four k values of one row per load; stored transposed, a column at a time.
-      for (uint q = t; q < BM * BK / 4u; q += WG) {
-        uint mm = q % BM, kk = (q / BM) * 4u;
-        uint gm = m0 + mm, gk = k0 + kk;
-        vec4 v = vec4(0.0);
-        if (gm < M) {
-          uint src = ao + gm * K + gk;
-          if (va && gk + 4u <= K) v = V(1)[src / 4u];
-          else for (uint j = 0u; j < 4u; ++j) if (gk + j < K) v[j] = F(1)[src + j];
+      // 4x4 blocks: four rows, four k each, transposed in registers.
+      for (uint q = t; q < (BM / 4u) * (BK / 4u); q += WG) {
+        uint m4 = q % (BM / 4u), k4 = q / (BM / 4u);
+        uint gk = k0 + 4u * k4, left = gk < K ? K - gk : 0u;
+        vec4 r[4];
+        for (uint i = 0u; i < 4u; ++i) {
+          uint gm = m0 + 4u * m4 + i;
+          r[i] = gm < M ? load4_a(ao + gm * K + gk, left, va) : vec4(0.0);
         }
-        for (uint j = 0u; j < 4u; ++j) As[(kk + j) * (BM / 4u) + mm / 4u][mm % 4u] = v[j];
+        for (uint c = 0u; c < 4u; ++c)
+          As[(4u * k4 + c) * (BM / 4u) + m4] = vec4(r[0][c], r[1][c], r[2][c], r[3][c]);
       }
     } else {
       for (uint q = t; q < BM * BK / 4u; q += WG) {
         uint kk = q / (BM / 4u), m4 = q % (BM / 4u);
         uint gm = m0 + 4u * m4, gk = k0 + kk;
-        vec4 v = vec4(0.0);
-        if (gk < K) {
-          uint src = ao + gk * M + gm;
-          if (va && gm + 4u <= M) v = V(1)[src / 4u];
-          else for (uint j = 0u; j < 4u; ++j) if (gm + j < M) v[j] = F(1)[src + j];
-        }
+        vec4 v = gk < K ? load4_a(ao + gk * M + gm, gm < M ? M - gm : 0u, va) : vec4(0.0);
         As[kk * (BM / 4u) + m4] = v;
       }
     }
@@ -72,25 +83,20 @@ void main() {
       for (uint q = t; q < BN * BK / 4u; q += WG) {
         uint kk = q / (BN / 4u), n4 = q % (BN / 4u);
         uint gk = k0 + kk, gn = n0 + 4u * n4;
-        vec4 v = vec4(0.0);
-        if (gk < K) {
-          uint src = bo + gk * N + gn;
-          if (vb && gn + 4u <= N) v = V(2)[src / 4u];
-          else for (uint j = 0u; j < 4u; ++j) if (gn + j < N) v[j] = F(2)[src + j];
-        }
+        vec4 v = gk < K ? load4_b(bo + gk * N + gn, gn < N ? N - gn : 0u, vb) : vec4(0.0);
         Bs[kk * (BN / 4u) + n4] = v;
       }
     } else {
-      for (uint q = t; q < BN * BK / 4u; q += WG) {
-        uint nn = q % BN, kk = (q / BN) * 4u;
-        uint gk = k0 + kk, gn = n0 + nn;
-        vec4 v = vec4(0.0);
-        if (gn < N) {
-          uint src = bo + gn * K + gk;
-          if (vb && gk + 4u <= K) v = V(2)[src / 4u];
-          else for (uint j = 0u; j < 4u; ++j) if (gk + j < K) v[j] = F(2)[src + j];
+      for (uint q = t; q < (BN / 4u) * (BK / 4u); q += WG) {
+        uint n4 = q % (BN / 4u), k4 = q / (BN / 4u);
+        uint gk = k0 + 4u * k4, left = gk < K ? K - gk : 0u;
+        vec4 r[4];
+        for (uint i = 0u; i < 4u; ++i) {
+          uint gn = n0 + 4u * n4 + i;
+          r[i] = gn < N ? load4_b(bo + gn * K + gk, left, vb) : vec4(0.0);
         }
-        for (uint j = 0u; j < 4u; ++j) Bs[(kk + j) * (BN / 4u) + nn / 4u][nn % 4u] = v[j];
+        for (uint c = 0u; c < 4u; ++c)
+          Bs[(4u * k4 + c) * (BN / 4u) + n4] = vec4(r[0][c], r[1][c], r[2][c], r[3][c]);
       }
     }
     barrier();

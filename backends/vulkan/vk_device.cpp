@@ -604,6 +604,13 @@ class VulkanDevice final : public Device {
                " invocations and the tiles in shared memory");
       gemm_ = {t[0], t[1], t[2], t[3], t[4]};
     }
+    // Grid-stride kernels: enough workgroups to fill a GPU's compute units;
+    // on CPU drivers loops inside an invocation cost more than extra
+    // workgroups (measured: 4096 beats 64 and 65535 for a 16M add).
+    // SWITCHYARD_VK_GRID_CAP overrides (benchmarking).
+    grid_cap_ = cpu_like ? 4096 : 16384;
+    if (const char* gc = std::getenv("SWITCHYARD_VK_GRID_CAP"); gc && std::atoi(gc) > 0)
+      grid_cap_ = uint32_t(std::min<int>(std::atoi(gc), int(kMaxGroups)));
     use_subgroups_ = p_.subgroup_arith && !env_on("SWITCHYARD_VK_NO_SUBGROUPS");
   }
 
@@ -1209,8 +1216,11 @@ class VulkanDevice final : public Device {
     return pipelines_[idx];
   }
 
-  static uint32_t groups_for(uint64_t items, uint32_t wg) {
-    return uint32_t(std::clamp<uint64_t>((items + wg - 1) / wg, 1, kMaxGroups));
+  // Grid-stride kernels get at most grid_cap_ workgroups: each invocation
+  // then loops over several items, so per-invocation set-up (reading the
+  // launch's parameters) is paid once per many elements.
+  uint32_t groups_for(uint64_t items, uint32_t wg) const {
+    return uint32_t(std::clamp<uint64_t>((items + wg - 1) / wg, 1, grid_cap_));
   }
 
   // Grid size of one launch (see each shader's header for its geometry).
@@ -1234,11 +1244,11 @@ class VulkanDevice final : public Device {
       case Kernel::pad: g[0] = groups_for(uint64_t(i[2]), wg_); break;
       case Kernel::expand: g[0] = groups_for(uint64_t(i[0] * i[1] * i[2]), wg_); break;
       case Kernel::reduce_sum:
-        g[0] = i[2] == 1 ? uint32_t(std::clamp<int64_t>(i[0], 1, kMaxGroups))
+        g[0] = i[2] == 1 ? uint32_t(std::clamp<int64_t>(i[0], 1, grid_cap_))
                          : groups_for(uint64_t(i[0] * i[2]), wg_);
         break;
       case Kernel::softmax:
-      case Kernel::softmax_backward: g[0] = uint32_t(std::clamp<int64_t>(i[0], 1, kMaxGroups)); break;
+      case Kernel::softmax_backward: g[0] = uint32_t(std::clamp<int64_t>(i[0], 1, grid_cap_)); break;
       case Kernel::cross_entropy: g[0] = 1; break;
       case Kernel::cross_entropy_backward:
       case Kernel::argmax: g[0] = groups_for(uint64_t(i[0]), wg_); break;
@@ -1565,6 +1575,7 @@ class VulkanDevice final : public Device {
   std::vector<VkPipeline> pipelines_;
   uint32_t wg_ = 256;
   std::array<uint32_t, 5> gemm_ = {64, 64, 16, 4, 4};
+  uint32_t grid_cap_ = kMaxGroups;
   bool use_subgroups_ = false;
 
   std::vector<Block> blocks_;
