@@ -190,3 +190,28 @@ TEST(Vulkan, TrainingMatchesTheCpuStepForStep) {
     EXPECT_NEAR(vk.first_losses[i], cpu.first_losses[i], 1e-4 * std::abs(cpu.first_losses[i])) << "step " << i;
   EXPECT_NEAR(vk.test_acc, cpu.test_acc, 0.005);
 }
+
+TEST(Vulkan, AllocationsLargerThanTheNextBlockStillFit) {
+  VULKAN_OR_SKIP(d);
+  // A small buffer creates the first block; then one larger than the block
+  // the allocator would grow to next, and one within it.
+  sy::Buffer small = d.allocate(1 << 20);
+  const size_t big_bytes = size_t(200) << 20;
+  sy::Buffer big = d.allocate(big_bytes);
+  sy::Buffer mid = d.allocate(size_t(3) << 20);
+  std::vector<uint32_t> head(1024), tail(1024), back(1024);
+  for (size_t i = 0; i < head.size(); ++i) head[i] = uint32_t(i * 2654435761u), tail[i] = ~head[i];
+  d.upload(big, 0, head.data(), 4096);
+  d.upload(big, big_bytes - 4096, tail.data(), 4096);
+  d.upload(mid, 0, tail.data(), 4096);
+  d.download(big, 0, back.data(), 4096);
+  d.synchronize();
+  EXPECT_EQ(back, head);
+  d.download(big, big_bytes - 4096, back.data(), 4096);
+  d.synchronize();
+  EXPECT_EQ(back, tail);
+  d.download(mid, 0, back.data(), 4096);
+  d.synchronize();
+  EXPECT_EQ(back, tail);
+  for (sy::Buffer b : {small, big, mid}) d.release(b);
+}

@@ -1042,7 +1042,7 @@ class VulkanDevice final : public Device {
       uint64_t last = 0;
       for (auto& b : blocks_)
         if (b.buf && !b.dedicated) last = std::max(last, b.size);
-      size = std::min(cap, last ? 2 * last : std::min(cap, kFirstBlock));
+      size = std::max(size, std::min(cap, last ? 2 * last : kFirstBlock));
     }
     if (!create_block(uint32_t(slot), size, dedicated, why)) return nullptr;
     if (dedicated) {
@@ -1050,6 +1050,10 @@ class VulkanDevice final : public Device {
       return new Alloc{uint32_t(slot), 0, bytes, 0};
     }
     auto off = blocks_[slot].ranges.allocate(bytes, kAlign);
+    if (!off) {  // cannot happen: the block was sized for it
+      why = cat("a new block of ", size, " bytes has no room for ", bytes);
+      return nullptr;
+    }
     return new Alloc{uint32_t(slot), *off, bytes, 0};
   }
 
@@ -1369,11 +1373,12 @@ class VulkanDevice final : public Device {
     ai.pSetLayouts = layouts.data();
     fr.sets.assign(n, VK_NULL_HANDLE);
     for (int attempt = 0; attempt < 2; ++attempt) {
-      if (!desc_pools_.empty()) {
-        ai.descriptorPool = desc_pools_.back();
+      // Newest pool first; sets freed by evicted recordings return to theirs.
+      for (auto pool = desc_pools_.rbegin(); pool != desc_pools_.rend(); ++pool) {
+        ai.descriptorPool = *pool;
         VkResult r = vk.vkAllocateDescriptorSets(dev_, &ai, fr.sets.data());
         if (r == VK_SUCCESS) {
-          fr.pool = desc_pools_.back();
+          fr.pool = *pool;
           fr.written.assign(n * kArgBindings, VkDescriptorBufferInfo{});
           bump(counters_.descriptor_set_allocations, n);
           return;
