@@ -18,34 +18,38 @@ float powi(float b, float t) {
   }
   return r;
 }
+// Per launch: bias corrections from the device-side step count.
+struct Adam { float b1, b2, eps, step, inv_sqrt_bc2, keep, l2; };
+Adam adam;
+void vec_item(Op p, uint k) {
+  vec4 w = V(0)[VO(0) + k] * adam.keep;
+  vec4 d = V(3)[VO(3) + k] + adam.l2 * w;
+  vec4 m = adam.b1 * V(1)[VO(1) + k] + (1.0 - adam.b1) * d;
+  vec4 v = adam.b2 * V(2)[VO(2) + k] + (1.0 - adam.b2) * d * d;
+  V(1)[VO(1) + k] = m;
+  V(2)[VO(2) + k] = v;
+  V(0)[VO(0) + k] = w - adam.step * m / (sqrt(v) * adam.inv_sqrt_bc2 + adam.eps);
+}
+void one_item(Op p, uint j) {
+  float w = F(0)[O(0) + j] * adam.keep;
+  float d = F(3)[O(3) + j] + adam.l2 * w;
+  float m = adam.b1 * F(1)[O(1) + j] + (1.0 - adam.b1) * d;
+  float v = adam.b2 * F(2)[O(2) + j] + (1.0 - adam.b2) * d * d;
+  F(1)[O(1) + j] = m;
+  F(2)[O(2) + j] = v;
+  F(0)[O(0) + j] = w - adam.step * m / (sqrt(v) * adam.inv_sqrt_bc2 + adam.eps);
+}
 void main() {
   Op p = load_op();
-  uint n = uint(p.i[0]);
-  float lr = p.f[0], b1 = p.f[1], b2 = p.f[2], eps = p.f[3], wd = p.f[4];
+  float lr = p.f[0], wd = p.f[4];
   float t = F(4)[O(4)];
-  float bc1 = 1.0 - powi(b1, t), bc2 = 1.0 - powi(b2, t);
-  float step = lr / bc1, inv_sqrt_bc2 = 1.0 / sqrt(bc2);
-  float keep = p.i[1] != 0 ? 1.0 - lr * wd : 1.0, l2 = p.i[1] != 0 ? 0.0 : wd;
-  FOR_ITEMS(k, (n + 3u) / 4u) {
-    uint e = 4u * k;
-    if (ALIGNED4 && e + 4u <= n) {
-      vec4 w = V(0)[VO(0) + k] * keep;
-      vec4 d = V(3)[VO(3) + k] + l2 * w;
-      vec4 m = b1 * V(1)[VO(1) + k] + (1.0 - b1) * d;
-      vec4 v = b2 * V(2)[VO(2) + k] + (1.0 - b2) * d * d;
-      V(1)[VO(1) + k] = m;
-      V(2)[VO(2) + k] = v;
-      V(0)[VO(0) + k] = w - step * m / (sqrt(v) * inv_sqrt_bc2 + eps);
-      continue;
-    }
-    for (uint j = e; j < min(e + 4u, n); ++j) {
-      float w = F(0)[O(0) + j] * keep;
-      float d = F(3)[O(3) + j] + l2 * w;
-      float m = b1 * F(1)[O(1) + j] + (1.0 - b1) * d;
-      float v = b2 * F(2)[O(2) + j] + (1.0 - b2) * d * d;
-      F(1)[O(1) + j] = m;
-      F(2)[O(2) + j] = v;
-      F(0)[O(0) + j] = w - step * m / (sqrt(v) * inv_sqrt_bc2 + eps);
-    }
-  }
+  adam.b1 = p.f[1];
+  adam.b2 = p.f[2];
+  adam.eps = p.f[3];
+  float bc1 = 1.0 - powi(adam.b1, t), bc2 = 1.0 - powi(adam.b2, t);
+  adam.step = lr / bc1;
+  adam.inv_sqrt_bc2 = 1.0 / sqrt(bc2);
+  adam.keep = p.i[1] != 0 ? 1.0 - lr * wd : 1.0;
+  adam.l2 = p.i[1] != 0 ? 0.0 : wd;
+  ELEMENTWISE(p, uint(p.i[0]))
 }

@@ -2,13 +2,9 @@
 #version 450
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1)
+void vec_item(Op p, uint k) { V(0)[VO(0) + k] = p.f[0] * V(1)[VO(1) + k] + p.f[1]; }
+void one_item(Op p, uint j) { F(0)[O(0) + j] = p.f[0] * F(1)[O(1) + j] + p.f[1]; }
 void main() {
   Op p = load_op();
-  uint n = uint(p.i[0]);
-  float a = p.f[0], b = p.f[1];
-  FOR_ITEMS(k, (n + 3u) / 4u) {
-    uint e = 4u * k;
-    if (ALIGNED4 && e + 4u <= n) { V(0)[VO(0) + k] = a * V(1)[VO(1) + k] + b; continue; }
-    for (uint j = e; j < min(e + 4u, n); ++j) F(0)[O(0) + j] = a * F(1)[O(1) + j] + b;
-  }
+  ELEMENTWISE(p, uint(p.i[0]))
 }

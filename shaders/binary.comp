@@ -26,18 +26,18 @@ vec4 apply4(int op, vec4 a, vec4 b) {
   }
   return vec4(apply(op, a.x, b.x), apply(op, a.y, b.y), apply(op, a.z, b.z), apply(op, a.w, b.w));
 }
+void vec_item(Op p, uint k) { V(0)[VO(0) + k] = apply4(p.op, V(1)[VO(1) + k], V(2)[VO(2) + k]); }
+void one_item(Op p, uint j) { F(0)[O(0) + j] = apply(p.op, F(1)[O(1) + j], F(2)[O(2) + j]); }
 void main() {
   Op p = load_op();
   uint d1 = uint(p.i[1]), d2 = uint(p.i[2]), d3 = uint(p.i[3]);
   uint n = uint(p.i[0]) * d1 * d2 * d3;
-  bool flat_ = (p.flags & 2u) != 0u;
+  if ((p.flags & 2u) != 0u) {  // a and b laid out like out: a plain elementwise loop
+    ELEMENTWISE(p, n)
+    return;
+  }
   FOR_ITEMS(k, (n + 3u) / 4u) {
-    uint e = 4u * k;
-    if (flat_ && ALIGNED4 && e + 4u <= n) {
-      V(0)[VO(0) + k] = apply4(p.op, V(1)[VO(1) + k], V(2)[VO(2) + k]);
-      continue;
-    }
-    for (uint j = e; j < min(e + 4u, n); ++j) {
+    for (uint j = 4u * k; j < min(4u * k + 4u, n); ++j) {
       uint i3 = j % d3, r = j / d3;
       uint i2 = r % d2; r /= d2;
       uint i1 = r % d1, i0 = r / d1;

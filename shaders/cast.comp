@@ -5,7 +5,7 @@
 ARG_RW(0) ARG_RO(1)
 void main() {
   Op p = load_op();
-  int from = p.i[1], to = p.i[2];
+  const int from = SPEC_OP / 4, to = SPEC_OP % 4;  // = i[1], i[2]
   FOR_ITEMS(k, p.i[0]) {
     float fv = 0.0;
     int iv = 0;

@@ -30,6 +30,18 @@ layout(local_size_x_id = 0) in;
   layout(set = 0, binding = n) readonly buffer A##n##I { int d[]; } a##n##i;   \
   layout(set = 0, binding = n) readonly buffer A##n##U { uint d[]; } a##n##u;
 
+// Specialization: the backend builds a pipeline per kernel and per value of
+// these two, so whatever they select is settled when the pipeline is
+// compiled. Drivers that run both sides of a branch under a mask (CPU
+// drivers do) then run only the code a launch needs. SPEC_OP is the
+// kernel's mode (the op code; the activation for gemm; the dtype for fill and
+// arange; from*4+to for cast; the element size for transpose), SPEC_FLAGS
+// the launch's flags (bit 0: every argument 16-byte aligned; others per
+// kernel). load_op() reads both from here, not from the table.
+layout(constant_id = 10) const int SPEC_OP = 0;
+layout(constant_id = 11) const uint SPEC_FLAGS = 0u;
+#define ALIGNED4 ((SPEC_FLAGS & 1u) != 0u)
+
 // The launch's table entry: a uniform block bound at this launch's entry
 // (112 bytes, std140; mirrors OpParams in vk_device.cpp). Uniform reads at
 // constant offsets are cheap everywhere (one scalar load on CPU drivers).
@@ -44,8 +56,8 @@ layout(set = 0, binding = 5) uniform OpBlock {
 
 struct Op {
   uint off[5];
-  uint flags;   // bit 0: every argument is 16-byte aligned (vec4 access)
-  int op;
+  uint flags;   // = SPEC_FLAGS
+  int op;       // = SPEC_OP
   int i[12];
   float f[8];
 };
@@ -53,8 +65,8 @@ Op load_op() {
   Op p;
   p.off[0] = u_off.x; p.off[1] = u_off.y; p.off[2] = u_off.z; p.off[3] = u_off.w;
   p.off[4] = u_misc.x;
-  p.flags = u_misc.y;
-  p.op = int(u_misc.z);
+  p.flags = SPEC_FLAGS;  // the table holds them too (u_misc.yz), for debugging
+  p.op = SPEC_OP;
   for (int k = 0; k < 3; ++k)
     for (int c = 0; c < 4; ++c) p.i[4 * k + c] = u_i[k][c];
   for (int k = 0; k < 2; ++k)
@@ -62,7 +74,6 @@ Op load_op() {
   return p;
 }
 
-#define ALIGNED4 ((p.flags & 1u) != 0u)
 // Views of argument a: element arrays and the argument's start in elements.
 #define F(n) a##n##f.d
 #define I(n) a##n##i.d
@@ -76,6 +87,22 @@ Op load_op() {
 
 // Grid-stride loop over `n` items (one invocation per item, any grid size).
 #define FOR_ITEMS(k, n) for (uint k = gl_GlobalInvocationID.x; k < uint(n); k += gl_NumWorkGroups.x * WG)
+
+// An elementwise kernel over n elements: vec_item(p, k) computes vec4
+// number k, one_item(p, j) element j (both defined by the shader). When every
+// argument is 16-byte aligned (the same answer for the whole launch, so all
+// invocations take one path) the launch runs vec4s, and invocation 0 the
+// remainder; otherwise each invocation takes 4 consecutive elements.
+#define ELEMENTWISE(p, n)                                                      \
+  if (ALIGNED4) {                                                              \
+    uint n4_ = (n) / 4u;                                                       \
+    FOR_ITEMS(k_, n4_) vec_item(p, k_);                                        \
+    if (gl_GlobalInvocationID.x == 0u)                                         \
+      for (uint j_ = 4u * n4_; j_ < (n); ++j_) one_item(p, j_);                \
+  } else {                                                                     \
+    FOR_ITEMS(k_, ((n) + 3u) / 4u)                                             \
+      for (uint j_ = 4u * k_; j_ < min(4u * k_ + 4u, (n)); ++j_) one_item(p, j_); \
+  }
 
 // u8 tensors live in 32-bit words: byte b (offset from binding n's start).
 #define LOAD_U8(n, b) ((U(n)[(b) >> 2] >> (((b) & 3u) * 8u)) & 0xffu)

@@ -15,6 +15,14 @@
 // Dispatch: (ceil(N/BN), ceil(M/BM), 1).
 #version 450
 #include "common.glsl"
+#ifdef SY_SUBGROUP
+// The build for CPU drivers (chosen by the backend only where a subgroup is
+// a run of consecutive invocations within one row of the workgroup, so its
+// lanes share ty): each lane loads one of the TM/4 vec4s of A the row
+// needs, and the lanes swap them with subgroupShuffle instead of every lane
+// loading all of them (such drivers load memory one lane at a time).
+#extension GL_KHR_shader_subgroup_shuffle : require
+#endif
 ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3)
 layout(constant_id = 1) const uint BM = 64;
 layout(constant_id = 2) const uint BN = 64;
@@ -103,8 +111,15 @@ void main() {
     for (uint kk = 0u; kk < BK; ++kk) {
       vec4 b[TN / 4u];
       for (uint j = 0u; j < TN / 4u; ++j) b[j] = Bs[kk * (BN / 4u) + tx * (TN / 4u) + j];
+#ifdef SY_SUBGROUP
+      vec4 mine = As[kk * (BM / 4u) + ty * (TM / 4u) + gl_SubgroupInvocationID % (TM / 4u)];
+#endif
       for (uint i4 = 0u; i4 < TM / 4u; ++i4) {
+#ifdef SY_SUBGROUP
+        vec4 a = subgroupShuffle(mine, i4);
+#else
         vec4 a = As[kk * (BM / 4u) + ty * (TM / 4u) + i4];
+#endif
         for (uint j = 0u; j < TN / 4u; ++j) {
           acc[4u * i4 + 0u][j] = fma(vec4(a.x), b[j], acc[4u * i4 + 0u][j]);
           acc[4u * i4 + 1u][j] = fma(vec4(a.y), b[j], acc[4u * i4 + 1u][j]);
@@ -117,7 +132,7 @@ void main() {
   }
 
   float alpha = p.f[0];
-  bool bias = p.i[5] != 0;
+  bool bias = (p.flags & 16u) != 0u;  // = i[5]
   uint gn0 = n0 + TN * tx;
   for (uint i = 0u; i < TM; ++i) {
     uint gm = m0 + TM * ty + i;
@@ -127,7 +142,7 @@ void main() {
       if (gn >= N) continue;
       float v = alpha * acc[i][j / 4u][j % 4u];
       if (bias) v += F(3)[O(3) + gn];
-      F(0)[O(0) + gm * N + gn] = unary_apply(p.i[6], v);
+      F(0)[O(0) + gm * N + gn] = unary_apply(p.op, v);  // p.op = SPEC_OP = i[6]
     }
   }
 }

@@ -10,7 +10,7 @@ void main() {
   FOR_ITEMS(k, R * C) {
     uint c = k / R, r = k % R;  // out is [C, R]
     uint src = r * C + c;
-    if (p.i[2] == 1) STORE_U8(0, p.off[0] + k, LOAD_U8(1, p.off[1] + src))
+    if (SPEC_OP == 1) STORE_U8(0, p.off[0] + k, LOAD_U8(1, p.off[1] + src))
     else U(0)[O(0) + k] = U(1)[O(1) + src];
   }
 }

@@ -21,17 +21,17 @@ float grad(int op, float x, float y) {
   }
   return 1.0;
 }
+void vec_item(Op p, uint k) {
+  vec4 dy = V(1)[VO(1) + k], x = V(2)[VO(2) + k];
+  if (p.op == U_RELU) {
+    V(0)[VO(0) + k] = mix(vec4(0.0), dy, greaterThan(x, vec4(0.0)));
+    return;
+  }
+  vec4 y = V(3)[VO(3) + k];
+  V(0)[VO(0) + k] = dy * vec4(grad(p.op, x.x, y.x), grad(p.op, x.y, y.y), grad(p.op, x.z, y.z), grad(p.op, x.w, y.w));
+}
+void one_item(Op p, uint j) { F(0)[O(0) + j] = F(1)[O(1) + j] * grad(p.op, F(2)[O(2) + j], F(3)[O(3) + j]); }
 void main() {
   Op p = load_op();
-  uint n = uint(p.i[0]);
-  FOR_ITEMS(k, (n + 3u) / 4u) {
-    uint e = 4u * k;
-    if (ALIGNED4 && e + 4u <= n && p.op == U_RELU) {
-      vec4 x = V(2)[VO(2) + k];
-      V(0)[VO(0) + k] = mix(vec4(0.0), V(1)[VO(1) + k], greaterThan(x, vec4(0.0)));
-      continue;
-    }
-    for (uint j = e; j < min(e + 4u, n); ++j)
-      F(0)[O(0) + j] = F(1)[O(1) + j] * grad(p.op, F(2)[O(2) + j], F(3)[O(3) + j]);
-  }
+  ELEMENTWISE(p, uint(p.i[0]))
 }

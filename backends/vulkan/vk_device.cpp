@@ -586,11 +586,12 @@ class VulkanDevice final : public Device {
     // workgroup has BM/4 * BN/4 invocations and 4*BK*(BM+BN) bytes of shared
     // memory. 64x64x16 (256 invocations, 8 KiB) where the device allows it.
     // CPU-type drivers run invocations as SIMD lanes and load memory one lane
-    // at a time (Mesa's llvmpipe), so they get large register blocks: 16x8
-    // per invocation in 128x128 tiles (128 invocations). GPUs get 4x4 in
-    // 64x64 tiles (256 invocations).
+    // at a time (Mesa's llvmpipe), so they get large register blocks: 32x8
+    // per invocation in 128x128 tiles (64 invocations), with A's loads shared
+    // across a subgroup (gemm_sg below). GPUs get 4x4 in 64x64 tiles (256
+    // invocations).
     bool cpu_like = p_.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
-    gemm_ = cpu_like ? std::array<uint32_t, 5>{128, 128, 16, 16, 8} : std::array<uint32_t, 5>{64, 64, 16, 4, 4};
+    gemm_ = cpu_like ? std::array<uint32_t, 5>{128, 128, 16, 32, 8} : std::array<uint32_t, 5>{64, 64, 16, 4, 4};
     while ((gemm_[0] / gemm_[3]) * (gemm_[1] / gemm_[4]) > maxwg) gemm_[3] *= 2, gemm_[4] *= 2;
     if (const char* e = std::getenv("SWITCHYARD_VK_GEMM_TILE")) {
       uint32_t t[5];
@@ -611,6 +612,14 @@ class VulkanDevice final : public Device {
     grid_cap_ = cpu_like ? 4096 : 16384;
     if (const char* gc = std::getenv("SWITCHYARD_VK_GRID_CAP"); gc && std::atoi(gc) > 0)
       grid_cap_ = uint32_t(std::min<int>(std::atoi(gc), int(kMaxGroups)));
+ // The gemm_sg build shares A's loads across a subgroup's lanes; it needs
+    // every subgroup to be consecutive invocations of one tile row, which
+    // CPU drivers guarantee (lanes are SIMD lanes over the invocation index).
+    uint32_t sgs = p_.subgroup.subgroupSize, rx = gemm_[1] / gemm_[4];
+    gemm_sg_ = cpu_like && !env_on("SWITCHYARD_VK_NO_SUBGROUPS") &&
+               (p_.subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+               (p_.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) && sgs >= gemm_[3] / 4 &&
+               sgs > 0 && rx % sgs == 0;
     use_subgroups_ = p_.subgroup_arith && !env_on("SWITCHYARD_VK_NO_SUBGROUPS");
   }
 
@@ -718,7 +727,7 @@ class VulkanDevice final : public Device {
     save_pipeline_cache();
     for (auto& [id, rec] : recordings_) free_recording(rec);
     recordings_.clear();
-    for (VkPipeline p : pipelines_)
+    for (auto& [key, p] : pipelines_)
       if (p) vk.vkDestroyPipeline(dev_, p, nullptr);
     if (pipe_cache_) vk.vkDestroyPipelineCache(dev_, pipe_cache_, nullptr);
     for (auto& f : inflight_) vk.vkDestroyFence(dev_, f.fence, nullptr);
@@ -1177,16 +1186,41 @@ class VulkanDevice final : public Device {
   }
 
   // ---- programs --------------------------------------------------------------------
-  // Two builds per kernel: [1] is the subgroup-arithmetic build.
-  uint32_t pipeline_index(Kernel k) const {
-    return uint32_t(k) * 2 + (use_subgroups_ && has_subgroup_variant(k) ? 1 : 0);
+  // A pipeline is one kernel's build (plain or subgroup) specialized for a
+  // launch's mode and flags (SPEC_OP, SPEC_FLAGS in shaders/common.glsl).
+  static uint64_t pipeline_key(Kernel k, bool sg, int32_t spec_op, uint32_t flags) {
+    return uint64_t(k) | uint64_t(sg) << 8 | uint64_t(uint32_t(spec_op) & 0xffff) << 16 | uint64_t(flags) << 32;
+  }
+
+  // The kernel's mode, as SPEC_OP documents it.
+  static int32_t spec_op(const Instr& ins) {
+    const int64_t* i = ins.params.i;
+    switch (ins.kernel) {
+      case Kernel::gemm: return int32_t(i[6]);
+      case Kernel::fill:
+      case Kernel::arange: return int32_t(i[1]);
+      case Kernel::cast: return int32_t(i[1] * 4 + i[2]);
+      case Kernel::transpose: return int32_t(i[2]);
+      default: return ins.params.op;
+    }
+  }
+
+  // Index of the pipeline for this launch (created when first recorded).
+  uint32_t pipeline_index(const Instr& ins, uint32_t flags) {
+    Kernel k = ins.kernel;
+    bool sg = k == Kernel::gemm ? gemm_sg_ : use_subgroups_ && has_subgroup_variant(k);
+    uint64_t key = pipeline_key(k, sg, spec_op(ins), flags);
+    auto [it, fresh] = pipeline_index_.try_emplace(key, uint32_t(pipelines_.size()));
+    if (fresh) pipelines_.push_back({key, VK_NULL_HANDLE});
+    return it->second;
   }
 
   VkPipeline pipeline(uint32_t idx) {
-    if (pipelines_.empty()) pipelines_.assign(size_t(Kernel::count_) * 2, VK_NULL_HANDLE);
-    if (pipelines_[idx]) return pipelines_[idx];
-    Kernel k = Kernel(idx / 2);
-    std::string name = std::string(kernel_module(k)) + (idx % 2 ? "_sg" : "");
+    auto& [key, pl] = pipelines_[idx];
+    if (pl) return pl;
+    Kernel k = Kernel(key & 0xff);
+    bool sg = (key >> 8) & 1;
+    std::string name = std::string(kernel_module(k)) + (sg ? "_sg" : "");
     const SpirvModule* m = nullptr;
     for (size_t j = 0; j < kSpirvModuleCount; ++j)
       if (name == kSpirvModules[j].name) m = &kSpirvModules[j];
@@ -1196,15 +1230,19 @@ class VulkanDevice final : public Device {
     sci.pCode = m->code;
     VkShaderModule mod;
     check(vk.vkCreateShaderModule(dev_, &sci, nullptr, &mod), kernel_name(k), "vkCreateShaderModule");
-    uint32_t spec[6] = {wg_, 0, 0, 0, 0, 0};
+    // constant_id 0: workgroup size; 1-5: gemm tiles; 10: SPEC_OP; 11: SPEC_FLAGS.
+    uint32_t spec[8] = {wg_};
+    uint32_t ids[8] = {0};
     uint32_t nspec = 1;
     if (k == Kernel::gemm) {
       spec[0] = (gemm_[0] / gemm_[3]) * (gemm_[1] / gemm_[4]);
-      for (int j = 0; j < 5; ++j) spec[j + 1] = gemm_[j];
-      nspec = 6;
+      for (uint32_t j = 0; j < 5; ++j) spec[nspec] = gemm_[j], ids[nspec++] = j + 1;
     }
-    VkSpecializationMapEntry entries[6];
-    for (uint32_t j = 0; j < nspec; ++j) entries[j] = {j, j * 4, 4};
+    uint32_t op16 = uint32_t((key >> 16) & 0xffff);
+    spec[nspec] = op16 & 0x8000 ? op16 | 0xffff0000u : op16, ids[nspec++] = 10;  // sign-extended
+    spec[nspec] = uint32_t(key >> 32), ids[nspec++] = 11;
+    VkSpecializationMapEntry entries[8];
+    for (uint32_t j = 0; j < nspec; ++j) entries[j] = {ids[j], j * 4, 4};
     VkSpecializationInfo si{nspec, entries, nspec * 4, spec};
     VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
     ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
@@ -1213,11 +1251,11 @@ class VulkanDevice final : public Device {
     ci.stage.pName = "main";
     ci.stage.pSpecializationInfo = &si;
     ci.layout = pipe_layout_;
-    VkResult r = vk.vkCreateComputePipelines(dev_, pipe_cache_, 1, &ci, nullptr, &pipelines_[idx]);
+    VkResult r = vk.vkCreateComputePipelines(dev_, pipe_cache_, 1, &ci, nullptr, &pl);
     vk.vkDestroyShaderModule(dev_, mod, nullptr);
     check(r, kernel_name(k), "vkCreateComputePipelines");
     new_pipelines_ = true;
-    return pipelines_[idx];
+    return pl;
   }
 
   // Grid-stride kernels get at most grid_cap_ workgroups: each invocation
@@ -1316,7 +1354,6 @@ class VulkanDevice final : public Device {
       if (!(used & (1u << bi))) desc[bi] = desc[0], o.off[bi] = o.off[0];
     if (ins.kernel == Kernel::cross_entropy || ins.kernel == Kernel::cross_entropy_backward)
       ranges[nranges++] = {kStatusId, 0, 4, true};
-    o.op = ins.params.op;
     // The RNG's seed words (i[1], i[2]) are 32-bit patterns and its offset
     // (i[3]) is 64-bit: it travels as i[3] (low) and i[4] (high).
     bool rng = ins.kernel == Kernel::rand_uniform || ins.kernel == Kernel::rand_normal;
@@ -1335,6 +1372,8 @@ class VulkanDevice final : public Device {
       o.i[4] = int32_t(uint32_t(off64 >> 32));
     }
     std::memcpy(o.f, ins.params.f, sizeof o.f);
+    // vec4 access: every argument 16-byte aligned, and f32 (fill's dtype varies).
+    if (ins.kernel == Kernel::fill && ins.params.i[1] != int64_t(DType::f32)) aligned = false;
     o.flags = aligned ? 1u : 0u;
     if (ins.kernel == Kernel::binary) {
       // Plain vec4 loop when a and b are laid out exactly like out.
@@ -1346,11 +1385,17 @@ class VulkanDevice final : public Device {
       if (flat) o.flags |= 2u;
     }
     if (ins.kernel == Kernel::gemm) {
-      const int64_t* d = ins.params.i;  // M N K ta tb
+      const int64_t* d = ins.params.i;  // M N K ta tb has_bias
       int64_t lda = d[3] ? d[0] : d[2], ldb = d[4] ? d[2] : d[1];
       if (o.off[1] % 16 == 0 && lda % 4 == 0) o.flags |= 4u;
       if (o.off[2] % 16 == 0 && ldb % 4 == 0) o.flags |= 8u;
+      if (d[5]) o.flags |= 16u;
     }
+    if (ins.kernel == Kernel::sgd_update) {
+      if (ins.params.i[3]) o.flags |= 32u;  // momentum buffer
+      if (ins.params.i[1]) o.flags |= 64u;  // nesterov
+    }
+    o.op = spec_op(ins);
     return o;
   }
 
@@ -1523,7 +1568,7 @@ class VulkanDevice final : public Device {
       uint32_t g[3] = {1, 1, 1};
       grid(ins, g);
       uint32_t* e = &key[j * 5];
-      e[0] = pipeline_index(ins.kernel);
+      e[0] = pipeline_index(ins, ops_[j].flags);
       e[1] = g[0], e[2] = g[1], e[3] = g[2];
       e[4] = conflict ? 1 : 0;
     }
@@ -1577,10 +1622,12 @@ class VulkanDevice final : public Device {
   VkPipelineCache pipe_cache_ = VK_NULL_HANDLE;
   bool new_pipelines_ = false;
   bool lost_ = false;
-  std::vector<VkPipeline> pipelines_;
+  std::vector<std::pair<uint64_t, VkPipeline>> pipelines_;  // key, pipeline
+  std::unordered_map<uint64_t, uint32_t> pipeline_index_;
   uint32_t wg_ = 256;
   std::array<uint32_t, 5> gemm_ = {64, 64, 16, 4, 4};
   uint32_t grid_cap_ = kMaxGroups;
+  bool gemm_sg_ = false;  // gemm_sg build (see choose_tiles)
   bool use_subgroups_ = false;
 
   std::vector<Block> blocks_;
