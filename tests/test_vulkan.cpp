@@ -215,3 +215,57 @@ TEST(Vulkan, AllocationsLargerThanTheNextBlockStillFit) {
   EXPECT_EQ(back, tail);
   for (sy::Buffer b : {small, big, mid}) d.release(b);
 }
+
+TEST(Vulkan, PinnedTensorsMoveByADeviceCopy) {
+  VULKAN_OR_SKIP(d);
+  auto v = random_vec(100003, 21);
+  Tensor host = sy::from_vector(v, {100003});
+  Tensor pinned = host.pin_memory();
+  ASSERT_TRUE(pinned.is_pinned());
+  EXPECT_FALSE(host.is_pinned());
+  EXPECT_EQ(&pinned.device(), &sy::cpu()) << "a pinned tensor is a cpu tensor";
+  EXPECT_EQ(pinned.to_vector<float>(), v);
+  auto c0 = d.counters();
+  Tensor x = pinned.to(d, true);
+  auto c1 = d.counters();
+  // No upload of the data (with SWITCHYARD_POISON=1 a staging device still
+  // uploads the poison into the new buffer).
+  const char* poison = std::getenv("SWITCHYARD_POISON");
+  if (!poison || std::string(poison) != "1") {
+    EXPECT_EQ(c1.bytes_uploaded, c0.bytes_uploaded) << "no staging";
+  }
+  EXPECT_EQ(c1.bytes_copied - c0.bytes_copied, v.size() * 4) << "one device-side copy";
+  EXPECT_EQ((x * 2.f).to_vector<float>()[100002], 2.f * v[100002]);
+  EXPECT_EQ(x.to_vector<float>(), v);
+  // Dropping the source right after the non-blocking move is safe: the
+  // device keeps its memory until the copy has run.
+  Tensor y = sy::from_vector(v, {100003}).pin_memory().to(d, true);
+  EXPECT_EQ(y.to_vector<float>(), v);
+  // Pinned buffers are cached (as PyTorch's host allocator does): pinning
+  // the next batch of the same size allocates nothing.
+  uint64_t allocs = d.counters().buffer_allocations;
+  pinned = Tensor();
+  Tensor again = sy::from_vector(v, {100003}).pin_memory();
+  EXPECT_EQ(d.counters().buffer_allocations, allocs);
+  EXPECT_EQ(again.to(d, true).to_vector<float>(), v);
+}
+
+TEST(Vulkan, LoaderPinsBatchesForTheDevice) {
+  VULKAN_OR_SKIP(d);
+  std::vector<float> xs(64 * 3);
+  std::vector<int32_t> ys(64);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = float(i);
+  for (size_t i = 0; i < ys.size(); ++i) ys[i] = int32_t(i % 5);
+  auto ds = std::make_shared<sy::data::TensorDataset>(sy::from_vector(xs, {64, 3}), sy::from_vector(ys, {64}));
+  sy::data::DataLoader loader(ds, {.batch_size = 16, .shuffle = false, .pin_memory = true});
+  int batches = 0;
+  for (const auto& b : loader) {
+    EXPECT_TRUE(b.data.is_pinned());
+    EXPECT_TRUE(b.target.is_pinned());
+    auto got = b.data.to(d, true).to_vector<float>();
+    ASSERT_EQ(got.size(), 48u);
+    EXPECT_EQ(got.front(), float(batches * 48));
+    ++batches;
+  }
+  EXPECT_EQ(batches, 4);
+}

@@ -370,6 +370,7 @@ struct Block {
   char* mapped = nullptr;
   RangeAllocator ranges;
   bool dedicated = false;
+  bool host = false;  // pinned host memory (allocate_host), always mapped
   uint32_t heap = 0;
   uint64_t bytes = 0;  // of device memory
 };
@@ -473,11 +474,20 @@ class VulkanDevice final : public Device {
     std::atomic_ref<uint64_t>(counters_.validation_messages).fetch_add(1, std::memory_order_relaxed);
   }
 
+  // Mapped memory: every block in the zero-copy mode, host blocks (pinned
+  // memory) in both.
   void* host_pointer(Buffer b) override {
-    if (!zero_copy_ || !b) return nullptr;
+    if (!b) return nullptr;
     std::lock_guard lock(mu_);
     auto* a = static_cast<Alloc*>(b.handle);
-    return blocks_[a->block].mapped + a->offset;
+    char* m = blocks_[a->block].mapped;
+    return m ? m + a->offset : nullptr;
+  }
+  void wait_until_unused(Buffer b) override {
+    if (!b) return;
+    std::lock_guard lock(mu_);
+    if (!dev_) return;
+    wait_for(static_cast<Alloc*>(b.handle)->last_use);
   }
   bool supports(Kernel k) const override { return k < Kernel::count_; }
 
@@ -926,7 +936,10 @@ class VulkanDevice final : public Device {
   }
 
   // ---- memory -------------------------------------------------------------------
-  int block_type(uint32_t bits) const {
+  int block_type(uint32_t bits, bool host) const {
+    if (host)  // pinned host memory: system memory the device reaches, cached for reads
+      return pick_type(p_.mem, bits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                       VK_MEMORY_PROPERTY_HOST_CACHED_BIT, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
     if (zero_copy_)
       return pick_type(p_.mem, bits,
                        VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
@@ -946,10 +959,11 @@ class VulkanDevice final : public Device {
   }
 
   // Creates a block of `size` bytes in slot `k`; false if the device refused.
-  bool create_block(uint32_t k, uint64_t size, bool dedicated, std::string& why) {
+  bool create_block(uint32_t k, uint64_t size, bool dedicated, bool host, std::string& why) {
     Block b;
     b.size = size;
     b.dedicated = dedicated;
+    b.host = host;
     VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     bci.size = size;
     bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
@@ -962,7 +976,7 @@ class VulkanDevice final : public Device {
     }
     VkMemoryRequirements req;
     vk.vkGetBufferMemoryRequirements(dev_, b.buf, &req);
-    int t = block_type(req.memoryTypeBits);
+    int t = block_type(req.memoryTypeBits, host);
     b.heap = t >= 0 ? p_.mem.memoryTypes[t].heapIndex : 0;
     uint64_t heap_size = p_.mem.memoryHeaps[b.heap].size;
     if (t < 0 || heap_used_[b.heap] + req.size > heap_size) {
@@ -983,7 +997,7 @@ class VulkanDevice final : public Device {
     }
     bump(counters_.memory_allocations);
     vk.vkBindBufferMemory(dev_, b.buf, b.mem, 0);
-    if (zero_copy_) {
+    if (zero_copy_ || host) {
       void* ptr = nullptr;
       r = vk.vkMapMemory(dev_, b.mem, 0, VK_WHOLE_SIZE, 0, &ptr);
       if (r != VK_SUCCESS) {
@@ -1030,11 +1044,11 @@ class VulkanDevice final : public Device {
     return true;
   }
 
-  Alloc* try_allocate(uint64_t bytes, std::string& why) {
+  Alloc* try_allocate(uint64_t bytes, bool host, std::string& why) {
     uint64_t cap = block_cap();
     if (bytes <= cap / 2) {
       for (uint32_t k = 0; k < blocks_.size(); ++k)
-        if (blocks_[k].buf && !blocks_[k].dedicated)
+        if (blocks_[k].buf && !blocks_[k].dedicated && blocks_[k].host == host)
           if (auto off = blocks_[k].ranges.allocate(bytes, kAlign)) return new Alloc{k, *off, bytes, 0};
     }
     int slot = -1;
@@ -1047,13 +1061,13 @@ class VulkanDevice final : public Device {
     bool dedicated = bytes > cap / 2;
     uint64_t size = (bytes + (1ull << 16) - 1) & ~((1ull << 16) - 1);
     if (!dedicated) {
-      // Blocks grow: 64 MiB, then twice the last, up to 1 GiB.
+      // Blocks grow: 64 MiB (16 MiB for host memory), then twice the last, up to 1 GiB.
       uint64_t last = 0;
       for (auto& b : blocks_)
-        if (b.buf && !b.dedicated) last = std::max(last, b.size);
-      size = std::max(size, std::min(cap, last ? 2 * last : kFirstBlock));
+        if (b.buf && !b.dedicated && b.host == host) last = std::max(last, b.size);
+      size = std::max(size, std::min(cap, last ? 2 * last : host ? kFirstBlock / 4 : kFirstBlock));
     }
-    if (!create_block(uint32_t(slot), size, dedicated, why)) return nullptr;
+    if (!create_block(uint32_t(slot), size, dedicated, host, why)) return nullptr;
     if (dedicated) {
       blocks_[slot].ranges.allocate(bytes, kAlign);
       return new Alloc{uint32_t(slot), 0, bytes, 0};
@@ -1072,7 +1086,10 @@ class VulkanDevice final : public Device {
     delete a;
   }
 
-  Buffer allocate_impl(size_t bytes) override {
+  Buffer allocate_impl(size_t bytes) override { return allocate_in(bytes, false); }
+  Buffer allocate_host_impl(size_t bytes) override { return allocate_in(bytes, true); }
+
+  Buffer allocate_in(size_t bytes, bool host) {
     std::lock_guard lock(mu_);
     ensure();
     retire(false);
@@ -1081,15 +1098,15 @@ class VulkanDevice final : public Device {
       trim(false);
     }
     std::string why;
-    Alloc* a = try_allocate(bytes, why);
+    Alloc* a = try_allocate(bytes, host, why);
     if (!a) {
       // Finish queued work (its frees land), give empty blocks back, retry.
       wait_idle();
-      if (trim(true)) a = try_allocate(bytes, why);
+      if (trim(true)) a = try_allocate(bytes, host, why);
     }
     if (!a)
-      throw OutOfMemory(cat("[allocate] out of device memory on ", str(), ": expected ", bytes,
-                            " bytes (", mib(bytes), ") to fit, found ", why));
+      throw OutOfMemory(cat(host ? "[allocate_host] out of pinned host memory on " : "[allocate] out of device memory on ",
+                            str(), ": expected ", bytes, " bytes (", mib(bytes), ") to fit, found ", why));
     return {a, bytes};
   }
 

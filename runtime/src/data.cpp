@@ -145,7 +145,7 @@ struct DataLoader::Epoch {
   std::shared_ptr<const Dataset> ds;
   std::vector<int64_t> order;
   int64_t batch = 1, batches = 0, consumed = 0;
-  bool prefetch = true;
+  bool prefetch = true, pin = false;
   std::thread worker;
   std::mutex mu;
   std::condition_variable cv;
@@ -155,7 +155,9 @@ struct DataLoader::Epoch {
 
   Batch make(int64_t b) {
     int64_t lo = b * batch, hi = std::min<int64_t>(int64_t(order.size()), lo + batch);
-    return ds->get_batch(std::span<const int64_t>(order.data() + lo, size_t(hi - lo)));
+    Batch out = ds->get_batch(std::span<const int64_t>(order.data() + lo, size_t(hi - lo)));
+    if (pin) out = {out.data.pin_memory(), out.target.pin_memory()};
+    return out;
   }
 
   void start() {
@@ -234,6 +236,7 @@ DataLoader::Iterator DataLoader::begin() {
   e->batch = o_.batch_size;
   e->batches = num_batches();
   e->prefetch = o_.prefetch;
+  e->pin = o_.pin_memory;
   e->start();
   return Iterator(std::move(e));
 }

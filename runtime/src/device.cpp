@@ -61,6 +61,18 @@ Buffer Device::allocate(size_t bytes) {
   return b;
 }
 
+Buffer Device::allocate_host(size_t bytes) {
+  SY_CHECK(bytes > 0, "allocate_host", "expected a size > 0 bytes on ", str(), ", found 0");
+  Buffer b = allocate_host_impl(bytes);
+  if (!b) return b;
+  bump(counters_.buffer_allocations, 1);
+  uint64_t now = bump(counters_.bytes_in_use, b.bytes);
+  std::atomic_ref<uint64_t> peak(counters_.peak_bytes_in_use);
+  for (uint64_t p = peak.load(); now > p && !peak.compare_exchange_weak(p, now);) {
+  }
+  return b;
+}
+
 void Device::release(Buffer b) {
   if (!b) return;
   bump(counters_.buffer_releases, 1);
@@ -239,9 +251,9 @@ Context& context_of(Device& d) {
   throw Error(cat("[device] ", d.str(), " is not a registered device"));
 }
 
-BufferPool::BufferPool(Device& d) : dev_(d) {
+BufferPool::BufferPool(Device& d, bool host) : dev_(d), host_(host) {
   const char* e = std::getenv("SWITCHYARD_POISON");
-  poison_ = e && *e && std::string(e) != "0";
+  poison_ = !host && e && *e && std::string(e) != "0";
 }
 
 // All-ones bytes: a NaN as f32, -1 as i32. A kernel that leaves part of its
@@ -272,15 +284,17 @@ Buffer BufferPool::acquire(size_t bytes) {
     b = it->second.back();
     it->second.pop_back();
   } else {
+    auto alloc = [&] { return host_ ? dev_.allocate_host(r) : dev_.allocate(r); };
     try {
-      b = dev_.allocate(r);
+      b = alloc();
     } catch (const OutOfMemory&) {
       // Give cached buffers back and try once more before failing.
       for (auto& [sz, v] : free_)
         for (auto& c : v) dev_.release(c);
       free_.clear();
-      b = dev_.allocate(r);
+      b = alloc();
     }
+    if (!b) return b;  // no pinned memory on this device
   }
   if (poison_) poison(b);
   return b;
@@ -299,6 +313,14 @@ void BufferPool::empty() {
 }
 
 Storage::~Storage() {
+  if (pin_ctx) {  // pinned host memory goes back to the device that lent it
+    try {
+      pin_ctx->host_pool.release(pin_buffer);
+    } catch (...) {
+      pin_ctx->device->release(pin_buffer);
+    }
+    return;
+  }
   try {
     ctx->pool.release(buffer);
   } catch (...) {  // the cache could not grow: give the buffer back instead

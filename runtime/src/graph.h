@@ -19,7 +19,8 @@ struct Context;
 // creates host tensors).
 class BufferPool {
  public:
-  explicit BufferPool(Device& d);
+  // host: pinned host memory (Device::allocate_host), never poisoned.
+  explicit BufferPool(Device& d, bool host = false);
   ~BufferPool() { empty(); }
   Buffer acquire(size_t bytes);  // returns a buffer of at least `bytes`
   void release(Buffer b);
@@ -29,6 +30,7 @@ class BufferPool {
  private:
   void poison(Buffer b);
   Device& dev_;
+  bool host_ = false;
   bool poison_ = false;  // SWITCHYARD_POISON=1: fill every handed-out buffer with NaN
   std::mutex mu_;
   std::unordered_map<size_t, std::vector<Buffer>> free_;
@@ -51,6 +53,11 @@ struct Storage {
   // eager PyTorch. Pruned as it grows.
   std::vector<std::weak_ptr<Node>> readers;
   size_t readers_pruned_at = 16;
+  // Pinned host memory (Tensor::pin_memory): a CPU storage whose memory a
+  // GPU device lent (from its context's host pool); `buffer` is its host
+  // address for the CPU device.
+  std::shared_ptr<Context> pin_ctx;
+  Buffer pin_buffer;
   void add_reader(const std::shared_ptr<Node>& n);
 };
 
@@ -106,6 +113,7 @@ struct Context : std::enable_shared_from_this<Context> {
   ~Context();
   std::shared_ptr<Device> device;
   BufferPool pool;
+  BufferPool host_pool;  // pinned host memory lent to CPU tensors
   std::unordered_map<std::string, std::unique_ptr<Plan>> plans;
   std::vector<NodePtr> pending_updates;
   // Values whose computation was asked for (gradients from backward()): they

@@ -451,7 +451,8 @@ void evaluate(Context& c, const std::vector<Node*>& roots) {
 }  // namespace switchyard::detail
 
 namespace switchyard::detail {
-Context::Context(std::shared_ptr<Device> d) : device(std::move(d)), pool(*device) {}
+Context::Context(std::shared_ptr<Device> d)
+    : device(std::move(d)), pool(*device), host_pool(*device, true) {}
 Context::~Context() {
   plans.clear();
   pool.empty();

@@ -341,7 +341,9 @@ Tensor Tensor::to(Device& d, bool non_blocking) const {
   Context& c = context_of(d);
   auto st = new_storage(c, bytes);
   if (bytes) {
-    if (void* host = from.host_pointer(m.storage->buffer)) {
+    if (m.storage->pin_ctx && m.storage->pin_ctx->device.get() == &d) {  // its own pinned memory: a device copy
+      d.copy(m.storage->pin_buffer, m.offset, st->buffer, 0, bytes);
+    } else if (void* host = from.host_pointer(m.storage->buffer)) {
       from.synchronize();  // the host must see finished values
       d.upload(st->buffer, 0, static_cast<char*>(host) + m.offset, bytes);
     } else if (void* dst = d.host_pointer(st->buffer)) {
@@ -374,6 +376,39 @@ Tensor Tensor::to(Device& d, bool non_blocking) const {
 
 Tensor Tensor::to(std::string_view name, bool non_blocking) const {
   return to(switchyard::device(name), non_blocking);
+}
+
+Tensor Tensor::pin_memory() const {
+  const NodePtr& src = node_of(*this);
+  SY_CHECK(src->ctx->device.get() == &cpu(), "pin_memory", "expected a cpu tensor, found one on ",
+           src->ctx->device->str());
+  Node& m = materialize(*this);
+  if (m.storage->pin_ctx) return *this;
+  size_t bytes = m.bytes();
+  for (Device* d : devices()) {
+    if (d->info().backend == "cpu" || d->info().backend == "mock") continue;
+    Context& owner = context_of(*d);
+    Buffer b = owner.host_pool.acquire(bytes ? bytes : 1);  // cached, as PyTorch's host allocator
+    if (!b) continue;
+    void* host = d->host_pointer(b);
+    if (!host) {
+      d->release(b);
+      continue;
+    }
+    d->wait_until_unused(b);  // a reused buffer may still feed a queued copy
+    if (bytes) std::memcpy(host, static_cast<char*>(m.storage->buffer.handle) + m.offset, bytes);
+    Context& c = context_of(cpu());
+    auto st = std::make_shared<Storage>(c.shared_from_this(), Buffer{host, b.bytes}, bytes);
+    st->pin_ctx = owner.shared_from_this();
+    st->pin_buffer = b;
+    return wrap(make_leaf(c, std::move(st), 0, m.shape, m.dtype));
+  }
+  return *this;
+}
+
+bool Tensor::is_pinned() const {
+  const NodePtr& n = node_of(*this);
+  return n->kind == NodeKind::leaf && n->storage && n->storage->pin_ctx;
 }
 
 Tensor Tensor::to(DType t) const {

@@ -68,6 +68,7 @@ struct LoaderOptions {
   uint64_t seed = 0;
   bool drop_last = false;
   bool prefetch = true;  // prepare the next batch on a background thread
+  bool pin_memory = false;  // batches in pinned memory (Tensor::pin_memory)
 };
 
 class DataLoader {

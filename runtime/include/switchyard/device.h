@@ -79,6 +79,11 @@ class Device {
   void reset_peak() { counters_.peak_bytes_in_use = counters_.bytes_in_use; }
 
   Buffer allocate(size_t bytes);  // throws OutOfMemory
+  // Host memory this device copies from and to directly, without staging
+  // (page-locked / host-visible): what Tensor::pin_memory() uses. host_pointer()
+  // gives its address. An empty Buffer when the device has none. Released
+  // with release(), which waits for queued copies as for any buffer.
+  Buffer allocate_host(size_t bytes);
   void release(Buffer b);
   void upload(Buffer dst, size_t offset, const void* src, size_t bytes);
   void download(Buffer src, size_t offset, void* dst, size_t bytes);
@@ -86,8 +91,11 @@ class Device {
   void execute(const Program& p, std::span<const Binding> bindings);
   void synchronize() { synchronize_impl(); }
   // Host pointer to the buffer's memory when the device shares it with the
-  // host (CPU, zero-copy GPU memory), else nullptr.
+  // host (CPU, zero-copy GPU memory, allocate_host), else nullptr.
   virtual void* host_pointer(Buffer) { return nullptr; }
+  // Waits until no queued work uses the buffer, so the host may write it
+  // through host_pointer(). The default waits for everything.
+  virtual void wait_until_unused(Buffer) { synchronize(); }
   virtual bool supports(Kernel k) const = 0;
 
  protected:
@@ -95,6 +103,7 @@ class Device {
 
  private:
   virtual Buffer allocate_impl(size_t bytes) = 0;
+  virtual Buffer allocate_host_impl(size_t) { return {}; }
   virtual void release_impl(Buffer b) = 0;
   virtual void upload_impl(Buffer dst, size_t offset, const void* src, size_t bytes) = 0;
   virtual void download_impl(Buffer src, size_t offset, void* dst, size_t bytes) = 0;

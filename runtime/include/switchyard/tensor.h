@@ -60,6 +60,12 @@ class Tensor {
   Tensor to(Device& d, bool non_blocking = false) const;
   Tensor to(std::string_view device_name, bool non_blocking = false) const;
   Tensor to(DType t) const;
+  // A copy in pinned host memory (lent by the first GPU device that has
+  // it), from which .to(that device) is a device-side copy: no staging, no
+  // host wait, so the upload overlaps with queued work. A CPU tensor only;
+  // returns *this when no device offers pinned memory. As in PyTorch.
+  Tensor pin_memory() const;
+  bool is_pinned() const;
 
   // Reading values back (evaluates pending work).
   float item() const;
