@@ -225,7 +225,8 @@ void bench_transfers(const std::vector<sy::Device*>& devs) {
     for (auto& [k, v] : d->info().properties)
       if (k == "memory") mode = v.substr(0, v.find(' '));
     cols.push_back(d->str() + " " + mode);
-    std::printf(" %24s %24s", (cols.back() + " up").c_str(), (cols.back() + " down").c_str());
+    std::printf(" %24s %24s %18s", (cols.back() + " up").c_str(), (cols.back() + " down").c_str(),
+                (d->str() + " pinned up").c_str());
   }
   std::printf("\n");
   for (size_t mb : sizes_mib) {
@@ -244,7 +245,18 @@ void bench_transfers(const std::vector<sy::Device*>& devs) {
         d->download(b.b, 0, dst.data(), bytes);
         d->synchronize();
       });
-      std::printf(" %24.2f %24.2f", double(bytes) / up * 1e-9, double(bytes) / down * 1e-9);
+      // From pinned host memory (allocate_host): a device-side copy.
+      double pinned = 0;
+      if (sy::Buffer h = d->allocate_host(bytes)) {
+        std::memcpy(d->host_pointer(h), src.data(), bytes);
+        double t = time_median([&] {
+          d->copy(h, 0, b.b, 0, bytes);
+          d->synchronize();
+        });
+        pinned = double(bytes) / t * 1e-9;
+        d->release(h);
+      }
+      std::printf(" %24.2f %24.2f %18.2f", double(bytes) / up * 1e-9, double(bytes) / down * 1e-9, pinned);
     }
     std::printf("\n");
     std::fflush(stdout);
