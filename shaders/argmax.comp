@@ -8,7 +8,7 @@ void main() {
   uint cols = uint(p.i[1]);
   FOR_ITEMS(r, p.i[0]) {
     uint x0 = O(1) + r * cols;
-    float best = F(1)[x0];
+    float best = cols > 0u ? F(1)[x0] : 0.0;
     int arg = 0;
     for (uint c = 1u; c < cols; ++c) {
       float v = F(1)[x0 + c];

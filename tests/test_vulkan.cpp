@@ -269,3 +269,32 @@ TEST(Vulkan, LoaderPinsBatchesForTheDevice) {
   }
   EXPECT_EQ(batches, 4);
 }
+
+TEST(Vulkan, OverlappingCopiesWithinABufferActAsMemmove) {
+  VULKAN_OR_SKIP(d);
+  std::vector<uint32_t> v(4096), back(4096);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = uint32_t(i);
+  sy::Buffer b = d.allocate(v.size() * 4);
+  d.upload(b, 0, v.data(), v.size() * 4);
+  d.copy(b, 0, b, 16, 4000 * 4);  // shift right by 4 elements, overlapping
+  d.download(b, 0, back.data(), back.size() * 4);
+  d.synchronize();
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(back[i], uint32_t(i));
+  for (size_t i = 4; i < 4004; ++i) ASSERT_EQ(back[i], uint32_t(i - 4)) << i;
+  for (size_t i = 4004; i < 4096; ++i) EXPECT_EQ(back[i], uint32_t(i));
+  d.release(b);
+}
+
+TEST(Vulkan, ABadSettingFailsEveryUseWithTheSameMessage) {
+  VULKAN_OR_SKIP(d);
+  // Checked in a child process: the setting is read when the device is first used.
+  if (std::getenv("SY_TEST_CHILD")) {
+    for (int i = 0; i < 2; ++i)
+      expect_error([&] { (void)(sy::ones({4}, d) + 1.f).to_vector<float>(); }, {"SWITCHYARD_VK_GEMM_TILE"});
+    return;
+  }
+  std::string cmd = std::string("SY_TEST_CHILD=1 SWITCHYARD_VK_GEMM_TILE=1,2,3 ") +
+                    ::testing::internal::GetArgvs()[0] +
+                    " --gtest_filter=Vulkan.ABadSettingFailsEveryUseWithTheSameMessage > /dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << "the child's checks failed: run " << cmd;
+}

@@ -112,6 +112,7 @@ struct Instance {
   VkInstance inst = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
   bool validation = false;
+  uint32_t api = VK_API_VERSION_1_1;  // the instance's API version
   std::mutex mu;
   std::vector<VulkanDevice*> devices;  // for counting validation messages
   std::atomic<uint64_t> messages{0};
@@ -199,7 +200,12 @@ std::shared_ptr<Instance> create_instance(std::string& why) {
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "switchyard";
   app.pEngineName = "switchyard";
-  app.apiVersion = VK_API_VERSION_1_1;
+  // The highest version both the loader and Switchyard know (1.3): a
+  // device's usable version is the lower of this and its own.
+  uint32_t loader = VK_API_VERSION_1_0;
+  if (vk.vkEnumerateInstanceVersion) vk.vkEnumerateInstanceVersion(&loader);
+  in->api = std::min<uint32_t>(loader, VK_API_VERSION_1_3);
+  app.apiVersion = in->api;
   VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
   ci.pNext = next;
   ci.flags = flags;
@@ -231,6 +237,7 @@ struct Physical {
   VkPhysicalDeviceMaintenance3Properties maint3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   bool has_driver_props = false;
+  uint32_t api = 0;  // usable API version: min(device, instance)
   VkPhysicalDeviceMemoryProperties mem{};
   VkPhysicalDeviceFeatures features{};
   std::vector<VkQueueFamilyProperties> queues;
@@ -239,7 +246,7 @@ struct Physical {
   bool subgroup_arith = false;
 };
 
-Physical query(VkPhysicalDevice pd) {
+Physical query(VkPhysicalDevice pd, uint32_t instance_api) {
   Physical p;
   p.pd = pd;
   uint32_t n = 0;
@@ -247,7 +254,8 @@ Physical query(VkPhysicalDevice pd) {
   p.exts.resize(n);
   vk.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, p.exts.data());
   vk.vkGetPhysicalDeviceProperties(pd, &p.props);
-  p.has_driver_props = p.props.apiVersion >= VK_API_VERSION_1_2 || has_ext(p.exts, "VK_KHR_driver_properties");
+  p.api = std::min(p.props.apiVersion, instance_api);
+  p.has_driver_props = p.api >= VK_API_VERSION_1_2 || has_ext(p.exts, "VK_KHR_driver_properties");
   VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
   p2.pNext = &p.subgroup;
   p.subgroup.pNext = &p.maint3;
@@ -275,8 +283,8 @@ Physical query(VkPhysicalDevice pd) {
 
 // Why this device cannot run Switchyard's shaders, or "".
 std::string unsupported(const Physical& p) {
-  if (p.props.apiVersion < VK_API_VERSION_1_1)
-    return cat("Vulkan ", version_str(p.props.apiVersion), " (1.1 is required)");
+  if (p.api < VK_API_VERSION_1_1)
+    return cat("Vulkan ", version_str(p.api), " (1.1 is required)");
   if (p.queue_family == UINT32_MAX) return "no compute queue";
   if (p.props.limits.maxPerStageDescriptorStorageBuffers < kBindings)
     return cat("maxPerStageDescriptorStorageBuffers is ", p.props.limits.maxPerStageDescriptorStorageBuffers,
@@ -501,11 +509,24 @@ class VulkanDevice final : public Device {
     throw Error(cat("[", op, "] ", what, " on ", str(), " failed: ", result_name(r)));
   }
 
+  // Creates the logical device on first use. Set-up that fails (a bad
+  // setting, out of memory) leaves nothing behind and throws each time.
   void ensure() {
-    if (dev_) {
+    if (ready_) {
       if (lost_) throw Error(cat("[vulkan] ", str(), " was lost (VK_ERROR_DEVICE_LOST) and cannot be used"));
       return;
     }
+    try {
+      choose_tiles();  // validates the SWITCHYARD_VK_* settings first
+      create();
+      ready_ = true;
+    } catch (...) {
+      destroy();
+      throw;
+    }
+  }
+
+  void create() {
     float prio = 1.f;
     VkDeviceQueueCreateInfo q{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
     q.queueFamilyIndex = p_.queue_family;
@@ -513,7 +534,7 @@ class VulkanDevice final : public Device {
     q.pQueuePriorities = &prio;
     VkPhysicalDeviceFeatures f{};
     VkPhysicalDeviceDescriptorIndexingFeatures di{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DESCRIPTOR_INDEXING_FEATURES};
-    bool di_api = p_.props.apiVersion >= VK_API_VERSION_1_2 || has_ext(p_.exts, "VK_EXT_descriptor_indexing");
+    bool di_api = p_.api >= VK_API_VERSION_1_2 || has_ext(p_.exts, "VK_EXT_descriptor_indexing");
     if (di_api) {
       VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
       f2.pNext = &di;
@@ -523,7 +544,7 @@ class VulkanDevice final : public Device {
     VkPhysicalDeviceDescriptorIndexingFeatures enable_di{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DESCRIPTOR_INDEXING_FEATURES};
     enable_di.descriptorBindingStorageBufferUpdateAfterBind = VK_TRUE;
     std::vector<const char*> exts;
-    if (uab_feature_ && p_.props.apiVersion < VK_API_VERSION_1_2) exts.push_back("VK_EXT_descriptor_indexing");
+    if (uab_feature_ && p_.api < VK_API_VERSION_1_2) exts.push_back("VK_EXT_descriptor_indexing");
     if (has_ext(p_.exts, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
     VkDeviceCreateInfo ci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
     ci.queueCreateInfoCount = 1;
@@ -578,12 +599,11 @@ class VulkanDevice final : public Device {
     op_stride_ = (sizeof(OpParams) + ua - 1) / ua * ua;
     table_ = make_host_buffer(1 << 20, true);
     table_ranges_ = RangeAllocator(table_.size / op_stride_);
-    choose_tiles();
   }
 
   bool has_update_after_bind() {
     if (env_on("SWITCHYARD_VK_NO_UPDATE_AFTER_BIND")) return false;
-    if (p_.props.apiVersion < VK_API_VERSION_1_2 && !has_ext(p_.exts, "VK_EXT_descriptor_indexing")) return false;
+    if (p_.api < VK_API_VERSION_1_2 && !has_ext(p_.exts, "VK_EXT_descriptor_indexing")) return false;
     return uab_feature_;
   }
 
@@ -722,13 +742,17 @@ class VulkanDevice final : public Device {
   }
 
   void destroy() {
+    ready_ = false;
     if (!dev_) return;
-    try {
-      flush();  // work still waiting in the batch completes before teardown
-    } catch (...) {
+    if (queue_) {
+      try {
+        flush();  // work still waiting in the batch completes before teardown
+      } catch (...) {
+      }
+      vk.vkDeviceWaitIdle(dev_);
     }
-    vk.vkDeviceWaitIdle(dev_);
-    if (!lost_) {
+    host_copies_.clear();  // downloads nobody waited for: their targets may be gone
+    if (!lost_ && status_.mapped) {
       try {
         retire(true);
       } catch (...) {
@@ -756,7 +780,27 @@ class VulkanDevice final : public Device {
     if (set_layout_) vk.vkDestroyDescriptorSetLayout(dev_, set_layout_, nullptr);
     if (cmd_pool_) vk.vkDestroyCommandPool(dev_, cmd_pool_, nullptr);
     vk.vkDestroyDevice(dev_, nullptr);
+    // Back to the state before ensure(), so a failed set-up can be retried.
     dev_ = VK_NULL_HANDLE;
+    queue_ = VK_NULL_HANDLE;
+    cmd_pool_ = VK_NULL_HANDLE;
+    set_layout_ = VK_NULL_HANDLE;
+    pipe_layout_ = VK_NULL_HANDLE;
+    pipe_cache_ = VK_NULL_HANDLE;
+    pipelines_.clear();
+    pipeline_index_.clear();
+    desc_pools_.clear();
+    inflight_.clear();
+    free_fences_.clear();
+    free_cbs_.clear();
+    batch_.clear();
+    batch_transfer_.clear();
+    batch_has_program_ = false;
+    open_cb_ = VK_NULL_HANDLE;
+    deferred_.clear();
+    ring_segs_.clear();
+    ring_head_ = 0;
+    std::fill(std::begin(heap_used_), std::end(heap_used_), 0);
   }
 
   static void bump(uint64_t& c, uint64_t n = 1) {
@@ -915,8 +959,12 @@ class VulkanDevice final : public Device {
       free_alloc(a);
       return true;
     });
-    if (uint32_t s = std::atomic_ref<uint32_t>(*reinterpret_cast<uint32_t*>(status_.mapped)).exchange(0)) {
-      if (s & 1u)
+    // The status word is read and reset only when nothing that might set it
+    // is in flight (the host's atomics do not order with the device's).
+    std::atomic_ref<uint32_t> status(*reinterpret_cast<uint32_t*>(status_.mapped));
+    if (inflight_.empty() && batch_.empty() && !open_cb_ && status.load() != 0) {
+      uint32_t bits = status.exchange(0);
+      if (bits & 1u)
         pending_error_ = cat("[cross_entropy] expected labels in [0, classes), found a label outside that "
                              "range on ", str(), " (the loss and its gradient are NaN)");
     }
@@ -925,6 +973,7 @@ class VulkanDevice final : public Device {
   void wait_for(uint64_t serial) {
     if (serial == 0) return;
     if (serial >= next_serial_) flush();
+    serial = std::min(serial, next_serial_ - 1);  // nothing was recorded under it
     if (serial > done_serial_) retire(false, serial);
   }
 
@@ -1067,7 +1116,13 @@ class VulkanDevice final : public Device {
         if (b.buf && !b.dedicated && b.host == host) last = std::max(last, b.size);
       size = std::max(size, std::min(cap, last ? 2 * last : host ? kFirstBlock / 4 : kFirstBlock));
     }
-    if (!create_block(uint32_t(slot), size, dedicated, host, why)) return nullptr;
+    // Near the heap's end a grown block may not fit: halve it, down to the
+    // allocation itself.
+    uint64_t least = (bytes + (1ull << 16) - 1) & ~((1ull << 16) - 1);
+    while (!create_block(uint32_t(slot), size, dedicated, host, why)) {
+      if (dedicated || size <= least) return nullptr;
+      size = std::max(least, size / 2);
+    }
     if (dedicated) {
       blocks_[slot].ranges.allocate(bytes, kAlign);
       return new Alloc{uint32_t(slot), 0, bytes, 0};
@@ -1100,9 +1155,11 @@ class VulkanDevice final : public Device {
     std::string why;
     Alloc* a = try_allocate(bytes, host, why);
     if (!a) {
-      // Finish queued work (its frees land), give empty blocks back, retry.
+      // Finish queued work (its frees land in their blocks) and retry; then
+      // give empty blocks back and retry once more.
       wait_idle();
-      if (trim(true)) a = try_allocate(bytes, host, why);
+      a = try_allocate(bytes, host, why);
+      if (!a && trim(true)) a = try_allocate(bytes, host, why);
     }
     if (!a)
       throw OutOfMemory(cat(host ? "[allocate_host] out of pinned host memory on " : "[allocate] out of device memory on ",
@@ -1190,8 +1247,22 @@ class VulkanDevice final : public Device {
     auto* s = static_cast<Alloc*>(src.handle);
     auto* d = static_cast<Alloc*>(dst.handle);
     if (n == 0) return;
-    record_copy(blocks_[s->block].buf, range_of(s, so, n, false), blocks_[d->block].buf,
-                range_of(d, dof, n, true));
+    Range rs = range_of(s, so, n, false), rd = range_of(d, dof, n, true);
+    if (overlaps(rs, rd)) {
+      // vkCmdCopyBuffer forbids overlapping regions (the CPU backend's copy
+      // is a memmove): go through a temporary range, freed when done.
+      std::string why;
+      Alloc* tmp = try_allocate(n, false, why);
+      if (!tmp) throw OutOfMemory(cat("[copy] no room for a ", n, "-byte temporary on ", str(), ": ", why));
+      Range rt = range_of(tmp, 0, n, true);
+      record_copy(blocks_[s->block].buf, rs, blocks_[tmp->block].buf, rt);
+      rt.write = false;
+      record_copy(blocks_[tmp->block].buf, rt, blocks_[d->block].buf, rd);
+      tmp->last_use = s->last_use = d->last_use = next_serial_;
+      deferred_.push_back(tmp);
+      return;
+    }
+    record_copy(blocks_[s->block].buf, rs, blocks_[d->block].buf, rd);
     s->last_use = d->last_use = next_serial_;
   }
 
@@ -1521,8 +1592,9 @@ class VulkanDevice final : public Device {
       }
       wait_idle();
       uint64_t size = std::max<uint64_t>(table_.size * 2, entries * op_stride_ * 2);
+      HostBuf bigger = make_host_buffer(size, true);  // first: if it throws, nothing changed
       free_host_buffer(table_);
-      table_ = make_host_buffer(size, true);
+      table_ = bigger;
       table_ranges_ = RangeAllocator(size / op_stride_);
     }
   }
@@ -1613,6 +1685,9 @@ class VulkanDevice final : public Device {
     Frame& fr = rec.frames[fi];
     rec.next = (rec.next + 1) % kFrames;
     fr.op_base = uint32_t(rec.table_offset + fi * n);
+    // Before waiting for this frame's last run, submit the Program waiting in
+    // the batch, so the device works on it meanwhile.
+    if (fr.serial > done_serial_ && batch_has_program_) flush();
     wait_for(fr.serial);  // its table entries, sets and command buffer are free again
     for (size_t j = 0; j < n; ++j)
       std::memcpy(table_.mapped + (fr.op_base + j) * op_stride_, &ops_[j], sizeof(OpParams));
@@ -1639,6 +1714,7 @@ class VulkanDevice final : public Device {
   VkPipelineCache pipe_cache_ = VK_NULL_HANDLE;
   bool new_pipelines_ = false;
   bool lost_ = false;
+  bool ready_ = false;  // ensure() completed
   std::vector<std::pair<uint64_t, VkPipeline>> pipelines_;  // key, pipeline
   std::unordered_map<uint64_t, uint32_t> pipeline_index_;
   uint32_t wg_ = 256;
@@ -1707,7 +1783,7 @@ BackendEntry vulkan_backend() {
   std::string skipped;
   bool force_staging = env_on("SWITCHYARD_VK_FORCE_STAGING");
   for (VkPhysicalDevice pd : pds) {
-    Physical p = query(pd);
+    Physical p = query(pd, in->api);
     if (std::string u = unsupported(p); !u.empty()) {
       skipped += cat(skipped.empty() ? "" : "; ", p.props.deviceName, ": ", u);
       continue;
