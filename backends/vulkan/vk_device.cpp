@@ -612,17 +612,19 @@ class VulkanDevice final : public Device {
     uint32_t maxwg = std::min(L.maxComputeWorkGroupInvocations, L.maxComputeWorkGroupSize[0]);
     wg_ = 256;
     while (wg_ > maxwg) wg_ /= 2;
-    // BM x BN tiles of C, BK deep; each invocation computes 4x4, so a
-    // workgroup has BM/4 * BN/4 invocations and 4*BK*(BM+BN) bytes of shared
-    // memory. 64x64x16 (256 invocations, 8 KiB) where the device allows it.
-    // CPU-type drivers run invocations as SIMD lanes and load memory one lane
-    // at a time (Mesa's llvmpipe), so they get large register blocks: 32x8
-    // per invocation in 128x128 tiles (64 invocations), with A's loads shared
-    // across a subgroup (gemm_sg below). GPUs get 4x4 in 64x64 tiles (256
-    // invocations).
+    // GEMM tiles {BM, BN, BK, TM, TN}: a workgroup computes BM x BN of C, BK
+    // deep, with BM/TM * BN/TN invocations of TM x TN accumulators and
+    // 4*BK*(BM+BN) bytes of shared memory. CPU-type drivers run invocations as
+    // SIMD lanes and load memory one lane at a time (Mesa's llvmpipe), so they
+    // get large register blocks: 32x8 in 128x128 tiles (64 invocations), with
+    // A's loads shared across a subgroup (gemm_sg below). GPUs get 4x4 in
+    // 64x64 tiles (256 invocations). A GEMM that fits in one such tile uses
+    // the second, smaller set, so it still spreads over the device.
     bool cpu_like = p_.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
     gemm_ = cpu_like ? std::array<uint32_t, 5>{128, 128, 16, 32, 8} : std::array<uint32_t, 5>{64, 64, 16, 4, 4};
-    while ((gemm_[0] / gemm_[3]) * (gemm_[1] / gemm_[4]) > maxwg) gemm_[3] *= 2, gemm_[4] *= 2;
+    gemm_small_ = cpu_like ? std::array<uint32_t, 5>{64, 64, 16, 16, 8} : std::array<uint32_t, 5>{32, 32, 16, 4, 4};
+    for (auto* t : {&gemm_, &gemm_small_})
+      while (((*t)[0] / (*t)[3]) * ((*t)[1] / (*t)[4]) > maxwg) (*t)[3] *= 2, (*t)[4] *= 2;
     if (const char* e = std::getenv("SWITCHYARD_VK_GEMM_TILE")) {
       uint32_t t[5];
       SY_CHECK(std::sscanf(e, "%u,%u,%u,%u,%u", &t[0], &t[1], &t[2], &t[3], &t[4]) == 5, "vulkan",
@@ -633,7 +635,7 @@ class VulkanDevice final : public Device {
                "vulkan", "SWITCHYARD_VK_GEMM_TILE=", e, " does not fit ", str(),
                ": expected TM, TN, BK multiples of 4 dividing BM, BN, with BM/TM*BN/TN <= ", maxwg,
                " invocations and the tiles in shared memory");
-      gemm_ = {t[0], t[1], t[2], t[3], t[4]};
+      gemm_ = gemm_small_ = {t[0], t[1], t[2], t[3], t[4]};
     }
     // Grid-stride kernels: enough workgroups to fill a GPU's compute units;
     // on CPU drivers loops inside an invocation cost more than extra
@@ -645,11 +647,14 @@ class VulkanDevice final : public Device {
  // The gemm_sg build shares A's loads across a subgroup's lanes; it needs
     // every subgroup to be consecutive invocations of one tile row, which
     // CPU drivers guarantee (lanes are SIMD lanes over the invocation index).
-    uint32_t sgs = p_.subgroup.subgroupSize, rx = gemm_[1] / gemm_[4];
+    uint32_t sgs = p_.subgroup.subgroupSize;
+    auto sg_fits = [&](const std::array<uint32_t, 5>& t) {
+      return sgs > 0 && sgs >= t[3] / 4 && (t[1] / t[4]) % sgs == 0;
+    };
     gemm_sg_ = cpu_like && !env_on("SWITCHYARD_VK_NO_SUBGROUPS") &&
                (p_.subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-               (p_.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) && sgs >= gemm_[3] / 4 &&
-               sgs > 0 && rx % sgs == 0;
+               (p_.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) && sg_fits(gemm_) &&
+               sg_fits(gemm_small_);
     use_subgroups_ = p_.subgroup_arith && !env_on("SWITCHYARD_VK_NO_SUBGROUPS");
   }
 
@@ -1323,8 +1328,9 @@ class VulkanDevice final : public Device {
     uint32_t ids[8] = {0};
     uint32_t nspec = 1;
     if (k == Kernel::gemm) {
-      spec[0] = (gemm_[0] / gemm_[3]) * (gemm_[1] / gemm_[4]);
-      for (uint32_t j = 0; j < 5; ++j) spec[nspec] = gemm_[j], ids[nspec++] = j + 1;
+      const auto& t = (key >> 32) & kSmallTiles ? gemm_small_ : gemm_;
+      spec[0] = (t[0] / t[3]) * (t[1] / t[4]);
+      for (uint32_t j = 0; j < 5; ++j) spec[nspec] = t[j], ids[nspec++] = j + 1;
     }
     uint32_t op16 = uint32_t((key >> 16) & 0xffff);
     spec[nspec] = op16 & 0x8000 ? op16 | 0xffff0000u : op16, ids[nspec++] = 10;  // sign-extended
@@ -1354,7 +1360,7 @@ class VulkanDevice final : public Device {
   }
 
   // Grid size of one launch (see each shader's header for its geometry).
-  void grid(const Instr& ins, uint32_t g[3]) const {
+  void grid(const Instr& ins, uint32_t flags, uint32_t g[3]) const {
     const int64_t* i = ins.params.i;
     g[1] = g[2] = 1;
     auto quads = [](int64_t n) { return uint64_t(n + 3) / 4; };
@@ -1383,8 +1389,9 @@ class VulkanDevice final : public Device {
       case Kernel::cross_entropy_backward:
       case Kernel::argmax: g[0] = groups_for(uint64_t(i[0]), wg_); break;
       case Kernel::gemm: {
-        uint64_t gx = (uint64_t(i[1]) + gemm_[1] - 1) / gemm_[1], gy = (uint64_t(i[0]) + gemm_[0] - 1) / gemm_[0];
-        SY_CHECK(gx <= kMaxGroups && gy <= kMaxGroups, "gemm", "expected at most ", kMaxGroups * gemm_[0],
+        const auto& t = flags & kSmallTiles ? gemm_small_ : gemm_;
+        uint64_t gx = (uint64_t(i[1]) + t[1] - 1) / t[1], gy = (uint64_t(i[0]) + t[0] - 1) / t[0];
+        SY_CHECK(gx <= kMaxGroups && gy <= kMaxGroups, "gemm", "expected at most ", kMaxGroups * t[0],
                  " rows and columns on ", str(), ", found ", i[0], "x", i[1]);
         g[0] = uint32_t(std::max<uint64_t>(gx, 1));
         g[1] = uint32_t(std::max<uint64_t>(gy, 1));
@@ -1478,6 +1485,8 @@ class VulkanDevice final : public Device {
       if (o.off[1] % 16 == 0 && lda % 4 == 0) o.flags |= 4u;
       if (o.off[2] % 16 == 0 && ldb % 4 == 0) o.flags |= 8u;
       if (d[5]) o.flags |= 16u;
+      uint64_t big = ((uint64_t(d[1]) + gemm_[1] - 1) / gemm_[1]) * ((uint64_t(d[0]) + gemm_[0] - 1) / gemm_[0]);
+      if (big < 2 && gemm_small_ != gemm_) o.flags |= kSmallTiles;
     }
     if (ins.kernel == Kernel::sgd_update) {
       if (ins.params.i[3]) o.flags |= 32u;  // momentum buffer
@@ -1655,7 +1664,7 @@ class VulkanDevice final : public Device {
       if (conflict) hz.seen.clear();
       for (int a = 0; a < nr; ++a) hz.seen.push_back(ranges[a]);
       uint32_t g[3] = {1, 1, 1};
-      grid(ins, g);
+      grid(ins, ops_[j].flags, g);
       uint32_t* e = &key[j * 5];
       e[0] = pipeline_index(ins, ops_[j].flags);
       e[1] = g[0], e[2] = g[1], e[3] = g[2];
@@ -1718,7 +1727,8 @@ class VulkanDevice final : public Device {
   std::vector<std::pair<uint64_t, VkPipeline>> pipelines_;  // key, pipeline
   std::unordered_map<uint64_t, uint32_t> pipeline_index_;
   uint32_t wg_ = 256;
-  std::array<uint32_t, 5> gemm_ = {64, 64, 16, 4, 4};
+  std::array<uint32_t, 5> gemm_ = {64, 64, 16, 4, 4}, gemm_small_ = {32, 32, 16, 4, 4};
+  static constexpr uint32_t kSmallTiles = 128;  // gemm flag: the small tile set
   uint32_t grid_cap_ = kMaxGroups;
   bool gemm_sg_ = false;  // gemm_sg build (see choose_tiles)
   bool use_subgroups_ = false;
