@@ -13,7 +13,13 @@ void main() {
     for (uint r = gl_WorkGroupID.x; r < outer; r += gl_NumWorkGroups.x) {
       float s = 0.0;
       uint base = O(1) + r * len;
-      for (uint l = gl_LocalInvocationID.x; l < len; l += WG) s += F(1)[base + l];
+      if ((p.flags & 2u) != 0u) {  // rows of whole, aligned vec4s
+        vec4 sv = vec4(0.0);
+        for (uint l = gl_LocalInvocationID.x; l < len / 4u; l += WG) sv += V(1)[base / 4u + l];
+        s = (sv.x + sv.y) + (sv.z + sv.w);
+      } else {
+        for (uint l = gl_LocalInvocationID.x; l < len; l += WG) s += F(1)[base + l];
+      }
       s = wg_sum(s);
       if (gl_LocalInvocationID.x == 0u) F(0)[O(0) + r] = s * p.f[0];
     }

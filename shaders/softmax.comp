@@ -9,20 +9,40 @@ void main() {
   Op p = load_op();
   uint rows = uint(p.i[0]), cols = uint(p.i[1]);
   uint t = gl_LocalInvocationID.x;
+  // flags bit 1: rows of whole, aligned vec4s (cols % 4 == 0): vec4 loads.
+  bool v4 = (p.flags & 2u) != 0u;
+  uint c4 = cols / 4u;
   for (uint r = gl_WorkGroupID.x; r < rows; r += gl_NumWorkGroups.x) {
     uint x0 = O(1) + r * cols, y0 = O(0) + r * cols;
     float m = -1.0 / 0.0;
-    for (uint c = t; c < cols; c += WG) m = max(m, F(1)[x0 + c]);
+    if (v4) {
+      vec4 mv = vec4(m);
+      for (uint c = t; c < c4; c += WG) mv = max(mv, V(1)[x0 / 4u + c]);
+      m = max(max(mv.x, mv.y), max(mv.z, mv.w));
+    } else {
+      for (uint c = t; c < cols; c += WG) m = max(m, F(1)[x0 + c]);
+    }
     m = wg_max(m);
     float s = 0.0;
-    for (uint c = t; c < cols; c += WG) s += exp(F(1)[x0 + c] - m);
-    s = wg_sum(s);
-    if (p.op == 1) {
-      float lse = m + log(s);
-      for (uint c = t; c < cols; c += WG) F(0)[y0 + c] = F(1)[x0 + c] - lse;
+    if (v4) {
+      vec4 sv = vec4(0.0);
+      for (uint c = t; c < c4; c += WG) sv += exp(V(1)[x0 / 4u + c] - m);
+      s = (sv.x + sv.y) + (sv.z + sv.w);
     } else {
-      float inv = 1.0 / s;
-      for (uint c = t; c < cols; c += WG) F(0)[y0 + c] = exp(F(1)[x0 + c] - m) * inv;
+      for (uint c = t; c < cols; c += WG) s += exp(F(1)[x0 + c] - m);
+    }
+    s = wg_sum(s);
+    float lse = m + log(s), inv = 1.0 / s;
+    if (v4) {
+      for (uint c = t; c < c4; c += WG) {
+        vec4 x = V(1)[x0 / 4u + c];
+        V(0)[y0 / 4u + c] = p.op == 1 ? x - lse : exp(x - m) * inv;
+      }
+    } else {
+      for (uint c = t; c < cols; c += WG) {
+        float x = F(1)[x0 + c];
+        F(0)[y0 + c] = p.op == 1 ? x - lse : exp(x - m) * inv;
+      }
     }
   }
 }

@@ -1488,6 +1488,10 @@ class VulkanDevice final : public Device {
       uint64_t big = ((uint64_t(d[1]) + gemm_[1] - 1) / gemm_[1]) * ((uint64_t(d[0]) + gemm_[0] - 1) / gemm_[0]);
       if (big < 2 && gemm_small_ != gemm_) o.flags |= kSmallTiles;
     }
+    // Row kernels: rows of whole vec4s, every argument 16-byte aligned.
+    if ((ins.kernel == Kernel::softmax && ins.params.i[1] % 4 == 0) ||
+        (ins.kernel == Kernel::reduce_sum && ins.params.i[2] == 1 && ins.params.i[1] % 4 == 0))
+      if (aligned) o.flags |= 2u;
     if (ins.kernel == Kernel::sgd_update) {
       if (ins.params.i[3]) o.flags |= 32u;  // momentum buffer
       if (ins.params.i[1]) o.flags |= 64u;  // nesterov
