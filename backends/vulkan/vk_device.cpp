@@ -7,17 +7,19 @@
 // SWITCHYARD_VK_FORCE_STAGING=1, transfers go through a persistently mapped
 // staging ring and vkCmdCopyBuffer, chunked when larger than the ring.
 //
-// Binding: one descriptor set for the device's lifetime binds every block (an
-// array of storage buffers), the per-launch parameter table and a status word.
-// A launch finds its buffers as (block index, byte offset) in the table, so a
-// Program's command buffer is recorded once and re-submitted every step with
-// only the table rewritten, whatever buffers the scheduler binds.
+// Binding: each launch has its own descriptor set: its buffer arguments
+// bound to exactly the ranges it touches, its entry in a host-visible launch
+// table (a uniform block with the kernel's scalars) and a status word. Sets
+// are allocated once per recording; a step that binds other buffers rewrites
+// only the descriptors that changed (update-after-bind where the device has
+// it, else the command buffer is recorded again).
 //
 // Recording: a Program becomes one command buffer (two, used alternately, so
 // the host can fill one table while the other runs). Barriers come from
-// per-range read/write hazards between launches. Uploads and copies queued
-// since the last submission go in a transfer command buffer submitted with
-// the next Program in the same vkQueueSubmit.
+// per-range read/write hazards between launches. Pipelines are specialized
+// per launch mode and flags (shaders/common.glsl). Uploads, the Program and
+// the downloads after it go in one vkQueueSubmit when the host must wait or
+// the next Program comes.
 #include <unistd.h>
 
 #include <algorithm>
@@ -432,7 +434,7 @@ struct Recording {
   std::vector<uint32_t> key;  // pipelines, grid sizes and barriers recorded
   Frame frames[kFrames];
   uint32_t next = 0;
-  uint64_t table_offset = 0, table_entries = 0;  // in OpParams units
+  uint64_t table_offset = 0, table_entries = 0;  // in table entries (op_stride_ bytes)
   uint64_t last_step = 0;
 };
 
