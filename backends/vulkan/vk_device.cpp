@@ -119,6 +119,7 @@ struct Instance {
   std::vector<VulkanDevice*> devices;  // for counting validation messages
   std::atomic<uint64_t> messages{0};
   ~Instance();
+  void shutdown();
 };
 
 void count_validation_message(Instance* in);
@@ -133,10 +134,14 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityFlagBits
   return VK_FALSE;
 }
 
-Instance::~Instance() {
+Instance::~Instance() { shutdown(); }
+
+void Instance::shutdown() {
   if (messenger && vk.vkDestroyDebugUtilsMessengerEXT)
     vk.vkDestroyDebugUtilsMessengerEXT(inst, messenger, nullptr);
   if (inst) vk.vkDestroyInstance(inst, nullptr);
+  messenger = VK_NULL_HANDLE;
+  inst = VK_NULL_HANDLE;
 }
 
 bool has_ext(const std::vector<VkExtensionProperties>& v, const char* name) {
@@ -480,6 +485,14 @@ class VulkanDevice final : public Device {
     }
   }
 
+  // At exit (see shutdown_at_exit): everything Vulkan is destroyed; later
+  // releases just drop their records, other use is an error.
+  void shutdown() {
+    std::lock_guard lock(mu_);
+    destroy();
+    shut_down_ = true;
+  }
+
   void on_validation_message() {
     std::atomic_ref<uint64_t>(counters_.validation_messages).fetch_add(1, std::memory_order_relaxed);
   }
@@ -489,6 +502,7 @@ class VulkanDevice final : public Device {
   void* host_pointer(Buffer b) override {
     if (!b) return nullptr;
     std::lock_guard lock(mu_);
+    if (!dev_) return nullptr;
     auto* a = static_cast<Alloc*>(b.handle);
     char* m = blocks_[a->block].mapped;
     return m ? m + a->offset : nullptr;
@@ -514,6 +528,7 @@ class VulkanDevice final : public Device {
   // Creates the logical device on first use. Set-up that fails (a bad
   // setting, out of memory) leaves nothing behind and throws each time.
   void ensure() {
+    if (shut_down_) throw Error(cat("[vulkan] ", str(), " was shut down (the program is exiting)"));
     if (ready_) {
       if (lost_) throw Error(cat("[vulkan] ", str(), " was lost (VK_ERROR_DEVICE_LOST) and cannot be used"));
       return;
@@ -1177,6 +1192,10 @@ class VulkanDevice final : public Device {
   void release_impl(Buffer b) override {
     std::lock_guard lock(mu_);
     auto* a = static_cast<Alloc*>(b.handle);
+    if (!dev_) {  // shut down: the memory went with the device
+      delete a;
+      return;
+    }
     if (a->last_use > done_serial_) deferred_.push_back(a);
     else free_alloc(a);
   }
@@ -1730,6 +1749,7 @@ class VulkanDevice final : public Device {
   bool new_pipelines_ = false;
   bool lost_ = false;
   bool ready_ = false;  // ensure() completed
+  bool shut_down_ = false;
   std::vector<std::pair<uint64_t, VkPipeline>> pipelines_;  // key, pipeline
   std::unordered_map<uint64_t, uint32_t> pipeline_index_;
   uint32_t wg_ = 256;
@@ -1766,6 +1786,23 @@ class VulkanDevice final : public Device {
   std::vector<OpParams> ops_;
   std::vector<uint32_t> key_;
 };
+
+// Devices and the instance, torn down by an atexit handler registered after
+// the loader, driver and layers were loaded: handlers and static destructors
+// run in reverse order, so this runs while those libraries are intact (the
+// registry that holds the devices is destroyed later, after them).
+struct Live {
+  std::vector<std::weak_ptr<VulkanDevice>> devices;
+  std::weak_ptr<Instance> instance;
+};
+Live* live = nullptr;  // leaked on purpose: used at exit
+
+void shutdown_at_exit() {
+  if (!live) return;
+  for (auto& w : live->devices)
+    if (auto d = w.lock()) d->shutdown();
+  if (auto in = live->instance.lock()) in->shutdown();
+}
 
 void count_validation_message(Instance* in) {
   if (!in) return;
@@ -1807,6 +1844,10 @@ BackendEntry vulkan_backend() {
     bool zero_copy = !force_staging && has_zero_copy(p.mem);
     e.devices.push_back(std::make_shared<VulkanDevice>(in, std::move(p), int(e.devices.size()), zero_copy));
   }
+  live = new Live;
+  live->instance = in;
+  for (auto& d : e.devices) live->devices.push_back(std::static_pointer_cast<VulkanDevice>(d));
+  std::atexit(shutdown_at_exit);
   e.available = !e.devices.empty();
   if (!e.available)
     e.reason = pds.empty() ? "no Vulkan device found (is a driver installed? mesa-vulkan-drivers provides "

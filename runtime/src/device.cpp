@@ -126,26 +126,15 @@ struct Registry {
   std::vector<BackendEntry> backends;
   std::vector<std::pair<Device*, std::shared_ptr<detail::Context>>> contexts;
   Device* cpu_device = nullptr;
+  std::once_flag gpu_probe;
 };
 
-// Built in the initializer of a function-local static, so the registry's
-// destructor is registered with atexit only after the backends have loaded
-// their libraries (Vulkan loader, driver, layers): it runs before their
-// static destructors, while the devices can still be torn down properly.
 std::unique_ptr<Registry> build_registry() {
   auto reg = std::make_unique<Registry>();
   reg->backends.push_back(detail::cpu_backend());
   reg->cpu_device = reg->backends.front().devices.front().get();
-#ifdef SWITCHYARD_HAVE_VULKAN
-  try {
-    reg->backends.push_back(detail::vulkan_backend());
-  } catch (const std::exception& e) {
-    reg->backends.push_back({"vulkan", false, e.what(), {}});
-  }
-#else
   reg->backends.push_back({"vulkan", false,
                            "not built: this build of Switchyard has no Vulkan backend", {}});
-#endif
   reg->backends.push_back({"cuda", false,
                            "not built: this build of Switchyard has no CUDA backend", {}});
   for (auto& b : reg->backends)
@@ -154,9 +143,32 @@ std::unique_ptr<Registry> build_registry() {
   return reg;
 }
 
-Registry& registry() {
+Registry& registry_unprobed() {
   static std::unique_ptr<Registry> r = build_registry();
   return *r;
+}
+
+// GPU backends are listed on first need (a program that only names "cpu"
+// never loads a GPU driver). A backend that loads libraries tears its devices
+// down from an atexit handler it registers after loading them, so that runs
+// before those libraries' own static destructors.
+Registry& registry() {
+  Registry& r = registry_unprobed();
+  std::call_once(r.gpu_probe, [&r] {
+#ifdef SWITCHYARD_HAVE_VULKAN
+    BackendEntry vk;
+    try {
+      vk = detail::vulkan_backend();
+    } catch (const std::exception& e) {
+      vk = {"vulkan", false, e.what(), {}};
+    }
+    std::unique_lock lock(r.mu);
+    for (auto& d : vk.devices) r.contexts.emplace_back(d.get(), std::make_shared<detail::Context>(d));
+    for (auto& b : r.backends)
+      if (b.name == "vulkan") b = std::move(vk);
+#endif
+  });
+  return r;
 }
 
 }  // namespace
@@ -188,9 +200,10 @@ std::vector<Device*> devices() {
   return out;
 }
 
-Device& cpu() { return *registry().cpu_device; }
+Device& cpu() { return *registry_unprobed().cpu_device; }
 
 Device& device(std::string_view name) {
+  if (name == "cpu") return cpu();
   std::vector<BackendEntry> snap;  // plugins may register meanwhile
   {
     std::shared_lock lock(registry().mu);
@@ -245,8 +258,9 @@ Device& default_device() {
 namespace detail {
 
 Context& context_of(Device& d) {
-  std::shared_lock lock(registry().mu);
-  for (auto& [dev, ctx] : registry().contexts)
+  Registry& r = registry_unprobed();  // a device the caller holds is listed already
+  std::shared_lock lock(r.mu);
+  for (auto& [dev, ctx] : r.contexts)
     if (dev == &d) return *ctx;
   throw Error(cat("[device] ", d.str(), " is not a registered device"));
 }
