@@ -39,6 +39,8 @@
 #include "backend_api.h"
 #include "switchyard/dtype.h"
 #include "switchyard/error.h"
+#include "vk_instance.h"
+#include "vk_launch.h"
 #include "vk_loader.h"
 #include "vk_memory.h"
 #include "vk_spirv.h"
@@ -48,353 +50,16 @@ namespace {
 
 using detail::cat;
 
-constexpr uint32_t kArgBindings = 5;  // bindings 0-4: buffer arguments
 constexpr uint32_t kTableBinding = 5, kStatusBinding = 6, kBindings = 7;
-constexpr uint32_t kRingId = UINT32_MAX, kStatusId = UINT32_MAX - 1;  // Range ids
+constexpr uint32_t kRingId = UINT32_MAX;  // Range id of the staging ring
 constexpr uint32_t kFrames = 2;      // recordings per Program, used alternately
 constexpr uint64_t kAlign = 256;     // suballocation alignment
 constexpr uint64_t kFirstBlock = 64ull << 20;
 constexpr uint64_t kRingBytes = 32ull << 20;
 constexpr uint64_t kRingChunk = 8ull << 20;
-constexpr uint32_t kMaxGroups = 65535;
 constexpr size_t kMaxRecordings = 256;
 
-// Mirrors the uniform block OpBlock in shaders/common.glsl (std140).
-struct OpParams {
-  uint32_t off[5];  // byte offset from the argument's descriptor start
-  uint32_t flags;
-  int32_t op;
-  uint32_t pad_;
-  int32_t i[12];
-  float f[8];
-};
-static_assert(sizeof(OpParams) == 112);
-
-bool env_on(const char* name) {
-  const char* e = std::getenv(name);
-  return e && *e && std::string(e) != "0";
-}
-
-std::string hex(uint32_t v) {
-  char b[16];
-  std::snprintf(b, sizeof b, "0x%04x", v);
-  return b;
-}
-
-std::string mib(uint64_t b) {
-  char s[32];
-  if (b >= (1ull << 30)) std::snprintf(s, sizeof s, "%.2f GiB", double(b) / double(1ull << 30));
-  else std::snprintf(s, sizeof s, "%.0f MiB", double(b) / double(1ull << 20));
-  return s;
-}
-
-std::string vendor_name(uint32_t id) {
-  switch (id) {
-    case 0x10DE: return "NVIDIA";
-    case 0x1002: return "AMD";
-    case 0x8086: return "Intel";
-    case 0x106B: return "Apple";
-    case 0x13B5: return "ARM";
-    case 0x5143: return "Qualcomm";
-    case 0x1010: return "Imagination";
-    case 0x10005: return "Mesa";
-    default: return hex(id);
-  }
-}
-
-std::string version_str(uint32_t v) {
-  return cat(VK_API_VERSION_MAJOR(v), ".", VK_API_VERSION_MINOR(v), ".", VK_API_VERSION_PATCH(v));
-}
-
-// ---- instance -----------------------------------------------------------------
-
-class VulkanDevice;
-
-struct Instance {
-  VkInstance inst = VK_NULL_HANDLE;
-  VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
-  bool validation = false;
-  uint32_t api = VK_API_VERSION_1_1;  // the instance's API version
-  std::mutex mu;
-  std::vector<VulkanDevice*> devices;  // for counting validation messages
-  std::atomic<uint64_t> messages{0};
-  ~Instance();
-  void shutdown();
-};
-
-void count_validation_message(Instance* in);
-
-VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
-                                             VkDebugUtilsMessageTypeFlagsEXT,
-                                             const VkDebugUtilsMessengerCallbackDataEXT* data,
-                                             void* user) {
-  if (severity < VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) return VK_FALSE;
-  std::fprintf(stderr, "[vulkan validation] %s\n", data && data->pMessage ? data->pMessage : "?");
-  count_validation_message(static_cast<Instance*>(user));
-  return VK_FALSE;
-}
-
-Instance::~Instance() { shutdown(); }
-
-void Instance::shutdown() {
-  if (messenger && vk.vkDestroyDebugUtilsMessengerEXT)
-    vk.vkDestroyDebugUtilsMessengerEXT(inst, messenger, nullptr);
-  if (inst) vk.vkDestroyInstance(inst, nullptr);
-  messenger = VK_NULL_HANDLE;
-  inst = VK_NULL_HANDLE;
-}
-
-bool has_ext(const std::vector<VkExtensionProperties>& v, const char* name) {
-  return std::any_of(v.begin(), v.end(),
-                     [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
-}
-
-std::shared_ptr<Instance> create_instance(std::string& why) {
-  if (!load_loader(why)) return nullptr;
-  uint32_t n = 0;
-  vk.vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr);
-  std::vector<VkExtensionProperties> exts(n);
-  vk.vkEnumerateInstanceExtensionProperties(nullptr, &n, exts.data());
-
-  auto in = std::make_shared<Instance>();
-  std::vector<const char*> enable;
-  VkInstanceCreateFlags flags = 0;
-  // MoltenVK and other non-conformant layers are only listed when asked for.
-  if (has_ext(exts, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
-    enable.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
-    flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
-  }
-  if (has_ext(exts, "VK_KHR_get_physical_device_properties2"))
-    enable.push_back("VK_KHR_get_physical_device_properties2");
-
-  // SWITCHYARD_VK_VALIDATION=1: the Khronos validation layer with
-  // synchronization validation; every message is printed and counted.
-  std::vector<const char*> layers;
-  VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
-  VkValidationFeatureEnableEXT sync = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
-  VkDebugUtilsMessengerCreateInfoEXT dbg{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
-  const void* next = nullptr;
-  if (env_on("SWITCHYARD_VK_VALIDATION")) {
-    uint32_t nl = 0;
-    vk.vkEnumerateInstanceLayerProperties(&nl, nullptr);
-    std::vector<VkLayerProperties> ls(nl);
-    vk.vkEnumerateInstanceLayerProperties(&nl, ls.data());
-    bool found = std::any_of(ls.begin(), ls.end(), [](const VkLayerProperties& l) {
-      return std::strcmp(l.layerName, "VK_LAYER_KHRONOS_validation") == 0;
-    });
-    if (!found) {
-      why = "SWITCHYARD_VK_VALIDATION=1 but the layer VK_LAYER_KHRONOS_validation is not installed "
-            "(apt-get install vulkan-validationlayers)";
-      return nullptr;
-    }
-    layers.push_back("VK_LAYER_KHRONOS_validation");
-    enable.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
-    enable.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
-    features.enabledValidationFeatureCount = 1;
-    features.pEnabledValidationFeatures = &sync;
-    dbg.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
-                          VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
-    dbg.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
-                      VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
-                      VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
-    dbg.pfnUserCallback = on_validation;
-    dbg.pUserData = in.get();
-    features.pNext = &dbg;
-    next = &features;
-    in->validation = true;
-  }
-
-  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
-  app.pApplicationName = "switchyard";
-  app.pEngineName = "switchyard";
-  // The highest version both the loader and Switchyard know (1.3): a
-  // device's usable version is the lower of this and its own.
-  uint32_t loader = VK_API_VERSION_1_0;
-  if (vk.vkEnumerateInstanceVersion) vk.vkEnumerateInstanceVersion(&loader);
-  in->api = std::min<uint32_t>(loader, VK_API_VERSION_1_3);
-  app.apiVersion = in->api;
-  VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
-  ci.pNext = next;
-  ci.flags = flags;
-  ci.pApplicationInfo = &app;
-  ci.enabledExtensionCount = uint32_t(enable.size());
-  ci.ppEnabledExtensionNames = enable.data();
-  ci.enabledLayerCount = uint32_t(layers.size());
-  ci.ppEnabledLayerNames = layers.data();
-  if (VkResult r = vk.vkCreateInstance(&ci, nullptr, &in->inst); r != VK_SUCCESS) {
-    in->inst = VK_NULL_HANDLE;
-    why = cat("vkCreateInstance failed with ", result_name(r),
-              r == VK_ERROR_INCOMPATIBLE_DRIVER ? " (no Vulkan driver found: install mesa-vulkan-drivers "
-                                                  "or your GPU vendor's driver)"
-                                                : "");
-    return nullptr;
-  }
-  if (!load_instance(in->inst, why)) return nullptr;
-  if (in->validation && vk.vkCreateDebugUtilsMessengerEXT)
-    vk.vkCreateDebugUtilsMessengerEXT(in->inst, &dbg, nullptr, &in->messenger);
-  return in;
-}
-
-// ---- physical-device facts --------------------------------------------------------
-
-struct Physical {
-  VkPhysicalDevice pd = VK_NULL_HANDLE;
-  VkPhysicalDeviceProperties props{};
-  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-  VkPhysicalDeviceMaintenance3Properties maint3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
-  VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
-  bool has_driver_props = false;
-  uint32_t api = 0;  // usable API version: min(device, instance)
-  VkPhysicalDeviceMemoryProperties mem{};
-  VkPhysicalDeviceFeatures features{};
-  std::vector<VkQueueFamilyProperties> queues;
-  std::vector<VkExtensionProperties> exts;
-  uint32_t queue_family = 0;
-  bool subgroup_arith = false;
-};
-
-Physical query(VkPhysicalDevice pd, uint32_t instance_api) {
-  Physical p;
-  p.pd = pd;
-  uint32_t n = 0;
-  vk.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
-  p.exts.resize(n);
-  vk.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, p.exts.data());
-  vk.vkGetPhysicalDeviceProperties(pd, &p.props);
-  p.api = std::min(p.props.apiVersion, instance_api);
-  p.has_driver_props = p.api >= VK_API_VERSION_1_2 || has_ext(p.exts, "VK_KHR_driver_properties");
-  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
-  p2.pNext = &p.subgroup;
-  p.subgroup.pNext = &p.maint3;
-  if (p.has_driver_props) p.maint3.pNext = &p.driver;
-  vk.vkGetPhysicalDeviceProperties2(pd, &p2);
-  vk.vkGetPhysicalDeviceMemoryProperties(pd, &p.mem);
-  vk.vkGetPhysicalDeviceFeatures(pd, &p.features);
-  vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
-  p.queues.resize(n);
-  vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, p.queues.data());
-  // Prefer a compute queue without graphics (an async-compute family).
-  int best = -1;
-  for (uint32_t q = 0; q < n; ++q) {
-    if (!(p.queues[q].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
-    if (best < 0 || (!(p.queues[q].queueFlags & VK_QUEUE_GRAPHICS_BIT) &&
-                     (p.queues[best].queueFlags & VK_QUEUE_GRAPHICS_BIT)))
-      best = int(q);
-  }
-  p.queue_family = best < 0 ? UINT32_MAX : uint32_t(best);
-  p.subgroup_arith = (p.subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-                     (p.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
-                     (p.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
-  return p;
-}
-
-// Why this device cannot run Switchyard's shaders, or "".
-std::string unsupported(const Physical& p) {
-  if (p.api < VK_API_VERSION_1_1)
-    return cat("Vulkan ", version_str(p.api), " (1.1 is required)");
-  if (p.queue_family == UINT32_MAX) return "no compute queue";
-  if (p.props.limits.maxPerStageDescriptorStorageBuffers < kBindings)
-    return cat("maxPerStageDescriptorStorageBuffers is ", p.props.limits.maxPerStageDescriptorStorageBuffers,
-               " (", kBindings, " are required)");
-  if (p.props.limits.maxComputeSharedMemorySize < 16384) return "less than 16 KiB of shared memory";
-  return "";
-}
-
-DeviceType device_type(VkPhysicalDeviceType t) {
-  switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return DeviceType::integrated_gpu;
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return DeviceType::discrete_gpu;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return DeviceType::virtual_gpu;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return DeviceType::cpu;
-    default: return DeviceType::other;
-  }
-}
-
-// Memory type in `bits` with all of `need`, preferring more of `want` and
-// none of `avoid`. -1 if none.
-int pick_type(const VkPhysicalDeviceMemoryProperties& m, uint32_t bits, VkMemoryPropertyFlags need,
-              VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid) {
-  int best = -1, best_score = -1;
-  for (uint32_t t = 0; t < m.memoryTypeCount; ++t) {
-    if (!(bits & (1u << t))) continue;
-    VkMemoryPropertyFlags f = m.memoryTypes[t].propertyFlags;
-    if ((f & need) != need) continue;
-    int score = 2 * __builtin_popcount(f & want) + (f & avoid ? 0 : 1);
-    if (score > best_score) best = int(t), best_score = score;
-  }
-  return best;
-}
-
-// Zero-copy when a host-visible, coherent type lives in the largest
-// device-local heap (integrated GPUs, ReBAR, CPU drivers), not in a small BAR
-// window.
-bool has_zero_copy(const VkPhysicalDeviceMemoryProperties& m) {
-  uint64_t largest = 0;
-  for (uint32_t h = 0; h < m.memoryHeapCount; ++h)
-    if (m.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
-      largest = std::max<uint64_t>(largest, m.memoryHeaps[h].size);
-  const VkMemoryPropertyFlags need = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
-                                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                     VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  for (uint32_t t = 0; t < m.memoryTypeCount; ++t)
-    if ((m.memoryTypes[t].propertyFlags & need) == need &&
-        m.memoryHeaps[m.memoryTypes[t].heapIndex].size * 2 >= largest)
-      return true;
-  return false;
-}
-
-DeviceInfo make_info(const Physical& p, int index, bool zero_copy) {
-  DeviceInfo info;
-  info.backend = "vulkan";
-  info.index = index;
-  info.name = p.props.deviceName;
-  info.type = device_type(p.props.deviceType);
-  auto& L = p.props.limits;
-  std::string heaps;
-  for (uint32_t h = 0; h < p.mem.memoryHeapCount; ++h) {
-    heaps += (h ? ", " : "") + mib(p.mem.memoryHeaps[h].size);
-    if (p.mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
-      heaps += " device-local";
-      info.memory_bytes = std::max<uint64_t>(info.memory_bytes, p.mem.memoryHeaps[h].size);
-    }
-  }
-  info.properties = {
-      {"vendor", vendor_name(p.props.vendorID)},
-      {"type", device_type_name(info.type)},
-      {"driver", p.has_driver_props ? cat(p.driver.driverName, " ", p.driver.driverInfo)
-                                    : std::to_string(p.props.driverVersion)},
-      {"api", version_str(p.props.apiVersion)},
-      {"heaps", heaps},
-      {"memory", zero_copy ? "zero-copy (host-visible device-local)" : "staging ring"},
-      {"subgroup", cat(p.subgroup.subgroupSize, p.subgroup_arith ? " (arithmetic)" : " (no arithmetic)")},
-      {"max_storage_buffer", mib(L.maxStorageBufferRange)},
-      {"shared_memory", cat(L.maxComputeSharedMemorySize / 1024, " KiB")},
-      {"max_workgroup", cat(L.maxComputeWorkGroupInvocations)},
-      {"queue_family", cat(p.queue_family, (p.queues[p.queue_family].queueFlags & VK_QUEUE_GRAPHICS_BIT)
-                                               ? " (graphics+compute)" : " (compute-only)")},
-  };
-  return info;
-}
-
 // ---- the device ------------------------------------------------------------------
-
-struct Block {
-  VkDeviceMemory mem = VK_NULL_HANDLE;
-  VkBuffer buf = VK_NULL_HANDLE;
-  uint64_t size = 0;
-  char* mapped = nullptr;
-  RangeAllocator ranges;
-  bool dedicated = false;
-  bool host = false;  // pinned host memory (allocate_host), always mapped
-  uint32_t heap = 0;
-  uint64_t bytes = 0;  // of device memory
-};
-
-struct Alloc {
-  uint32_t block = 0;
-  uint64_t offset = 0, size = 0;
-  uint64_t last_use = 0;  // serial of the last submission that touches it
-};
 
 // A host-visible helper buffer (staging ring, parameter table, status).
 struct HostBuf {
@@ -402,27 +67,6 @@ struct HostBuf {
   VkBuffer buf = VK_NULL_HANDLE;
   uint64_t size = 0;
   char* mapped = nullptr;
-};
-
-struct Range {
-  uint32_t buf;  // block index, kRingId (staging ring) or kStatusId
-  uint64_t begin, end;
-  bool write;
-};
-
-bool overlaps(const Range& a, const Range& b) {
-  return a.buf == b.buf && a.begin < b.end && b.begin < a.end;
-}
-
-// Ranges touched since the last barrier; conflict() says whether a new access
-// must wait for them (read after write, write after read or write).
-struct Hazards {
-  std::vector<Range> seen;
-  bool conflict(const Range& r) const {
-    for (auto& s : seen)
-      if (overlaps(s, r) && (s.write || r.write)) return true;
-    return false;
-  }
 };
 
 struct Frame {
@@ -460,7 +104,6 @@ struct RingSeg {
   uint64_t begin, end, serial;
 };
 
-const char* kernel_module(Kernel k) { return kernel_name(k); }
 bool has_subgroup_variant(Kernel k) {
   return k == Kernel::reduce_sum || k == Kernel::softmax || k == Kernel::softmax_backward ||
          k == Kernel::cross_entropy;
@@ -472,12 +115,12 @@ class VulkanDevice final : public Device {
       : Device(make_info(p, index, zero_copy)), in_(std::move(in)), p_(std::move(p)),
         zero_copy_(zero_copy) {
     std::lock_guard lock(in_->mu);
-    in_->devices.push_back(this);
+    in_->counters.push_back(&counters_.validation_messages);
   }
   ~VulkanDevice() override {
     {
       std::lock_guard lock(in_->mu);
-      std::erase(in_->devices, this);
+      std::erase(in_->counters, &counters_.validation_messages);
     }
     try {
       destroy();
@@ -491,10 +134,6 @@ class VulkanDevice final : public Device {
     std::lock_guard lock(mu_);
     destroy();
     shut_down_ = true;
-  }
-
-  void on_validation_message() {
-    std::atomic_ref<uint64_t>(counters_.validation_messages).fetch_add(1, std::memory_order_relaxed);
   }
 
   // Mapped memory: every block in the zero-copy mode, host blocks (pinned
@@ -627,8 +266,11 @@ class VulkanDevice final : public Device {
   void choose_tiles() {
     auto& L = p_.props.limits;
     uint32_t maxwg = std::min(L.maxComputeWorkGroupInvocations, L.maxComputeWorkGroupSize[0]);
-    wg_ = 256;
-    while (wg_ > maxwg) wg_ /= 2;
+    lc_.device = str();
+    lc_.max_range = p_.props.limits.maxStorageBufferRange;
+    lc_.storage_align = std::max<uint64_t>(p_.props.limits.minStorageBufferOffsetAlignment, 4);
+    lc_.wg = 256;
+    while (lc_.wg > maxwg) lc_.wg /= 2;
     // GEMM tiles {BM, BN, BK, TM, TN}: a workgroup computes BM x BN of C, BK
     // deep, with BM/TM * BN/TN invocations of TM x TN accumulators and
     // 4*BK*(BM+BN) bytes of shared memory. CPU-type drivers run invocations as
@@ -638,6 +280,8 @@ class VulkanDevice final : public Device {
     // 64x64 tiles (256 invocations). A GEMM that fits in one such tile uses
     // the second, smaller set, so it still spreads over the device.
     bool cpu_like = p_.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+    auto& gemm_ = lc_.gemm;
+    auto& gemm_small_ = lc_.gemm_small;
     gemm_ = cpu_like ? std::array<uint32_t, 5>{128, 128, 16, 32, 8} : std::array<uint32_t, 5>{64, 64, 16, 4, 4};
     gemm_small_ = cpu_like ? std::array<uint32_t, 5>{64, 64, 16, 16, 8} : std::array<uint32_t, 5>{32, 32, 16, 4, 4};
     for (auto* t : {&gemm_, &gemm_small_})
@@ -658,9 +302,9 @@ class VulkanDevice final : public Device {
     // on CPU drivers loops inside an invocation cost more than extra
     // workgroups (measured: 4096 beats 64 and 65535 for a 16M add).
     // SWITCHYARD_VK_GRID_CAP overrides (benchmarking).
-    grid_cap_ = cpu_like ? 4096 : 16384;
+    lc_.grid_cap = cpu_like ? 4096 : 16384;
     if (const char* gc = std::getenv("SWITCHYARD_VK_GRID_CAP"); gc && std::atoi(gc) > 0)
-      grid_cap_ = uint32_t(std::min<int>(std::atoi(gc), int(kMaxGroups)));
+      lc_.grid_cap = uint32_t(std::min<int>(std::atoi(gc), int(kMaxGroups)));
  // The gemm_sg build shares A's loads across a subgroup's lanes; it needs
     // every subgroup to be consecutive invocations of one tile row, which
     // CPU drivers guarantee (lanes are SIMD lanes over the invocation index).
@@ -675,36 +319,71 @@ class VulkanDevice final : public Device {
     use_subgroups_ = p_.subgroup_arith && !env_on("SWITCHYARD_VK_NO_SUBGROUPS");
   }
 
-  HostBuf make_host_buffer(uint64_t size, bool want_device_local) {
-    HostBuf h;
-    h.size = size;
+  // A VkBuffer of `size` bytes on its own allocation of the memory type
+  // `type(memoryTypeBits)` picks, mapped when `map`, within the heap's size
+  // when `budget` (then counted in heap_used_). False and `why` when the
+  // device refuses; nothing is left behind.
+  template <class PickType>
+  bool create_memory(uint64_t size, PickType type, bool map, bool budget, Block& b, std::string& why) {
     VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
     bci.size = size;
     bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |
                 VK_BUFFER_USAGE_TRANSFER_SRC_BIT | VK_BUFFER_USAGE_TRANSFER_DST_BIT;
     bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-    check(vk.vkCreateBuffer(dev_, &bci, nullptr, &h.buf), "allocate", "vkCreateBuffer");
+    VkResult r = vk.vkCreateBuffer(dev_, &bci, nullptr, &b.buf);
+    if (r != VK_SUCCESS) {
+      why = cat("vkCreateBuffer of ", size, " bytes failed: ", result_name(r));
+      b.buf = VK_NULL_HANDLE;
+      return false;
+    }
+    auto fail = [&](std::string w) {
+      if (b.mem) vk.vkFreeMemory(dev_, b.mem, nullptr);
+      vk.vkDestroyBuffer(dev_, b.buf, nullptr);
+      b.buf = VK_NULL_HANDLE, b.mem = VK_NULL_HANDLE;
+      why = std::move(w);
+      return false;
+    };
     VkMemoryRequirements req;
-    vk.vkGetBufferMemoryRequirements(dev_, h.buf, &req);
-    int t = pick_type(p_.mem, req.memoryTypeBits,
-                      VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                      want_device_local ? VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
-                                        : VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
-                      want_device_local ? 0 : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    vk.vkGetBufferMemoryRequirements(dev_, b.buf, &req);
+    int t = type(req.memoryTypeBits);
+    if (t < 0) return fail("no suitable memory type");
+    b.heap = p_.mem.memoryTypes[t].heapIndex;
+    uint64_t heap_size = p_.mem.memoryHeaps[b.heap].size;
+    if (budget && heap_used_[b.heap] + req.size > heap_size)
+      return fail(cat("heap ", b.heap, " holds ", mib(heap_size), " and ", mib(heap_used_[b.heap]), " are in use"));
     VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
     ai.allocationSize = req.size;
     ai.memoryTypeIndex = uint32_t(t);
-    VkResult r = t < 0 ? VK_ERROR_OUT_OF_DEVICE_MEMORY : vk.vkAllocateMemory(dev_, &ai, nullptr, &h.mem);
+    r = vk.vkAllocateMemory(dev_, &ai, nullptr, &b.mem);
     if (r != VK_SUCCESS) {
-      vk.vkDestroyBuffer(dev_, h.buf, nullptr);
-      check(r, "allocate", "vkAllocateMemory (host-visible)");
+      b.mem = VK_NULL_HANDLE;
+      return fail(cat("vkAllocateMemory of ", mib(req.size), " failed: ", result_name(r)));
     }
     bump(counters_.memory_allocations);
-    vk.vkBindBufferMemory(dev_, h.buf, h.mem, 0);
-    void* ptr = nullptr;
-    check(vk.vkMapMemory(dev_, h.mem, 0, VK_WHOLE_SIZE, 0, &ptr), "allocate", "vkMapMemory");
-    h.mapped = static_cast<char*>(ptr);
-    return h;
+    vk.vkBindBufferMemory(dev_, b.buf, b.mem, 0);
+    if (map) {
+      void* ptr = nullptr;
+      r = vk.vkMapMemory(dev_, b.mem, 0, VK_WHOLE_SIZE, 0, &ptr);
+      if (r != VK_SUCCESS) return fail(cat("vkMapMemory failed: ", result_name(r)));
+      b.mapped = static_cast<char*>(ptr);
+    }
+    b.size = size;
+    b.bytes = req.size;
+    if (budget) heap_used_[b.heap] += req.size;
+    return true;
+  }
+
+  HostBuf make_host_buffer(uint64_t size, bool want_device_local) {
+    Block b;
+    std::string why;
+    auto type = [&](uint32_t bits) {
+      return pick_type(p_.mem, bits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                       want_device_local ? VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT : VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+                       want_device_local ? 0 : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
+    };
+    if (!create_memory(size, type, true, false, b, why))
+      throw OutOfMemory(cat("[allocate] host-visible buffer of ", mib(size), " on ", str(), ": ", why));
+    return {b.mem, b.buf, size, b.mapped};
   }
 
   void free_host_buffer(HostBuf& h) {
@@ -713,7 +392,6 @@ class VulkanDevice final : public Device {
     h = HostBuf{};
   }
 
-  uint64_t max_range() const { return p_.props.limits.maxStorageBufferRange; }
 
   std::string cache_path() const {
     const char* home = std::getenv("XDG_CACHE_HOME");
@@ -1032,55 +710,10 @@ class VulkanDevice final : public Device {
   // Creates a block of `size` bytes in slot `k`; false if the device refused.
   bool create_block(uint32_t k, uint64_t size, bool dedicated, bool host, std::string& why) {
     Block b;
-    b.size = size;
     b.dedicated = dedicated;
     b.host = host;
-    VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
-    bci.size = size;
-    bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_TRANSFER_SRC_BIT |
-                VK_BUFFER_USAGE_TRANSFER_DST_BIT;
-    bci.sharingMode = VK_SHARING_MODE_EXCLUSIVE;
-    VkResult r = vk.vkCreateBuffer(dev_, &bci, nullptr, &b.buf);
-    if (r != VK_SUCCESS) {
-      why = cat("vkCreateBuffer of ", size, " bytes failed: ", result_name(r));
-      return false;
-    }
-    VkMemoryRequirements req;
-    vk.vkGetBufferMemoryRequirements(dev_, b.buf, &req);
-    int t = block_type(req.memoryTypeBits, host);
-    b.heap = t >= 0 ? p_.mem.memoryTypes[t].heapIndex : 0;
-    uint64_t heap_size = p_.mem.memoryHeaps[b.heap].size;
-    if (t < 0 || heap_used_[b.heap] + req.size > heap_size) {
-      why = t < 0 ? std::string("no suitable memory type")
-                  : cat("heap ", b.heap, " holds ", mib(heap_size), " and ", mib(heap_used_[b.heap]),
-                        " are in use");
-      vk.vkDestroyBuffer(dev_, b.buf, nullptr);
-      return false;
-    }
-    VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
-    ai.allocationSize = req.size;
-    ai.memoryTypeIndex = uint32_t(t);
-    r = vk.vkAllocateMemory(dev_, &ai, nullptr, &b.mem);
-    if (r != VK_SUCCESS) {
-      why = cat("vkAllocateMemory of ", mib(req.size), " failed: ", result_name(r));
-      vk.vkDestroyBuffer(dev_, b.buf, nullptr);
-      return false;
-    }
-    bump(counters_.memory_allocations);
-    vk.vkBindBufferMemory(dev_, b.buf, b.mem, 0);
-    if (zero_copy_ || host) {
-      void* ptr = nullptr;
-      r = vk.vkMapMemory(dev_, b.mem, 0, VK_WHOLE_SIZE, 0, &ptr);
-      if (r != VK_SUCCESS) {
-        why = cat("vkMapMemory failed: ", result_name(r));
-        vk.vkDestroyBuffer(dev_, b.buf, nullptr);
-        vk.vkFreeMemory(dev_, b.mem, nullptr);
-        return false;
-      }
-      b.mapped = static_cast<char*>(ptr);
-    }
-    heap_used_[b.heap] += req.size;
-    b.bytes = req.size;
+    auto type = [&](uint32_t bits) { return block_type(bits, host); };
+    if (!create_memory(size, type, zero_copy_ || host, true, b, why)) return false;
     b.ranges = RangeAllocator(size);
     blocks_[k] = std::move(b);
     return true;
@@ -1302,23 +935,6 @@ class VulkanDevice final : public Device {
   // ---- programs --------------------------------------------------------------------
   // A pipeline is one kernel's build (plain or subgroup) specialized for a
   // launch's mode and flags (SPEC_OP, SPEC_FLAGS in shaders/common.glsl).
-  static uint64_t pipeline_key(Kernel k, bool sg, int32_t spec_op, uint32_t flags) {
-    return uint64_t(k) | uint64_t(sg) << 8 | uint64_t(uint32_t(spec_op) & 0xffff) << 16 | uint64_t(flags) << 32;
-  }
-
-  // The kernel's mode, as SPEC_OP documents it.
-  static int32_t spec_op(const Instr& ins) {
-    const int64_t* i = ins.params.i;
-    switch (ins.kernel) {
-      case Kernel::gemm: return int32_t(i[6]);
-      case Kernel::fill:
-      case Kernel::arange: return int32_t(i[1]);
-      case Kernel::cast: return int32_t(i[1] * 4 + i[2]);
-      case Kernel::transpose: return int32_t(i[2]);
-      default: return ins.params.op;
-    }
-  }
-
   // Index of the pipeline for this launch (created when first recorded).
   uint32_t pipeline_index(const Instr& ins, uint32_t flags) {
     Kernel k = ins.kernel;
@@ -1334,7 +950,7 @@ class VulkanDevice final : public Device {
     if (pl) return pl;
     Kernel k = Kernel(key & 0xff);
     bool sg = (key >> 8) & 1;
-    std::string name = std::string(kernel_module(k)) + (sg ? "_sg" : "");
+    std::string name = std::string(kernel_name(k)) + (sg ? "_sg" : "");
     const SpirvModule* m = nullptr;
     for (size_t j = 0; j < kSpirvModuleCount; ++j)
       if (name == kSpirvModules[j].name) m = &kSpirvModules[j];
@@ -1345,11 +961,11 @@ class VulkanDevice final : public Device {
     VkShaderModule mod;
     check(vk.vkCreateShaderModule(dev_, &sci, nullptr, &mod), kernel_name(k), "vkCreateShaderModule");
     // constant_id 0: workgroup size; 1-5: gemm tiles; 10: SPEC_OP; 11: SPEC_FLAGS.
-    uint32_t spec[8] = {wg_};
+    uint32_t spec[8] = {lc_.wg};
     uint32_t ids[8] = {0};
     uint32_t nspec = 1;
     if (k == Kernel::gemm) {
-      const auto& t = (key >> 32) & kSmallTiles ? gemm_small_ : gemm_;
+      const auto& t = (key >> 32) & kSmallTiles ? lc_.gemm_small : lc_.gemm;
       spec[0] = (t[0] / t[3]) * (t[1] / t[4]);
       for (uint32_t j = 0; j < 5; ++j) spec[nspec] = t[j], ids[nspec++] = j + 1;
     }
@@ -1371,154 +987,6 @@ class VulkanDevice final : public Device {
     check(r, kernel_name(k), "vkCreateComputePipelines");
     new_pipelines_ = true;
     return pl;
-  }
-
-  // Grid-stride kernels get at most grid_cap_ workgroups: each invocation
-  // then loops over several items, so per-invocation set-up (reading the
-  // launch's parameters) is paid once per many elements.
-  uint32_t groups_for(uint64_t items, uint32_t wg) const {
-    return uint32_t(std::clamp<uint64_t>((items + wg - 1) / wg, 1, grid_cap_));
-  }
-
-  // Grid size of one launch (see each shader's header for its geometry).
-  void grid(const Instr& ins, uint32_t flags, uint32_t g[3]) const {
-    const int64_t* i = ins.params.i;
-    g[1] = g[2] = 1;
-    auto quads = [](int64_t n) { return uint64_t(n + 3) / 4; };
-    switch (ins.kernel) {
-      case Kernel::fill: g[0] = groups_for(quads(i[0]), wg_); break;
-      case Kernel::affine:
-      case Kernel::unary:
-      case Kernel::unary_backward:
-      case Kernel::sgd_update:
-      case Kernel::adam_update: g[0] = groups_for(quads(i[0]), wg_); break;
-      case Kernel::binary: g[0] = groups_for(quads(i[0] * i[1] * i[2] * i[3]), wg_); break;
-      case Kernel::arange:
-      case Kernel::rand_uniform:
-      case Kernel::rand_normal:
-      case Kernel::cast: g[0] = groups_for(uint64_t(i[0]), wg_); break;
-      case Kernel::transpose: g[0] = groups_for(uint64_t(i[0] * i[1]), wg_); break;
-      case Kernel::pad: g[0] = groups_for(uint64_t(i[2]), wg_); break;
-      case Kernel::expand: g[0] = groups_for(uint64_t(i[0] * i[1] * i[2]), wg_); break;
-      case Kernel::reduce_sum:
-        g[0] = i[2] == 1 ? uint32_t(std::clamp<int64_t>(i[0], 1, grid_cap_))
-                         : groups_for(uint64_t(i[0] * i[2]), wg_);
-        break;
-      case Kernel::softmax:
-      case Kernel::softmax_backward: g[0] = uint32_t(std::clamp<int64_t>(i[0], 1, grid_cap_)); break;
-      case Kernel::cross_entropy: g[0] = 1; break;
-      case Kernel::cross_entropy_backward:
-      case Kernel::argmax: g[0] = groups_for(uint64_t(i[0]), wg_); break;
-      case Kernel::gemm: {
-        const auto& t = flags & kSmallTiles ? gemm_small_ : gemm_;
-        uint64_t gx = (uint64_t(i[1]) + t[1] - 1) / t[1], gy = (uint64_t(i[0]) + t[0] - 1) / t[0];
-        SY_CHECK(gx <= kMaxGroups && gy <= kMaxGroups, "gemm", "expected at most ", kMaxGroups * t[0],
-                 " rows and columns on ", str(), ", found ", i[0], "x", i[1]);
-        g[0] = uint32_t(std::max<uint64_t>(gx, 1));
-        g[1] = uint32_t(std::max<uint64_t>(gy, 1));
-        break;
-      }
-      case Kernel::count_: g[0] = 1; break;
-    }
-  }
-
-  static bool writes(const Instr& ins, int a) {
-    if (a == 0) return true;
-    if (ins.kernel == Kernel::adam_update) return a <= 2;
-    if (ins.kernel == Kernel::sgd_update) return a == 1 && ins.params.i[3] != 0;
-    return false;
-  }
-
-  // The binding an argument goes to: its position, except SGD without
-  // momentum, whose gradient (arg 1) goes to binding 2 like with momentum.
-  static uint32_t binding_of(const Instr& ins, int a) {
-    if (ins.kernel == Kernel::sgd_update && ins.params.i[3] == 0 && a == 1) return 2;
-    return uint32_t(a);
-  }
-
-  // The table entry of one launch (32-bit params, offsets from each
-  // descriptor's start), its arguments' descriptors (kArgBindings, unused
-  // bindings alias argument 0) and the ranges it touches.
-  OpParams params_of(const Instr& ins, std::span<const Binding> bind, VkDescriptorBufferInfo* desc,
-                     Range* ranges, int& nranges) const {
-    OpParams o{};
-    bool aligned = true;
-    const uint64_t align = std::max<uint64_t>(p_.props.limits.minStorageBufferOffsetAlignment, 4);
-    nranges = 0;
-    uint32_t used = 0;
-    for (int a = 0; a < ins.nargs; ++a) {
-      const Binding& b = bind[ins.args[a].slot];
-      auto* al = static_cast<const Alloc*>(b.buffer.handle);
-      uint64_t off = al->offset + b.offset + ins.args[a].offset;
-      uint64_t len = ins.args[a].bytes ? ins.args[a].bytes : b.buffer.bytes - b.offset - ins.args[a].offset;
-      // The descriptor starts at an allowed alignment at or below the
-      // argument and ends on a 4-byte boundary (u8 tensors are read as words).
-      uint64_t start = off & ~(align - 1);
-      uint64_t end = std::min<uint64_t>((off + std::max<uint64_t>(len, 1) + 15) & ~uint64_t(15),
-                                        blocks_[al->block].size);
-      SY_CHECK(end - start <= max_range(), kernel_name(ins.kernel), "expected each argument to span at most ",
-               mib(max_range()), " (maxStorageBufferRange of ", str(), "), found ", end - start,
-               " bytes: split the tensor");
-      uint32_t bi = binding_of(ins, a);
-      used |= 1u << bi;
-      desc[bi] = {blocks_[al->block].buf, start, end - start};
-      o.off[bi] = uint32_t(off - start);
-      aligned = aligned && off % 16 == 0;
-      ranges[nranges++] = {al->block, start, end, writes(ins, a)};
-    }
-    for (uint32_t bi = 0; bi < kArgBindings; ++bi)
-      if (!(used & (1u << bi))) desc[bi] = desc[0], o.off[bi] = o.off[0];
-    if (ins.kernel == Kernel::cross_entropy || ins.kernel == Kernel::cross_entropy_backward)
-      ranges[nranges++] = {kStatusId, 0, 4, true};
-    // The RNG's seed words (i[1], i[2]) are 32-bit patterns and its offset
-    // (i[3]) is 64-bit: it travels as i[3] (low) and i[4] (high).
-    bool rng = ins.kernel == Kernel::rand_uniform || ins.kernel == Kernel::rand_normal;
-    for (int j = 0; j < 12; ++j) {
-      int64_t v = ins.params.i[j];
-      if (rng && j >= 1 && j <= 4) continue;
-      SY_CHECK(v >= INT32_MIN && v <= INT32_MAX, kernel_name(ins.kernel), "expected parameters that fit "
-               "32 bits on ", str(), ", found i[", j, "] = ", v);
-      o.i[j] = int32_t(v);
-    }
-    if (rng) {
-      uint64_t off64 = uint64_t(ins.params.i[3]);
-      o.i[1] = int32_t(uint32_t(uint64_t(ins.params.i[1])));
-      o.i[2] = int32_t(uint32_t(uint64_t(ins.params.i[2])));
-      o.i[3] = int32_t(uint32_t(off64));
-      o.i[4] = int32_t(uint32_t(off64 >> 32));
-    }
-    std::memcpy(o.f, ins.params.f, sizeof o.f);
-    // vec4 access: every argument 16-byte aligned, and f32 (fill's dtype varies).
-    if (ins.kernel == Kernel::fill && ins.params.i[1] != int64_t(DType::f32)) aligned = false;
-    o.flags = aligned ? 1u : 0u;
-    if (ins.kernel == Kernel::binary) {
-      // Plain vec4 loop when a and b are laid out exactly like out.
-      const int64_t* d = ins.params.i;
-      int64_t st[4] = {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
-      bool flat = true;
-      for (int j = 0; j < 4; ++j)
-        flat = flat && (d[j] == 1 || (d[4 + j] == st[j] && d[8 + j] == st[j]));
-      if (flat) o.flags |= 2u;
-    }
-    if (ins.kernel == Kernel::gemm) {
-      const int64_t* d = ins.params.i;  // M N K ta tb has_bias
-      int64_t lda = d[3] ? d[0] : d[2], ldb = d[4] ? d[2] : d[1];
-      if (o.off[1] % 16 == 0 && lda % 4 == 0) o.flags |= 4u;
-      if (o.off[2] % 16 == 0 && ldb % 4 == 0) o.flags |= 8u;
-      if (d[5]) o.flags |= 16u;
-      uint64_t big = ((uint64_t(d[1]) + gemm_[1] - 1) / gemm_[1]) * ((uint64_t(d[0]) + gemm_[0] - 1) / gemm_[0]);
-      if (big < 2 && gemm_small_ != gemm_) o.flags |= kSmallTiles;
-    }
-    // Row kernels: rows of whole vec4s, every argument 16-byte aligned.
-    if ((ins.kernel == Kernel::softmax && ins.params.i[1] % 4 == 0) ||
-        (ins.kernel == Kernel::reduce_sum && ins.params.i[2] == 1 && ins.params.i[1] % 4 == 0))
-      if (aligned) o.flags |= 2u;
-    if (ins.kernel == Kernel::sgd_update) {
-      if (ins.params.i[3]) o.flags |= 32u;  // momentum buffer
-      if (ins.params.i[1]) o.flags |= 64u;  // nesterov
-    }
-    o.op = spec_op(ins);
-    return o;
   }
 
   void free_recording(Recording& rec) {
@@ -1678,18 +1146,19 @@ class VulkanDevice final : public Device {
     infos_.resize(n * kArgBindings);
     std::vector<uint32_t>& key = key_;
     key.assign(n * 5, 0);
-    Hazards hz;
+    Hazards& hz = hazards_;  // reused: no allocation per step
+    hz.seen.clear();
     Range ranges[kArgBindings + 1];
     for (size_t j = 0; j < n; ++j) {
       const Instr& ins = prog.instrs[j];
       int nr = 0;
-      ops_[j] = params_of(ins, bind, &infos_[j * kArgBindings], ranges, nr);
+      ops_[j] = launch_params(lc_, blocks_, ins, bind, &infos_[j * kArgBindings], ranges, nr);
       bool conflict = false;
       for (int a = 0; a < nr; ++a) conflict = conflict || hz.conflict(ranges[a]);
       if (conflict) hz.seen.clear();
       for (int a = 0; a < nr; ++a) hz.seen.push_back(ranges[a]);
       uint32_t g[3] = {1, 1, 1};
-      grid(ins, ops_[j].flags, g);
+      launch_grid(lc_, ins, ops_[j].flags, g);
       uint32_t* e = &key[j * 5];
       e[0] = pipeline_index(ins, ops_[j].flags);
       e[1] = g[0], e[2] = g[1], e[3] = g[2];
@@ -1752,10 +1221,7 @@ class VulkanDevice final : public Device {
   bool shut_down_ = false;
   std::vector<std::pair<uint64_t, VkPipeline>> pipelines_;  // key, pipeline
   std::unordered_map<uint64_t, uint32_t> pipeline_index_;
-  uint32_t wg_ = 256;
-  std::array<uint32_t, 5> gemm_ = {64, 64, 16, 4, 4}, gemm_small_ = {32, 32, 16, 4, 4};
-  static constexpr uint32_t kSmallTiles = 128;  // gemm flag: the small tile set
-  uint32_t grid_cap_ = kMaxGroups;
+  LaunchConfig lc_;  // workgroup and tile sizes, limits (choose_tiles)
   bool gemm_sg_ = false;  // gemm_sg build (see choose_tiles)
   bool use_subgroups_ = false;
 
@@ -1784,6 +1250,7 @@ class VulkanDevice final : public Device {
   std::vector<VkDescriptorBufferInfo> infos_;
   std::unordered_map<uint64_t, Recording> recordings_;
   std::vector<OpParams> ops_;
+  Hazards hazards_;
   std::vector<uint32_t> key_;
 };
 
@@ -1802,13 +1269,6 @@ void shutdown_at_exit() {
   for (auto& w : live->devices)
     if (auto d = w.lock()) d->shutdown();
   if (auto in = live->instance.lock()) in->shutdown();
-}
-
-void count_validation_message(Instance* in) {
-  if (!in) return;
-  std::lock_guard lock(in->mu);
-  if (in->devices.empty()) std::fprintf(stderr, "[vulkan validation] (outside any device)\n");
-  for (VulkanDevice* d : in->devices) d->on_validation_message();
 }
 
 }  // namespace
@@ -1837,7 +1297,7 @@ BackendEntry vulkan_backend() {
   bool force_staging = env_on("SWITCHYARD_VK_FORCE_STAGING");
   for (VkPhysicalDevice pd : pds) {
     Physical p = query(pd, in->api);
-    if (std::string u = unsupported(p); !u.empty()) {
+    if (std::string u = unsupported(p, kBindings); !u.empty()) {
       skipped += cat(skipped.empty() ? "" : "; ", p.props.deviceName, ": ", u);
       continue;
     }

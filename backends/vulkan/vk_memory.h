@@ -5,6 +5,8 @@
 #include <map>
 #include <optional>
 
+#include "vk_loader.h"
+
 namespace switchyard::vk_impl {
 
 class RangeAllocator {
@@ -21,6 +23,26 @@ class RangeAllocator {
  private:
   uint64_t size_ = 0, used_ = 0;
   std::map<uint64_t, uint64_t> free_;  // offset -> length, never adjacent
+};
+
+// A device-memory block: one VkBuffer over one allocation, suballocated.
+struct Block {
+  VkDeviceMemory mem = VK_NULL_HANDLE;
+  VkBuffer buf = VK_NULL_HANDLE;
+  uint64_t size = 0;
+  char* mapped = nullptr;
+  RangeAllocator ranges;
+  bool dedicated = false;
+  bool host = false;  // pinned host memory (allocate_host), always mapped
+  uint32_t heap = 0;
+  uint64_t bytes = 0;  // of device memory
+};
+
+// A suballocation: what a Buffer's handle points at.
+struct Alloc {
+  uint32_t block = 0;
+  uint64_t offset = 0, size = 0;
+  uint64_t last_use = 0;  // serial of the last submission that touches it
 };
 
 }  // namespace switchyard::vk_impl

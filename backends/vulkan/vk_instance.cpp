@@ -1,0 +1,309 @@
+// The Vulkan instance and physical-device facts (see vk_instance.h).
+#include "vk_instance.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+
+#include "switchyard/error.h"
+
+namespace switchyard::vk_impl {
+
+using detail::cat;
+
+bool env_on(const char* name) {
+  const char* e = std::getenv(name);
+  return e && *e && std::string(e) != "0";
+}
+
+namespace {
+
+std::string hex(uint32_t v) {
+  char b[16];
+  std::snprintf(b, sizeof b, "0x%04x", v);
+  return b;
+}
+
+}  // namespace
+
+std::string mib(uint64_t b) {
+  char s[32];
+  if (b >= (1ull << 30)) std::snprintf(s, sizeof s, "%.2f GiB", double(b) / double(1ull << 30));
+  else std::snprintf(s, sizeof s, "%.0f MiB", double(b) / double(1ull << 20));
+  return s;
+}
+
+namespace {
+
+std::string vendor_name(uint32_t id) {
+  switch (id) {
+    case 0x10DE: return "NVIDIA";
+    case 0x1002: return "AMD";
+    case 0x8086: return "Intel";
+    case 0x106B: return "Apple";
+    case 0x13B5: return "ARM";
+    case 0x5143: return "Qualcomm";
+    case 0x1010: return "Imagination";
+    case 0x10005: return "Mesa";
+    default: return hex(id);
+  }
+}
+
+}  // namespace
+
+std::string version_str(uint32_t v) {
+  return cat(VK_API_VERSION_MAJOR(v), ".", VK_API_VERSION_MINOR(v), ".", VK_API_VERSION_PATCH(v));
+}
+
+// ---- instance -----------------------------------------------------------------
+
+namespace {
+
+VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityFlagBitsEXT severity,
+                                             VkDebugUtilsMessageTypeFlagsEXT,
+                                             const VkDebugUtilsMessengerCallbackDataEXT* data,
+                                             void* user) {
+  if (severity < VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) return VK_FALSE;
+  std::fprintf(stderr, "[vulkan validation] %s\n", data && data->pMessage ? data->pMessage : "?");
+  if (auto* in = static_cast<Instance*>(user)) {
+    std::lock_guard lock(in->mu);
+    if (in->counters.empty()) std::fprintf(stderr, "[vulkan validation] (outside any device)\n");
+    for (uint64_t* c : in->counters) std::atomic_ref<uint64_t>(*c).fetch_add(1, std::memory_order_relaxed);
+  }
+  return VK_FALSE;
+}
+
+}  // namespace
+
+Instance::~Instance() { shutdown(); }
+
+void Instance::shutdown() {
+  if (messenger && vk.vkDestroyDebugUtilsMessengerEXT)
+    vk.vkDestroyDebugUtilsMessengerEXT(inst, messenger, nullptr);
+  if (inst) vk.vkDestroyInstance(inst, nullptr);
+  messenger = VK_NULL_HANDLE;
+  inst = VK_NULL_HANDLE;
+}
+
+bool has_ext(const std::vector<VkExtensionProperties>& v, const char* name) {
+  return std::any_of(v.begin(), v.end(),
+                     [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
+}
+
+std::shared_ptr<Instance> create_instance(std::string& why) {
+  if (!load_loader(why)) return nullptr;
+  uint32_t n = 0;
+  vk.vkEnumerateInstanceExtensionProperties(nullptr, &n, nullptr);
+  std::vector<VkExtensionProperties> exts(n);
+  vk.vkEnumerateInstanceExtensionProperties(nullptr, &n, exts.data());
+
+  auto in = std::make_shared<Instance>();
+  std::vector<const char*> enable;
+  VkInstanceCreateFlags flags = 0;
+  // MoltenVK and other non-conformant layers are only listed when asked for.
+  if (has_ext(exts, VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME)) {
+    enable.push_back(VK_KHR_PORTABILITY_ENUMERATION_EXTENSION_NAME);
+    flags |= VK_INSTANCE_CREATE_ENUMERATE_PORTABILITY_BIT_KHR;
+  }
+  if (has_ext(exts, "VK_KHR_get_physical_device_properties2"))
+    enable.push_back("VK_KHR_get_physical_device_properties2");
+
+  // SWITCHYARD_VK_VALIDATION=1: the Khronos validation layer with
+  // synchronization validation; every message is printed and counted.
+  std::vector<const char*> layers;
+  VkValidationFeaturesEXT features{VK_STRUCTURE_TYPE_VALIDATION_FEATURES_EXT};
+  VkValidationFeatureEnableEXT sync = VK_VALIDATION_FEATURE_ENABLE_SYNCHRONIZATION_VALIDATION_EXT;
+  VkDebugUtilsMessengerCreateInfoEXT dbg{VK_STRUCTURE_TYPE_DEBUG_UTILS_MESSENGER_CREATE_INFO_EXT};
+  const void* next = nullptr;
+  if (env_on("SWITCHYARD_VK_VALIDATION")) {
+    uint32_t nl = 0;
+    vk.vkEnumerateInstanceLayerProperties(&nl, nullptr);
+    std::vector<VkLayerProperties> ls(nl);
+    vk.vkEnumerateInstanceLayerProperties(&nl, ls.data());
+    bool found = std::any_of(ls.begin(), ls.end(), [](const VkLayerProperties& l) {
+      return std::strcmp(l.layerName, "VK_LAYER_KHRONOS_validation") == 0;
+    });
+    if (!found) {
+      why = "SWITCHYARD_VK_VALIDATION=1 but the layer VK_LAYER_KHRONOS_validation is not installed "
+            "(apt-get install vulkan-validationlayers)";
+      return nullptr;
+    }
+    layers.push_back("VK_LAYER_KHRONOS_validation");
+    enable.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    enable.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
+    features.enabledValidationFeatureCount = 1;
+    features.pEnabledValidationFeatures = &sync;
+    dbg.messageSeverity = VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT |
+                          VK_DEBUG_UTILS_MESSAGE_SEVERITY_ERROR_BIT_EXT;
+    dbg.messageType = VK_DEBUG_UTILS_MESSAGE_TYPE_GENERAL_BIT_EXT |
+                      VK_DEBUG_UTILS_MESSAGE_TYPE_VALIDATION_BIT_EXT |
+                      VK_DEBUG_UTILS_MESSAGE_TYPE_PERFORMANCE_BIT_EXT;
+    dbg.pfnUserCallback = on_validation;
+    dbg.pUserData = in.get();
+    features.pNext = &dbg;
+    next = &features;
+    in->validation = true;
+  }
+
+  VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
+  app.pApplicationName = "switchyard";
+  app.pEngineName = "switchyard";
+  // The highest version both the loader and Switchyard know (1.3): a
+  // device's usable version is the lower of this and its own.
+  uint32_t loader = VK_API_VERSION_1_0;
+  if (vk.vkEnumerateInstanceVersion) vk.vkEnumerateInstanceVersion(&loader);
+  in->api = std::min<uint32_t>(loader, VK_API_VERSION_1_3);
+  app.apiVersion = in->api;
+  VkInstanceCreateInfo ci{VK_STRUCTURE_TYPE_INSTANCE_CREATE_INFO};
+  ci.pNext = next;
+  ci.flags = flags;
+  ci.pApplicationInfo = &app;
+  ci.enabledExtensionCount = uint32_t(enable.size());
+  ci.ppEnabledExtensionNames = enable.data();
+  ci.enabledLayerCount = uint32_t(layers.size());
+  ci.ppEnabledLayerNames = layers.data();
+  if (VkResult r = vk.vkCreateInstance(&ci, nullptr, &in->inst); r != VK_SUCCESS) {
+    in->inst = VK_NULL_HANDLE;
+    why = cat("vkCreateInstance failed with ", result_name(r),
+              r == VK_ERROR_INCOMPATIBLE_DRIVER ? " (no Vulkan driver found: install mesa-vulkan-drivers "
+                                                  "or your GPU vendor's driver)"
+                                                : "");
+    return nullptr;
+  }
+  if (!load_instance(in->inst, why)) return nullptr;
+  if (in->validation && vk.vkCreateDebugUtilsMessengerEXT)
+    vk.vkCreateDebugUtilsMessengerEXT(in->inst, &dbg, nullptr, &in->messenger);
+  return in;
+}
+
+// ---- physical-device facts --------------------------------------------------------
+
+Physical query(VkPhysicalDevice pd, uint32_t instance_api) {
+  Physical p;
+  p.pd = pd;
+  uint32_t n = 0;
+  vk.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, nullptr);
+  p.exts.resize(n);
+  vk.vkEnumerateDeviceExtensionProperties(pd, nullptr, &n, p.exts.data());
+  vk.vkGetPhysicalDeviceProperties(pd, &p.props);
+  p.api = std::min(p.props.apiVersion, instance_api);
+  p.has_driver_props = p.api >= VK_API_VERSION_1_2 || has_ext(p.exts, "VK_KHR_driver_properties");
+  VkPhysicalDeviceProperties2 p2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_PROPERTIES_2};
+  p2.pNext = &p.subgroup;
+  p.subgroup.pNext = &p.maint3;
+  if (p.has_driver_props) p.maint3.pNext = &p.driver;
+  vk.vkGetPhysicalDeviceProperties2(pd, &p2);
+  vk.vkGetPhysicalDeviceMemoryProperties(pd, &p.mem);
+  vk.vkGetPhysicalDeviceFeatures(pd, &p.features);
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
+  p.queues.resize(n);
+  vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, p.queues.data());
+  // Prefer a compute queue without graphics (an async-compute family).
+  int best = -1;
+  for (uint32_t q = 0; q < n; ++q) {
+    if (!(p.queues[q].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
+    if (best < 0 || (!(p.queues[q].queueFlags & VK_QUEUE_GRAPHICS_BIT) &&
+                     (p.queues[best].queueFlags & VK_QUEUE_GRAPHICS_BIT)))
+      best = int(q);
+  }
+  p.queue_family = best < 0 ? UINT32_MAX : uint32_t(best);
+  p.subgroup_arith = (p.subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+                     (p.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
+                     (p.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
+  return p;
+}
+
+std::string unsupported(const Physical& p, uint32_t storage_buffers) {
+  if (p.api < VK_API_VERSION_1_1)
+    return cat("Vulkan ", version_str(p.api), " (1.1 is required)");
+  if (p.queue_family == UINT32_MAX) return "no compute queue";
+  if (p.props.limits.maxPerStageDescriptorStorageBuffers < storage_buffers)
+    return cat("maxPerStageDescriptorStorageBuffers is ", p.props.limits.maxPerStageDescriptorStorageBuffers,
+               " (", storage_buffers, " are required)");
+  if (p.props.limits.maxComputeSharedMemorySize < 16384) return "less than 16 KiB of shared memory";
+  return "";
+}
+
+namespace {
+
+DeviceType device_type(VkPhysicalDeviceType t) {
+  switch (t) {
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return DeviceType::integrated_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return DeviceType::discrete_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return DeviceType::virtual_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU: return DeviceType::cpu;
+    default: return DeviceType::other;
+  }
+}
+
+}  // namespace
+
+// Memory type in `bits` with all of `need`, preferring more of `want` and
+// none of `avoid`. -1 if none.
+int pick_type(const VkPhysicalDeviceMemoryProperties& m, uint32_t bits, VkMemoryPropertyFlags need,
+              VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid) {
+  int best = -1, best_score = -1;
+  for (uint32_t t = 0; t < m.memoryTypeCount; ++t) {
+    if (!(bits & (1u << t))) continue;
+    VkMemoryPropertyFlags f = m.memoryTypes[t].propertyFlags;
+    if ((f & need) != need) continue;
+    int score = 2 * __builtin_popcount(f & want) + (f & avoid ? 0 : 1);
+    if (score > best_score) best = int(t), best_score = score;
+  }
+  return best;
+}
+
+// Zero-copy when a host-visible, coherent type lives in the largest
+// device-local heap (integrated GPUs, ReBAR, CPU drivers), not in a small BAR
+// window.
+bool has_zero_copy(const VkPhysicalDeviceMemoryProperties& m) {
+  uint64_t largest = 0;
+  for (uint32_t h = 0; h < m.memoryHeapCount; ++h)
+    if (m.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
+      largest = std::max<uint64_t>(largest, m.memoryHeaps[h].size);
+  const VkMemoryPropertyFlags need = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
+                                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
+                                     VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  for (uint32_t t = 0; t < m.memoryTypeCount; ++t)
+    if ((m.memoryTypes[t].propertyFlags & need) == need &&
+        m.memoryHeaps[m.memoryTypes[t].heapIndex].size * 2 >= largest)
+      return true;
+  return false;
+}
+
+DeviceInfo make_info(const Physical& p, int index, bool zero_copy) {
+  DeviceInfo info;
+  info.backend = "vulkan";
+  info.index = index;
+  info.name = p.props.deviceName;
+  info.type = device_type(p.props.deviceType);
+  auto& L = p.props.limits;
+  std::string heaps;
+  for (uint32_t h = 0; h < p.mem.memoryHeapCount; ++h) {
+    heaps += (h ? ", " : "") + mib(p.mem.memoryHeaps[h].size);
+    if (p.mem.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT) {
+      heaps += " device-local";
+      info.memory_bytes = std::max<uint64_t>(info.memory_bytes, p.mem.memoryHeaps[h].size);
+    }
+  }
+  info.properties = {
+      {"vendor", vendor_name(p.props.vendorID)},
+      {"type", device_type_name(info.type)},
+      {"driver", p.has_driver_props ? cat(p.driver.driverName, " ", p.driver.driverInfo)
+                                    : std::to_string(p.props.driverVersion)},
+      {"api", version_str(p.props.apiVersion)},
+      {"heaps", heaps},
+      {"memory", zero_copy ? "zero-copy (host-visible device-local)" : "staging ring"},
+      {"subgroup", cat(p.subgroup.subgroupSize, p.subgroup_arith ? " (arithmetic)" : " (no arithmetic)")},
+      {"max_storage_buffer", mib(L.maxStorageBufferRange)},
+      {"shared_memory", cat(L.maxComputeSharedMemorySize / 1024, " KiB")},
+      {"max_workgroup", cat(L.maxComputeWorkGroupInvocations)},
+      {"queue_family", cat(p.queue_family, (p.queues[p.queue_family].queueFlags & VK_QUEUE_GRAPHICS_BIT)
+                                               ? " (graphics+compute)" : " (compute-only)")},
+  };
+  return info;
+}
+
+}  // namespace switchyard::vk_impl

@@ -1,0 +1,64 @@
+// The Vulkan instance and the facts of physical devices: creating the
+// instance (portability enumeration, validation with synchronization checks),
+// querying devices, picking memory types, and what `switchyard devices` shows.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <vector>
+
+#include "switchyard/device.h"
+#include "vk_loader.h"
+
+namespace switchyard::vk_impl {
+
+// SWITCHYARD_VK_* switches: set and not "0".
+bool env_on(const char* name);
+std::string mib(uint64_t bytes);  // "64 MiB", "2.00 GiB"
+std::string version_str(uint32_t vk_version);
+bool has_ext(const std::vector<VkExtensionProperties>& v, const char* name);
+
+struct Instance {
+  VkInstance inst = VK_NULL_HANDLE;
+  VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
+  bool validation = false;
+  uint32_t api = VK_API_VERSION_1_1;  // the instance's API version
+  std::mutex mu;
+  std::vector<uint64_t*> counters;  // devices' Counters::validation_messages
+  ~Instance();
+  void shutdown();
+};
+
+// Loads the loader and creates the instance; nullptr and `why` on failure.
+std::shared_ptr<Instance> create_instance(std::string& why);
+
+struct Physical {
+  VkPhysicalDevice pd = VK_NULL_HANDLE;
+  VkPhysicalDeviceProperties props{};
+  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceMaintenance3Properties maint3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
+  bool has_driver_props = false;
+  uint32_t api = 0;  // usable API version: min(device, instance)
+  VkPhysicalDeviceMemoryProperties mem{};
+  VkPhysicalDeviceFeatures features{};
+  std::vector<VkQueueFamilyProperties> queues;
+  std::vector<VkExtensionProperties> exts;
+  uint32_t queue_family = 0;
+  bool subgroup_arith = false;
+};
+
+Physical query(VkPhysicalDevice pd, uint32_t instance_api);
+// Why this device cannot run Switchyard's shaders (which need
+// `storage_buffers` per stage), or "".
+std::string unsupported(const Physical& p, uint32_t storage_buffers);
+// Memory type in `bits` with all of `need`, preferring more of `want` and
+// none of `avoid`. -1 if none.
+int pick_type(const VkPhysicalDeviceMemoryProperties& m, uint32_t bits, VkMemoryPropertyFlags need,
+              VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid);
+// Whether a host-visible coherent type lives in the largest device-local heap.
+bool has_zero_copy(const VkPhysicalDeviceMemoryProperties& m);
+DeviceInfo make_info(const Physical& p, int index, bool zero_copy);
+
+}  // namespace switchyard::vk_impl

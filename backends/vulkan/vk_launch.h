@@ -1,0 +1,77 @@
+// How a kernel-table launch (an Instr) becomes a Vulkan dispatch: its entry
+// in the launch table (OpParams), its descriptors and the memory ranges it
+// reads and writes (for barriers), its pipeline specialization and its grid.
+#pragma once
+#include <array>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "switchyard/program.h"
+#include "vk_loader.h"
+#include "vk_memory.h"
+
+namespace switchyard::vk_impl {
+
+constexpr uint32_t kArgBindings = 5;             // descriptor bindings 0-4: buffer arguments
+constexpr uint32_t kStatusId = UINT32_MAX - 1;   // Range id of the status word
+constexpr uint32_t kSmallTiles = 128;            // gemm flag: the small tile set
+constexpr uint32_t kMaxGroups = 65535;           // workgroups per dimension we dispatch at most
+
+// Mirrors the uniform block OpBlock in shaders/common.glsl (std140).
+struct OpParams {
+  uint32_t off[5];  // byte offset from the argument's descriptor start
+  uint32_t flags;
+  int32_t op;
+  uint32_t pad_;
+  int32_t i[12];
+  float f[8];
+};
+static_assert(sizeof(OpParams) == 112);
+
+struct Range {
+  uint32_t buf;  // block index, kRingId (staging ring) or kStatusId
+  uint64_t begin, end;
+  bool write;
+};
+
+inline bool overlaps(const Range& a, const Range& b) {
+  return a.buf == b.buf && a.begin < b.end && b.begin < a.end;
+}
+
+// Ranges touched since the last barrier; conflict() says whether a new access
+// must wait for them (read after write, write after read or write).
+struct Hazards {
+  std::vector<Range> seen;
+  bool conflict(const Range& r) const {
+    for (auto& s : seen)
+      if (overlaps(s, r) && (s.write || r.write)) return true;
+    return false;
+  }
+};
+
+// What the translation needs to know of the device (set in choose_tiles).
+struct LaunchConfig {
+  uint32_t wg = 256;         // workgroup size of the non-GEMM kernels
+  uint32_t grid_cap = kMaxGroups;  // workgroups for grid-stride kernels
+  std::array<uint32_t, 5> gemm = {64, 64, 16, 4, 4}, gemm_small = {32, 32, 16, 4, 4};  // BM BN BK TM TN
+  uint64_t max_range = 0;    // maxStorageBufferRange
+  uint64_t storage_align = 4;  // minStorageBufferOffsetAlignment
+  std::string device;        // for messages
+};
+
+// The kernel's mode, as SPEC_OP documents it (shaders/common.glsl).
+int32_t spec_op(const Instr& ins);
+// A pipeline: a kernel's build (plain or subgroup) specialized for a mode and flags.
+uint64_t pipeline_key(Kernel k, bool sg, int32_t spec_op, uint32_t flags);
+// The table entry of one launch (32-bit params, offsets from each
+// descriptor's start, flags), its arguments' descriptors (kArgBindings;
+// unused bindings alias argument 0) and the ranges it touches (at most
+// kArgBindings + 1). Throws for parameters or ranges the device cannot take.
+OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, const Instr& ins,
+                       std::span<const Binding> bind, VkDescriptorBufferInfo* desc, Range* ranges, int& nranges);
+// Grid size of one launch (see each shader's header for its geometry).
+void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32_t g[3]);
+
+}  // namespace switchyard::vk_impl
