@@ -3,7 +3,9 @@
 #pragma once
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cctype>
+#include <cstdlib>
 #include <cmath>
 #include <tuple>
 #include <random>
@@ -46,14 +48,66 @@ inline sy::Device& mock_device() {
   return *d;
 }
 
+// Why the named device cannot be used here ("" when it can).
+inline std::string unavailable_reason(const std::string& name) {
+  std::string backend = name.substr(0, name.find(':'));
+  for (auto& b : sy::backends()) {
+    if (b.name != backend) continue;
+    if (!b.available) return b.reason;
+    try {
+      (void)sy::device(name);
+      return "";
+    } catch (const std::exception& e) {
+      return e.what();
+    }
+  }
+  return "no backend named '" + backend + "' in this build";
+}
+
+// SWITCHYARD_REQUIRE_<BACKEND>=1 (the GPU check script, and ctest for
+// Vulkan here) turns a skip for that backend into a failure.
+inline bool backend_required(const std::string& name) {
+  std::string var = "SWITCHYARD_REQUIRE_" + name.substr(0, name.find(':'));
+  for (auto& c : var) c = char(std::toupper(static_cast<unsigned char>(c)));
+  const char* v = std::getenv(var.c_str());
+  return v && std::string(v) == "1";
+}
+
+// Skips the test (reported by ctest as skipped, with the reason) when the
+// device is absent; fails it when its backend is required.
+#define SKIP_UNLESS_AVAILABLE(name)                                                        \
+  do {                                                                                     \
+    std::string sy_why_ = unavailable_reason(name);                                        \
+    if (!sy_why_.empty()) {                                                                \
+      if (backend_required(name)) FAIL() << (name) << " is required but unavailable: " << sy_why_; \
+      GTEST_SKIP() << (name) << " unavailable: " << sy_why_;                                \
+    }                                                                                      \
+  } while (0)
+
 // Every available device plus the mock one: the op conformance suites run on
 // each (a CPU double under another name catches ops that quietly create
-// tensors on the default device).
+// tensors on the default device). GPU backends built into this binary are
+// listed even without a device, so their cases show up as skipped.
 inline std::vector<std::string> conformance_devices() {
   std::vector<std::string> names;
   for (sy::Device* d : sy::devices())
     if (d->info().backend != "mock") names.push_back(d->str());
+#ifdef SWITCHYARD_TEST_CUDA
+  if (std::find(names.begin(), names.end(), "cuda:0") == names.end()) names.push_back("cuda:0");
+#endif
   names.push_back(mock_device().str());
+  return names;
+}
+
+// The GPU devices the GPU suites run on: the first of each GPU backend built.
+inline std::vector<std::string> gpu_devices() {
+  std::vector<std::string> names;
+#ifdef SWITCHYARD_TEST_CUDA
+  names.push_back("cuda:0");
+#endif
+#ifdef SWITCHYARD_TEST_VULKAN
+  names.push_back("vulkan:0");
+#endif
   return names;
 }
 
@@ -65,12 +119,14 @@ inline std::string device_param_name(std::string n) {
 
 class OnDevice : public ::testing::TestWithParam<std::string> {
  protected:
+  void SetUp() override { SKIP_UNLESS_AVAILABLE(GetParam()); }
   sy::Device& D() const { return sy::device(GetParam()); }
 };
 
 template <class P>
 class DeviceTest : public ::testing::TestWithParam<std::tuple<std::string, P>> {
  protected:
+  void SetUp() override { SKIP_UNLESS_AVAILABLE(std::get<0>(this->GetParam())); }
   sy::Device& D() const { return sy::device(std::get<0>(this->GetParam())); }
   const P& C() const { return std::get<1>(this->GetParam()); }
 };

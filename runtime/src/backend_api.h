@@ -9,6 +9,10 @@ BackendEntry cpu_backend();
 // Enumerates Vulkan devices (never throws: an absent driver is a reason).
 BackendEntry vulkan_backend();
 #endif
+#ifdef SWITCHYARD_HAVE_CUDA
+// Enumerates CUDA devices (never throws: no driver or no GPU is a reason).
+BackendEntry cuda_backend();
+#endif
 // A CPU device reporting another backend name and index (test doubles for
 // mixed-device checks).
 std::shared_ptr<Device> make_cpu_device(const std::string& backend, int index);

@@ -146,6 +146,7 @@ struct DataLoader::Epoch {
   std::vector<int64_t> order;
   int64_t batch = 1, batches = 0, consumed = 0;
   bool prefetch = true, pin = false;
+  Device* pin_device = nullptr;
   std::thread worker;
   std::mutex mu;
   std::condition_variable cv;
@@ -156,7 +157,8 @@ struct DataLoader::Epoch {
   Batch make(int64_t b) {
     int64_t lo = b * batch, hi = std::min<int64_t>(int64_t(order.size()), lo + batch);
     Batch out = ds->get_batch(std::span<const int64_t>(order.data() + lo, size_t(hi - lo)));
-    if (pin) out = {out.data.pin_memory(), out.target.pin_memory()};
+    if (pin && pin_device) out = {out.data.pin_memory(*pin_device), out.target.pin_memory(*pin_device)};
+    else if (pin) out = {out.data.pin_memory(), out.target.pin_memory()};
     return out;
   }
 
@@ -237,6 +239,7 @@ DataLoader::Iterator DataLoader::begin() {
   e->batches = num_batches();
   e->prefetch = o_.prefetch;
   e->pin = o_.pin_memory;
+  e->pin_device = o_.pin_device;
   e->start();
   return Iterator(std::move(e));
 }

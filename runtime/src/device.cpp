@@ -133,10 +133,11 @@ std::unique_ptr<Registry> build_registry() {
   auto reg = std::make_unique<Registry>();
   reg->backends.push_back(detail::cpu_backend());
   reg->cpu_device = reg->backends.front().devices.front().get();
-  reg->backends.push_back({"vulkan", false,
-                           "not built: this build of Switchyard has no Vulkan backend", {}});
+  // CUDA before Vulkan: devices() lists (and pin_memory() picks) in this order.
   reg->backends.push_back({"cuda", false,
                            "not built: this build of Switchyard has no CUDA backend", {}});
+  reg->backends.push_back({"vulkan", false,
+                           "not built: this build of Switchyard has no Vulkan backend", {}});
   for (auto& b : reg->backends)
     for (auto& d : b.devices)
       reg->contexts.emplace_back(d.get(), std::make_shared<detail::Context>(d));
@@ -155,17 +156,29 @@ Registry& registry_unprobed() {
 Registry& registry() {
   Registry& r = registry_unprobed();
   std::call_once(r.gpu_probe, [&r] {
+    auto install = [&r](BackendEntry entry) {
+      std::unique_lock lock(r.mu);
+      for (auto& d : entry.devices) r.contexts.emplace_back(d.get(), std::make_shared<detail::Context>(d));
+      for (auto& b : r.backends)
+        if (b.name == entry.name) {
+          b = std::move(entry);
+          break;
+        }
+    };
+    auto probe = [](const char* name, BackendEntry (*fn)()) {
+      try {
+        return fn();
+      } catch (const std::exception& e) {
+        return BackendEntry{name, false, e.what(), {}};
+      }
+    };
+    (void)install;
+    (void)probe;
+#ifdef SWITCHYARD_HAVE_CUDA
+    install(probe("cuda", detail::cuda_backend));
+#endif
 #ifdef SWITCHYARD_HAVE_VULKAN
-    BackendEntry vk;
-    try {
-      vk = detail::vulkan_backend();
-    } catch (const std::exception& e) {
-      vk = {"vulkan", false, e.what(), {}};
-    }
-    std::unique_lock lock(r.mu);
-    for (auto& d : vk.devices) r.contexts.emplace_back(d.get(), std::make_shared<detail::Context>(d));
-    for (auto& b : r.backends)
-      if (b.name == "vulkan") b = std::move(vk);
+    install(probe("vulkan", detail::vulkan_backend));
 #endif
   });
   return r;

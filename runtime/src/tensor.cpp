@@ -378,7 +378,10 @@ Tensor Tensor::to(std::string_view name, bool non_blocking) const {
   return to(switchyard::device(name), non_blocking);
 }
 
-Tensor Tensor::pin_memory() const {
+Tensor Tensor::pin_memory() const { return pin_with(nullptr); }
+Tensor Tensor::pin_memory(Device& device) const { return pin_with(&device); }
+
+Tensor Tensor::pin_with(Device* only) const {
   const NodePtr& src = node_of(*this);
   SY_CHECK(src->ctx->device.get() == &cpu(), "pin_memory", "expected a cpu tensor, found one on ",
            src->ctx->device->str());
@@ -386,7 +389,7 @@ Tensor Tensor::pin_memory() const {
   if (m.storage->pin_ctx) return *this;
   size_t bytes = m.bytes();
   for (Device* d : devices()) {
-    if (d->info().backend == "cpu" || d->info().backend == "mock") continue;
+    if (d->info().backend == "cpu" || d->info().backend == "mock" || (only && d != only)) continue;
     Context& owner = context_of(*d);
     Buffer b = owner.host_pool.acquire(bytes ? bytes : 1);  // cached, as PyTorch's host allocator
     if (!b) continue;

@@ -69,6 +69,7 @@ struct LoaderOptions {
   bool drop_last = false;
   bool prefetch = true;  // prepare the next batch on a background thread
   bool pin_memory = false;  // batches in pinned memory (Tensor::pin_memory)
+  Device* pin_device = nullptr;  // whose pinned memory; nullptr: the first GPU's
 };
 
 class DataLoader {

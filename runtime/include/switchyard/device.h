@@ -39,14 +39,19 @@ struct Counters {
   uint64_t bytes_copied = 0;
   uint64_t bytes_in_use = 0;
   uint64_t peak_bytes_in_use = 0;
-  // GPU backends: real queue submissions (vkQueueSubmit), command buffers
-  // recorded, descriptor sets allocated, device-memory allocations (blocks
-  // that tensors are suballocated from), and validation-layer messages.
+  // GPU backends: real queue submissions (vkQueueSubmit; on CUDA a graph
+  // launch, or each launch of a Program run eagerly), command buffers
+  // recorded (CUDA: graphs captured), descriptor sets allocated, device-memory
+  // allocations (blocks that tensors are suballocated from; cudaMalloc and
+  // cudaHostAlloc calls), and validation-layer messages.
   uint64_t queue_submits = 0;
   uint64_t command_recordings = 0;
   uint64_t descriptor_set_allocations = 0;
   uint64_t memory_allocations = 0;
   uint64_t validation_messages = 0;
+  // Device memory the backend holds from the driver (in use or cached for
+  // reuse by its allocator), where it keeps a cache (CUDA).
+  uint64_t bytes_reserved = 0;
   uint64_t launches_by_kernel[size_t(Kernel::count_)] = {};  // indexed by Kernel
 };
 

@@ -65,6 +65,8 @@ class Tensor {
   // host wait, so the upload overlaps with queued work. A CPU tensor only;
   // returns *this when no device offers pinned memory. As in PyTorch.
   Tensor pin_memory() const;
+  // Pinned host memory lent by `device` itself (so .to(device) is a device copy).
+  Tensor pin_memory(Device& device) const;
   bool is_pinned() const;
 
   // Reading values back (evaluates pending work).
@@ -96,6 +98,7 @@ class Tensor {
   const std::shared_ptr<detail::TensorImpl>& impl_ptr() const { return impl_; }
 
  private:
+  Tensor pin_with(Device* only) const;
   std::shared_ptr<detail::TensorImpl> impl_;
 };
 

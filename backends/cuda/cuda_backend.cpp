@@ -1,0 +1,125 @@
+// CUDA device enumeration: cuda:i for each GPU the driver reports, or the
+// reason there is none (no driver, a driver too old for this runtime, no
+// device, no cuBLAS). Never throws. The CUDA runtime is linked statically and
+// opens the driver (libcuda.so.1) itself, so this runs, and explains, on
+// machines without any NVIDIA software.
+#include <cuda_runtime_api.h>
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+
+#include "backend_api.h"
+#include "cuda_device.h"
+#include "switchyard/error.h"
+
+namespace switchyard::cuda_impl {
+namespace {
+
+std::string version(int v) { return detail::cat(v / 1000, ".", (v % 1000) / 10); }
+
+// Devices are torn down from an atexit handler registered after the CUDA
+// runtime initialised (so it runs before the runtime's own teardown).
+std::mutex g_mu;
+std::vector<std::weak_ptr<CudaDevice>> g_devices;
+
+void shutdown_at_exit() {
+  std::lock_guard lock(g_mu);
+  for (auto& w : g_devices)
+    if (auto d = w.lock()) d->shutdown();
+}
+
+std::string no_driver_reason(cudaError_t e) {
+  std::string why = detail::cat("no usable NVIDIA driver: cudaGetDeviceCount returned ", cudaGetErrorName(e),
+                                " (", cudaGetErrorString(e), ")");
+  dlerror();
+  if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+    int drv = 0;
+    if (cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0) {
+      int rt = 0;
+      (void)cudaRuntimeGetVersion(&rt);
+      why += detail::cat("; the driver supports CUDA ", version(drv), ", this build's runtime is CUDA ", version(rt));
+    }
+    dlclose(h);
+  } else if (const char* err = dlerror()) {
+    why += detail::cat("; ", err);
+  }
+  return why;
+}
+
+}  // namespace
+
+BackendEntry enumerate() {
+  BackendEntry e{"cuda", false, "", {}};
+  if (const char* off = std::getenv("SWITCHYARD_CUDA_DISABLE"); off && std::string(off) == "1") {
+    e.reason = "disabled by SWITCHYARD_CUDA_DISABLE=1";
+    return e;
+  }
+  int n = 0;
+  cudaError_t err = cudaGetDeviceCount(&n);
+  if (err != cudaSuccess) {
+    e.reason = no_driver_reason(err);
+    (void)cudaGetLastError();
+    return e;
+  }
+  int drv = 0, rt = 0;
+  (void)cudaDriverGetVersion(&drv);
+  (void)cudaRuntimeGetVersion(&rt);
+  if (n == 0) {
+    e.reason = detail::cat("the NVIDIA driver (CUDA ", version(drv), ") reports no CUDA device");
+    return e;
+  }
+  std::string blas;
+  try {
+    const BlasApi& a = blas_api();
+    blas = detail::cat(a.cublasLtGetVersion(), " (", a.lt_path, ")");
+  } catch (const std::exception& x) {
+    e.reason = x.what();
+    return e;
+  }
+  std::lock_guard lock(g_mu);
+  for (int i = 0; i < n; ++i) {
+    cudaDeviceProp p{};
+    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) {
+      (void)cudaGetLastError();
+      continue;
+    }
+    DeviceInfo info;
+    info.backend = "cuda";
+    info.index = int(e.devices.size());
+    info.name = p.name;
+    info.type = p.integrated ? DeviceType::integrated_gpu : DeviceType::discrete_gpu;
+    info.memory_bytes = p.totalGlobalMem;
+    info.properties = {
+        {"compute_capability", detail::cat(p.major, ".", p.minor)},
+        {"sms", std::to_string(p.multiProcessorCount)},
+        {"l2", detail::cat(p.l2CacheSize >> 10, " KiB")},
+        {"shared_memory_per_block", detail::cat(p.sharedMemPerBlockOptin >> 10, " KiB")},
+        {"pci", detail::cat(p.pciDomainID, ":", p.pciBusID, ":", p.pciDeviceID)},
+        {"memory", "staging ring (32 MiB pinned; device memory is not host-visible)"},
+        {"driver", "CUDA " + version(drv)},
+        {"runtime", "CUDA " + version(rt) + " (static)"},
+        {"cublaslt", blas},
+        {"graphs", std::getenv("SWITCHYARD_CUDA_GRAPHS") && std::string(std::getenv("SWITCHYARD_CUDA_GRAPHS")) == "0"
+                       ? "off"
+                       : "on"},
+    };
+    auto d = std::make_shared<CudaDevice>(std::move(info), i, p.multiProcessorCount);
+    g_devices.push_back(d);
+    e.devices.push_back(std::move(d));
+  }
+  if (e.devices.empty()) {
+    e.reason = "cudaGetDeviceProperties failed for every device";
+    return e;
+  }
+  static std::once_flag registered;
+  std::call_once(registered, [] { std::atexit(shutdown_at_exit); });
+  e.available = true;
+  return e;
+}
+
+}  // namespace switchyard::cuda_impl
+
+namespace switchyard::detail {
+BackendEntry cuda_backend() { return cuda_impl::enumerate(); }
+}  // namespace switchyard::detail

@@ -1,0 +1,216 @@
+// cuBLASLt / cuBLAS GEMM for the kernel table's row-major gemm.
+//
+// Row-major C (M x N) = op(A) op(B) is, read column-major, C^T (N x M) =
+// op(B)^T op(A)^T, so every call passes B first: column-major m = N, n = M,
+// k = K, with B's and A's row-major storage read as their transposes. The
+// linear layer's bias is a vector over C's columns, which is the row vector of
+// C^T that cuBLASLt's BIAS epilogue adds, and ReLU fuses as RELU_BIAS. Other
+// activations (GELU included: cuBLASLt does not document which GELU formula it
+// uses, and all backends must agree) run as our own pass over C.
+#include "cuda_blas.h"
+
+#include <dlfcn.h>
+
+#include <cstdlib>
+#include <mutex>
+#include <vector>
+
+#include "cuda_check.h"
+
+namespace switchyard::cuda_impl {
+namespace {
+
+void* open_first(const std::string& soname, std::string& path, std::string& errors) {
+  std::vector<std::string> tries = {soname};
+  for (const char* env : {"CUDA_PATH", "CUDA_HOME"})
+    if (const char* d = std::getenv(env); d && *d) tries.push_back(std::string(d) + "/lib64/" + soname);
+  tries.push_back("/usr/local/cuda/lib64/" + soname);
+#ifdef SWITCHYARD_CUDA_TOOLKIT_LIB
+  tries.push_back(std::string(SWITCHYARD_CUDA_TOOLKIT_LIB) + "/" + soname);
+#endif
+  for (const std::string& t : tries) {
+    if (void* h = dlopen(t.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+      path = t;
+      return h;
+    }
+    if (errors.empty()) errors = dlerror();
+  }
+  return nullptr;
+}
+
+struct Loaded {
+  BlasApi api;
+  std::string error;
+};
+
+Loaded load() {
+  Loaded l;
+  const std::string major = std::to_string(CUBLAS_VER_MAJOR);
+  std::string err;
+  l.api.lt_lib = open_first("libcublasLt.so." + major, l.api.lt_path, err);
+  if (l.api.lt_lib) l.api.cublas_lib = open_first("libcublas.so." + major, l.api.cublas_path, err);
+  if (!l.api.lt_lib || !l.api.cublas_lib) {
+    l.error = detail::cat("cuBLAS ", major, " not found (looked for libcublas.so.", major,
+                          " and libcublasLt.so.", major, " on the library path, in $CUDA_PATH/lib64 and "
+                          "/usr/local/cuda/lib64): ", err);
+    return l;
+  }
+  std::string missing;
+#define SY_RESOLVE(lib, name)                                                       \
+  l.api.name = reinterpret_cast<decltype(l.api.name)>(dlsym(l.api.lib, #name));      \
+  if (!l.api.name) missing += std::string(missing.empty() ? "" : ", ") + #name;
+#define SY_RESOLVE_CUBLAS(name) SY_RESOLVE(cublas_lib, name)
+#define SY_RESOLVE_LT(name) SY_RESOLVE(lt_lib, name)
+  SY_CUBLAS_FUNCS(SY_RESOLVE_CUBLAS)
+  SY_CUBLASLT_FUNCS(SY_RESOLVE_LT)
+#undef SY_RESOLVE_LT
+#undef SY_RESOLVE_CUBLAS
+#undef SY_RESOLVE
+  if (!missing.empty())
+    l.error = detail::cat("cuBLAS at ", l.api.cublas_path, " lacks entry points: ", missing);
+  return l;
+}
+
+void check(cublasStatus_t s, const char* call) {
+  if (s == CUBLAS_STATUS_SUCCESS) return;
+  const BlasApi& a = blas_api();
+  std::string msg = detail::cat("[gemm] ", call, " failed: ", a.cublasGetStatusName(s));
+  if (s == CUBLAS_STATUS_ALLOC_FAILED) throw OutOfMemory(msg);
+  throw Error(msg);
+}
+
+int alignment_of(std::initializer_list<const void*> ptrs) {
+  int a = 16;
+  for (const void* p : ptrs)
+    if (p)
+      while (a > 4 && reinterpret_cast<uintptr_t>(p) % uintptr_t(a)) a /= 2;
+  return a;
+}
+
+bool env_is(const char* name, const char* value) {
+  const char* e = std::getenv(name);
+  return e && std::string(e) == value;
+}
+
+}  // namespace
+
+const BlasApi& blas_api() {
+  static const Loaded loaded = load();
+  if (!loaded.error.empty()) throw Error(loaded.error);
+  return loaded.api;
+}
+
+Blas::~Blas() { release(); }
+
+void Blas::init(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
+  const BlasApi& a = blas_api();
+  workspace_ = workspace;
+  workspace_bytes_ = workspace_bytes;
+  tf32_ = env_is("SWITCHYARD_CUDA_TF32", "1");
+  check(a.cublasCreate_v2(&handle_), "cublasCreate");
+  check(a.cublasSetStream_v2(handle_, stream), "cublasSetStream");
+  check(a.cublasSetWorkspace_v2(handle_, workspace, workspace_bytes), "cublasSetWorkspace");
+  check(a.cublasLtCreate(&lt_), "cublasLtCreate");
+}
+
+void Blas::release() {
+  // Only while the CUDA runtime is up (the device's shutdown calls this
+  // before it goes): statuses are ignored, nothing can be done about them.
+  if (!lt_ && !handle_) return;
+  const BlasApi& a = blas_api();
+  for (auto& [k, p] : plans_) {
+    if (p.a) a.cublasLtMatrixLayoutDestroy(p.a);
+    if (p.b) a.cublasLtMatrixLayoutDestroy(p.b);
+    if (p.c) a.cublasLtMatrixLayoutDestroy(p.c);
+    if (p.desc) a.cublasLtMatmulDescDestroy(p.desc);
+  }
+  plans_.clear();
+  if (lt_) a.cublasLtDestroy(lt_);
+  if (handle_) a.cublasDestroy_v2(handle_);
+  lt_ = nullptr;
+  handle_ = nullptr;
+}
+
+Blas::Plan& Blas::plan(const Key& k) {
+  if (auto it = plans_.find(k); it != plans_.end()) return it->second;
+  const BlasApi& a = blas_api();
+  auto [M, N, K, ta, tb, has_bias, act, align] = k;
+  Plan pl;
+  if (!env_is("SWITCHYARD_CUDA_GEMM", "cublas")) {
+    Unary u = Unary(act);
+    pl.fused_act = u == Unary::relu;
+    pl.epilogue = has_bias ? (pl.fused_act ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                           : (pl.fused_act ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+    cublasOperation_t op_first = tb ? CUBLAS_OP_T : CUBLAS_OP_N;   // B
+    cublasOperation_t op_second = ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // A
+    check(a.cublasLtMatmulDescCreate(&pl.desc, tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                                     CUDA_R_32F), "cublasLtMatmulDescCreate");
+    check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)),
+          "cublasLtMatmulDescSetAttribute(TRANSA)");
+    check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)),
+          "cublasLtMatmulDescSetAttribute(TRANSB)");
+    check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &pl.epilogue,
+                                           sizeof(pl.epilogue)), "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+    // Stored (column-major) shapes: B^T is N x K (ld N), or K x N (ld K) when
+    // transposed; A^T is K x M (ld K), or M x K (ld M); C^T is N x M (ld N).
+    check(tb ? a.cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_32F, K, N, K)
+             : a.cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_32F, N, K, N), "cublasLtMatrixLayoutCreate(B)");
+    check(ta ? a.cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_32F, M, K, M)
+             : a.cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_32F, K, M, K), "cublasLtMatrixLayoutCreate(A)");
+    check(a.cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_32F, N, M, N), "cublasLtMatrixLayoutCreate(C)");
+    cublasLtMatmulPreference_t pref = nullptr;
+    check(a.cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+    uint64_t ws = workspace_bytes_;
+    uint32_t al = uint32_t(align);
+    a.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
+    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
+      a.cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof(al));
+    cublasLtMatmulHeuristicResult_t res{};
+    int found = 0;
+    cublasStatus_t s = a.cublasLtMatmulAlgoGetHeuristic(lt_, pl.desc, pl.a, pl.b, pl.c, pl.c, pref, 1, &res, &found);
+    a.cublasLtMatmulPreferenceDestroy(pref);
+    if (s == CUBLAS_STATUS_SUCCESS && found > 0 && res.workspaceSize <= workspace_bytes_) {
+      pl.algo = res.algo;
+      pl.use_lt = true;
+    }
+  }
+  if (!pl.use_lt) pl.fused_act = false;  // cublasSgemm, then our bias/activation pass
+  return plans_.emplace(k, pl).first->second;
+}
+
+void Blas::gemm(const KernelParams& p, float* C, const float* A, const float* B, const float* bias,
+                const LaunchEnv& env) {
+  const BlasApi& a = blas_api();
+  const int64_t M = p.i[0], N = p.i[1], K = p.i[2];
+  const bool ta = p.i[3] != 0, tb = p.i[4] != 0;
+  const Unary act = Unary(p.i[6]);
+  if (!p.i[5]) bias = nullptr;
+  if (M <= 0 || N <= 0) return;
+  if (K <= 0) {  // an empty product: zeros, then the bias and activation
+    KernelParams z{};
+    z.i[0] = M * N;
+    launch_fill(z, C, env);
+    launch_bias_act(M, N, C, bias, act, env);
+    return;
+  }
+  SY_CHECK(M < (int64_t(1) << 31) && N < (int64_t(1) << 31) && K < (int64_t(1) << 31), "gemm",
+           "expected dimensions below 2^31 on CUDA, found ", M, "x", N, "x", K);
+  const float alpha = p.f[0], beta = 0.f;
+  Plan& pl = plan(Key{M, N, K, ta, tb, bias != nullptr, int(act), alignment_of({A, B, C, bias})});
+  if (pl.use_lt) {
+    if (bias)
+      check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+            "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
+    check(a.cublasLtMatmul(lt_, pl.desc, &alpha, B, pl.a, A, pl.b, &beta, C, pl.c, C, pl.c, &pl.algo, workspace_,
+                           workspace_bytes_, env.stream), "cublasLtMatmul");
+    if (!pl.fused_act) launch_bias_act(M, N, C, nullptr, act, env);
+    return;
+  }
+  check(a.cublasSgemm_v2(handle_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(N), int(M),
+                         int(K), &alpha, B, int(tb ? K : N), A, int(ta ? M : K), &beta, C, int(N)),
+        "cublasSgemm");
+  launch_bias_act(M, N, C, bias, act, env);
+}
+
+}  // namespace switchyard::cuda_impl

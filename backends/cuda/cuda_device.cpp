@@ -1,0 +1,435 @@
+// The CUDA device (see cuda_device.h), written against the device contract in
+// device.h:
+// - One non-blocking stream per device carries every copy and launch in
+//   order, so a buffer released while queued work still uses it can be
+//   handed out again at once (only later work can touch it).
+// - upload() copies the source into a slice of a 32 MiB pinned staging ring
+//   and enqueues the DMA, so it returns with the source consumed and never
+//   waits for the stream (unless the ring is full of work still in flight).
+//   download() into pageable memory lands in the ring and is copied out at
+//   the next synchronize(); into pinned memory it goes straight there.
+//   Transfers over 8 MiB move in 8 MiB slices, so memcpy and DMA overlap.
+// - A Program runs eagerly the first time it is seen with a given set of
+//   argument addresses and params; when the same set comes again, it is
+//   captured into a CUDA graph and from then on each run is one
+//   cudaGraphLaunch (up to 4 graphs per Program, least recently used go).
+// - Kernels report bad input in device status words; synchronize() reads them
+//   back and throws.
+#include "cuda_device.h"
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+
+#include "cuda_check.h"
+#include "cuda_dispatch.h"
+
+namespace switchyard::cuda_impl {
+namespace {
+
+constexpr size_t kRingBytes = size_t(32) << 20;
+constexpr size_t kChunk = size_t(8) << 20;
+constexpr size_t kWorkspaceBytes = size_t(32) << 20;
+constexpr size_t kMaxGraphs = 4;
+
+std::string mib(uint64_t b) { return detail::cat(double(b) / double(1 << 20), " MiB"); }
+
+// Everything a graph bakes in, as words: kernel, addresses, params (field by
+// field: KernelParams has padding whose bytes are not defined).
+void append_key(std::vector<uint64_t>& key, const Instr& ins, void* const* ptrs) {
+  key.push_back(uint64_t(ins.kernel) | uint64_t(ins.nargs) << 8 | uint64_t(uint32_t(ins.params.op)) << 32);
+  for (int j = 0; j < 5; ++j) key.push_back(reinterpret_cast<uintptr_t>(ptrs[j]));
+  for (int64_t v : ins.params.i) key.push_back(uint64_t(v));
+  for (size_t j = 0; j < 8; j += 2) {
+    uint32_t lo, hi;
+    std::memcpy(&lo, &ins.params.f[j], 4);
+    std::memcpy(&hi, &ins.params.f[j + 1], 4);
+    key.push_back(uint64_t(lo) | uint64_t(hi) << 32);
+  }
+}
+
+uint64_t hash_words(const std::vector<uint64_t>& w) {
+  uint64_t h = 0xcbf29ce484222325ull;
+  for (uint64_t x : w) {
+    h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+    h *= 0x100000001b3ull;
+  }
+  return h;
+}
+
+}  // namespace
+
+CudaDevice::CudaDevice(DeviceInfo info, int ordinal, int sm_count)
+    : Device(std::move(info)),
+      ordinal_(ordinal),
+      alloc_(
+          [this](size_t n) -> void* {
+            void* p = nullptr;
+            cudaError_t e = cudaMalloc(&p, n);
+            if (e == cudaErrorMemoryAllocation) {
+              (void)cudaGetLastError();  // not sticky: clear it
+              return nullptr;
+            }
+            if (e != cudaSuccess) throw_cuda(e, "allocate", "cudaMalloc");
+            ++counters_.memory_allocations;
+            return p;
+          },
+          [](void* p) { (void)cudaFree(p); }) {
+  env_.max_blocks = int64_t(std::max(sm_count, 1)) * 32;
+  const char* g = std::getenv("SWITCHYARD_CUDA_GRAPHS");
+  graphs_enabled_ = !(g && std::string(g) == "0");
+}
+
+CudaDevice::~CudaDevice() { shutdown(); }
+
+void CudaDevice::set_device() const { SY_CUDA("cuda", cudaSetDevice(ordinal_)); }
+
+void CudaDevice::ensure() {
+  SY_CHECK(!down_, "cuda", str(), " was shut down (the process is exiting)");
+  set_device();
+  if (ready_) return;
+  SY_CUDA("cuda", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+  SY_CUDA("cuda", cudaMalloc(reinterpret_cast<void**>(&status_dev_), sizeof(DeviceStatus)));
+  SY_CUDA("cuda", cudaMemsetAsync(status_dev_, 0, sizeof(DeviceStatus), stream_));
+  SY_CUDA("cuda", cudaHostAlloc(reinterpret_cast<void**>(&status_host_), sizeof(DeviceStatus), cudaHostAllocDefault));
+  counters_.memory_allocations += 2;
+  env_.stream = stream_;
+  env_.status = status_dev_;
+  ready_ = true;
+}
+
+void CudaDevice::shutdown() noexcept {
+  std::lock_guard lock(mu_);
+  if (down_) return;
+  down_ = true;
+  if (!ready_) return;
+  // Errors are ignored from here on: the process is going away.
+  (void)cudaSetDevice(ordinal_);
+  (void)cudaStreamSynchronize(stream_);
+  for (auto& [id, pg] : programs_)
+    for (Graph& g : pg.graphs) (void)cudaGraphExecDestroy(g.exec);
+  programs_.clear();
+  try {
+    blas_.release();
+  } catch (...) {
+  }
+  alloc_.release_all();
+  for (auto& [p, n] : host_allocs_) (void)cudaFreeHost(const_cast<void*>(p));
+  host_allocs_.clear();
+  for (Segment& s : segments_) free_events_.push_back(s.done);
+  segments_.clear();
+  host_copies_.clear();
+  for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
+  free_events_.clear();
+  if (ring_) (void)cudaFreeHost(ring_);
+  if (workspace_) (void)cudaFree(workspace_);
+  (void)cudaFree(status_dev_);
+  (void)cudaFreeHost(status_host_);
+  (void)cudaStreamDestroy(stream_);
+  ring_ = nullptr;
+  workspace_ = nullptr;
+}
+
+// ---- memory ------------------------------------------------------------------
+
+void CudaDevice::throw_oom(const char* op, size_t bytes) {
+  size_t free_b = 0, total_b = 0;
+  (void)cudaMemGetInfo(&free_b, &total_b);
+  (void)cudaGetLastError();
+  const AllocatorStats& s = alloc_.stats();
+  throw OutOfMemory(detail::cat("[", op, "] out of device memory on ", str(), ": expected ", bytes, " bytes (",
+                                mib(bytes), ") to fit, found ", mib(free_b), " free of ", mib(total_b),
+                                " (Switchyard holds ", mib(s.reserved_bytes), ", ", mib(s.allocated_bytes),
+                                " of it in use)"));
+}
+
+Buffer CudaDevice::allocate_impl(size_t bytes) {
+  std::lock_guard lock(mu_);
+  ensure();
+  void* p = alloc_.allocate(bytes);
+  if (!p) throw_oom("allocate", bytes);
+  counters_.bytes_reserved = alloc_.stats().reserved_bytes;
+  return {p, bytes};
+}
+
+Buffer CudaDevice::allocate_host_impl(size_t bytes) {
+  std::lock_guard lock(mu_);
+  ensure();
+  void* p = nullptr;
+  cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
+  if (e != cudaSuccess) {
+    (void)cudaGetLastError();
+    throw OutOfMemory(detail::cat("[allocate_host] out of pinned host memory on ", str(), ": expected ", bytes,
+                                  " bytes (", mib(bytes), "), found cudaHostAlloc failing with ",
+                                  cudaGetErrorName(e)));
+  }
+  ++counters_.memory_allocations;
+  host_allocs_[p] = bytes;
+  return {p, bytes};
+}
+
+bool CudaDevice::is_host(const void* p, size_t* size) const {
+  auto it = host_allocs_.find(p);
+  if (it == host_allocs_.end()) return false;
+  if (size) *size = it->second;
+  return true;
+}
+
+void* CudaDevice::host_pointer(Buffer b) {
+  std::lock_guard lock(mu_);
+  return is_host(b.handle) ? b.handle : nullptr;
+}
+
+void CudaDevice::release_impl(Buffer b) {
+  std::lock_guard lock(mu_);
+  if (down_) return;  // the memory went with the device
+  set_device();
+  if (is_host(b.handle)) {
+    // Queued copies may still read or write it.
+    SY_CUDA("release", cudaStreamSynchronize(stream_));
+    SY_CUDA("release", cudaFreeHost(b.handle));
+    host_allocs_.erase(b.handle);
+    return;
+  }
+  alloc_.free(b.handle);  // reused only by work enqueued after this
+  counters_.bytes_reserved = alloc_.stats().reserved_bytes;
+}
+
+// ---- transfers -----------------------------------------------------------------
+
+cudaEvent_t CudaDevice::new_event() {
+  if (!free_events_.empty()) {
+    cudaEvent_t e = free_events_.back();
+    free_events_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  SY_CUDA("transfer", cudaEventCreateWithFlags(&e, cudaEventDisableTiming));
+  return e;
+}
+
+void CudaDevice::record_segment(size_t begin, size_t end) {
+  cudaEvent_t e = new_event();
+  SY_CUDA("transfer", cudaEventRecord(e, stream_));
+  segments_.push_back({begin, end, next_serial_++, e});
+}
+
+// Waits for the segment with `serial` (and so all older ones: one stream),
+// performs their host copies and frees them.
+void CudaDevice::retire_segments_through(uint64_t serial) {
+  for (const Segment& s : segments_)
+    if (s.serial == serial) SY_CUDA("transfer", cudaEventSynchronize(s.done));
+  while (!host_copies_.empty() && host_copies_.front().serial <= serial) {
+    HostCopy& c = host_copies_.front();
+    std::memcpy(c.dst, c.src, c.bytes);
+    host_copies_.pop_front();
+  }
+  while (!segments_.empty() && segments_.front().serial <= serial) {
+    free_events_.push_back(segments_.front().done);
+    segments_.pop_front();
+  }
+}
+
+size_t CudaDevice::ring_reserve(size_t n) {
+  if (!ring_) {
+    SY_CUDA("transfer", cudaHostAlloc(reinterpret_cast<void**>(&ring_), kRingBytes, cudaHostAllocDefault));
+    ++counters_.memory_allocations;
+  }
+  n = (n + 255) & ~size_t(255);
+  size_t begin = ring_head_ + n > kRingBytes ? 0 : ring_head_;
+  uint64_t newest_overlap = 0;
+  for (const Segment& s : segments_)
+    if (s.begin < begin + n && begin < s.end) newest_overlap = s.serial;
+  if (newest_overlap) retire_segments_through(newest_overlap);
+  ring_head_ = begin + n;
+  return begin;
+}
+
+void CudaDevice::upload_impl(Buffer dst, size_t off, const void* src, size_t n) {
+  std::lock_guard lock(mu_);
+  ensure();
+  char* d = static_cast<char*>(dst.handle) + off;
+  if (is_host(dst.handle)) {  // pinned host memory: the host writes it
+    SY_CUDA("upload", cudaStreamSynchronize(stream_));
+    std::memcpy(d, src, n);
+    return;
+  }
+  const char* s = static_cast<const char*>(src);
+  for (size_t done = 0; done < n;) {
+    size_t c = std::min(kChunk, n - done);
+    size_t r = ring_reserve(c);
+    std::memcpy(ring_ + r, s + done, c);
+    SY_CUDA("upload", cudaMemcpyAsync(d + done, ring_ + r, c, cudaMemcpyHostToDevice, stream_));
+    record_segment(r, r + c);
+    done += c;
+  }
+}
+
+void CudaDevice::download_impl(Buffer src, size_t off, void* dst, size_t n) {
+  std::lock_guard lock(mu_);
+  ensure();
+  const char* s = static_cast<const char*>(src.handle) + off;
+  char* d = static_cast<char*>(dst);
+  if (is_host(src.handle)) {
+    SY_CUDA("download", cudaStreamSynchronize(stream_));
+    std::memcpy(d, s, n);
+    return;
+  }
+  // Into pinned memory of ours: straight there (complete by synchronize()).
+  for (auto& [p, size] : host_allocs_) {
+    const char* base = static_cast<const char*>(p);
+    if (d >= base && d + n <= base + size) {
+      SY_CUDA("download", cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToHost, stream_));
+      return;
+    }
+  }
+  for (size_t done = 0; done < n;) {
+    size_t c = std::min(kChunk, n - done);
+    size_t r = ring_reserve(c);
+    SY_CUDA("download", cudaMemcpyAsync(ring_ + r, s + done, c, cudaMemcpyDeviceToHost, stream_));
+    host_copies_.push_back({next_serial_, ring_ + r, d + done, c});
+    record_segment(r, r + c);
+    done += c;
+  }
+}
+
+void CudaDevice::copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t n) {
+  std::lock_guard lock(mu_);
+  ensure();
+  if (n == 0) return;
+  const char* s = static_cast<const char*>(src.handle) + so;
+  char* d = static_cast<char*>(dst.handle) + dof;
+  if (s < d + n && d < s + n) {
+    // cudaMemcpy does not promise memmove semantics (the CPU backend's copy
+    // is one): go through a temporary, reusable at once (stream order).
+    void* tmp = alloc_.allocate(n);
+    if (!tmp) throw_oom("copy", n);
+    cudaError_t e1 = cudaMemcpyAsync(tmp, s, n, cudaMemcpyDefault, stream_);
+    cudaError_t e2 = e1 == cudaSuccess ? cudaMemcpyAsync(d, tmp, n, cudaMemcpyDefault, stream_) : e1;
+    alloc_.free(tmp);
+    SY_CUDA("copy", e2);
+    return;
+  }
+  SY_CUDA("copy", cudaMemcpyAsync(d, s, n, cudaMemcpyDefault, stream_));
+}
+
+// ---- status and synchronization -----------------------------------------------
+
+void CudaDevice::check_status() {
+  DeviceStatus st = *status_host_;
+  if (st.code == 0) return;
+  std::memset(status_host_, 0, sizeof(DeviceStatus));
+  throw Error(detail::cat("[", kernel_name(Kernel(st.kernel)), "] expected labels in [0, ", st.bound,
+                          "), found ", st.value, " at row ", st.row, " on ", str(),
+                          " (the loss and its gradient are NaN)"));
+}
+
+void CudaDevice::synchronize_impl() {
+  std::lock_guard lock(mu_);
+  if (!ready_ || down_) return;
+  set_device();
+  if (status_dirty_) {  // read the status words back and clear them, in stream order
+    SY_CUDA("synchronize", cudaMemcpyAsync(status_host_, status_dev_, sizeof(DeviceStatus),
+                                           cudaMemcpyDeviceToHost, stream_));
+    SY_CUDA("synchronize", cudaMemsetAsync(status_dev_, 0, sizeof(DeviceStatus), stream_));
+  }
+  SY_CUDA("synchronize", cudaStreamSynchronize(stream_));
+  if (!segments_.empty()) retire_segments_through(segments_.back().serial);
+  if (status_dirty_) {
+    status_dirty_ = false;
+    check_status();
+  }
+}
+
+// ---- programs --------------------------------------------------------------------
+
+void CudaDevice::enqueue(const Program& p) {
+  for (size_t i = 0; i < p.instrs.size(); ++i) dispatch(p.instrs[i], &ptrs_[i * 5], blas_, env_);
+}
+
+void CudaDevice::execute_impl(const Program& p, std::span<const Binding> bindings) {
+  std::lock_guard lock(mu_);
+  ensure();
+  ptrs_.assign(p.instrs.size() * 5, nullptr);
+  key_.clear();
+  bool has_gemm = false;
+  for (size_t i = 0; i < p.instrs.size(); ++i) {
+    const Instr& ins = p.instrs[i];
+    for (int j = 0; j < ins.nargs; ++j) {
+      const Arg& a = ins.args[j];
+      SY_CHECK(a.slot < bindings.size() && bindings[a.slot].buffer, kernel_name(ins.kernel),
+               "expected argument ", j, " bound to a buffer on ", str(), ", found slot ", a.slot, " unbound");
+      const Binding& b = bindings[a.slot];
+      SY_CHECK(b.offset + a.offset + a.bytes <= b.buffer.bytes, kernel_name(ins.kernel), "argument ", j,
+               " reaches byte ", b.offset + a.offset + a.bytes, " of a ", b.buffer.bytes, "-byte buffer on ", str());
+      ptrs_[i * 5 + j] = static_cast<char*>(b.buffer.handle) + b.offset + a.offset;
+    }
+    append_key(key_, ins, &ptrs_[i * 5]);
+    has_gemm |= ins.kernel == Kernel::gemm;
+    status_dirty_ |= ins.kernel == Kernel::cross_entropy || ins.kernel == Kernel::cross_entropy_backward;
+  }
+  if (has_gemm && !blas_.ready()) {
+    SY_CUDA("gemm", cudaMalloc(&workspace_, kWorkspaceBytes));
+    ++counters_.memory_allocations;
+    blas_.init(stream_, workspace_, kWorkspaceBytes);
+  }
+  ++runs_;
+  if (graphs_enabled_ && !p.instrs.empty()) {
+    uint64_t h = hash_words(key_);
+    run_graph(p, programs_[p.id], h);
+    return;
+  }
+  enqueue(p);
+  counters_.queue_submits += p.instrs.size();
+}
+
+void CudaDevice::run_graph(const Program& p, ProgramGraphs& pg, uint64_t h) {
+  for (Graph& g : pg.graphs)
+    if (g.hash == h && g.key == key_) {
+      g.last_used = runs_;
+      SY_CUDA("execute", cudaGraphLaunch(g.exec, stream_));
+      ++counters_.queue_submits;
+      return;
+    }
+  bool repeat = std::find(std::begin(pg.recent), std::end(pg.recent), h) != std::end(pg.recent);
+  pg.recent[pg.next_recent++ % 8] = h;
+  if (!repeat || pg.disabled) {  // first sight of these addresses and params: run eagerly
+    enqueue(p);
+    counters_.queue_submits += p.instrs.size();
+    return;
+  }
+  // Seen before: capture it once, replay it from now on.
+  cudaGraph_t graph = nullptr;
+  SY_CUDA("execute", cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
+  try {
+    enqueue(p);
+  } catch (...) {
+    (void)cudaStreamEndCapture(stream_, &graph);
+    if (graph) (void)cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    pg.disabled = true;  // run this one eagerly (which reports a real error)
+    enqueue(p);
+    counters_.queue_submits += p.instrs.size();
+    return;
+  }
+  SY_CUDA("execute", cudaStreamEndCapture(stream_, &graph));
+  Graph g;
+  cudaError_t e = cudaGraphInstantiateWithFlags(&g.exec, graph, 0);
+  (void)cudaGraphDestroy(graph);
+  SY_CUDA("execute", e);
+  ++counters_.command_recordings;
+  g.hash = h;
+  g.key = key_;
+  g.last_used = runs_;
+  if (pg.graphs.size() >= kMaxGraphs) {
+    auto lru = std::min_element(pg.graphs.begin(), pg.graphs.end(),
+                                [](const Graph& a, const Graph& b) { return a.last_used < b.last_used; });
+    (void)cudaGraphExecDestroy(lru->exec);
+    pg.graphs.erase(lru);
+  }
+  pg.graphs.push_back(std::move(g));
+  SY_CUDA("execute", cudaGraphLaunch(pg.graphs.back().exec, stream_));
+  ++counters_.queue_submits;
+}
+
+}  // namespace switchyard::cuda_impl

@@ -1,0 +1,113 @@
+// The CUDA device: one stream, a caching allocator over cudaMalloc, a pinned
+// staging ring for transfers, pinned host buffers for pin_memory(), and
+// CUDA-graph replay of repeated Programs.
+#pragma once
+#include <cuda_runtime_api.h>
+
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <unordered_map>
+#include <vector>
+
+#include "cuda_allocator.h"
+#include "cuda_blas.h"
+#include "cuda_kernels.h"
+#include "switchyard/device.h"
+
+namespace switchyard::cuda_impl {
+
+class CudaDevice final : public Device {
+ public:
+  CudaDevice(DeviceInfo info, int ordinal, int sm_count);
+  ~CudaDevice() override;
+
+  void* host_pointer(Buffer b) override;
+  bool supports(Kernel k) const override { return k < Kernel::count_; }
+  // Frees everything while the CUDA runtime is still up (from an atexit
+  // handler registered after the runtime initialised); later calls fail.
+  void shutdown() noexcept;
+  const AllocatorStats& allocator_stats() const { return alloc_.stats(); }
+
+ private:
+  Buffer allocate_impl(size_t bytes) override;
+  Buffer allocate_host_impl(size_t bytes) override;
+  void release_impl(Buffer b) override;
+  void upload_impl(Buffer dst, size_t offset, const void* src, size_t bytes) override;
+  void download_impl(Buffer src, size_t offset, void* dst, size_t bytes) override;
+  void copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t bytes) override;
+  void execute_impl(const Program& p, std::span<const Binding> bindings) override;
+  void synchronize_impl() override;
+
+  // A staged transfer's slice of the ring, reusable once its event is done.
+  struct Segment {
+    size_t begin, end;
+    uint64_t serial;
+    cudaEvent_t done;
+  };
+  // A download into pageable memory: copied out of the ring once complete.
+  struct HostCopy {
+    uint64_t serial;
+    const char* src;
+    char* dst;
+    size_t bytes;
+  };
+  // Instantiated graphs of one Program, keyed by everything baked into them
+  // (argument addresses and scalar params).
+  struct Graph {
+    uint64_t hash = 0;
+    std::vector<uint64_t> key;
+    cudaGraphExec_t exec = nullptr;
+    uint64_t last_used = 0;
+  };
+  struct ProgramGraphs {
+    std::vector<Graph> graphs;
+    uint64_t recent[8] = {};  // hashes of recent runs: a repeat is worth capturing
+    unsigned next_recent = 0;
+    bool disabled = false;    // capture failed once: run eagerly
+  };
+
+  void ensure();           // creates the stream and helpers on first use
+  void set_device() const;
+  bool is_host(const void* p, size_t* size = nullptr) const;
+  size_t ring_reserve(size_t n);
+  void retire_segments_through(uint64_t serial);
+  void record_segment(size_t begin, size_t end);
+  cudaEvent_t new_event();
+  void enqueue(const Program& p);
+  void run_graph(const Program& p, ProgramGraphs& pg, uint64_t hash);
+  void check_status();
+  [[noreturn]] void throw_oom(const char* op, size_t bytes);
+
+  const int ordinal_;
+  std::mutex mu_;
+  bool ready_ = false, down_ = false;
+  cudaStream_t stream_ = nullptr;
+  CachingAllocator alloc_;
+  std::unordered_map<const void*, size_t> host_allocs_;  // pinned host buffers
+  // Staging ring (pinned), used in chunks of kChunk bytes.
+  char* ring_ = nullptr;
+  size_t ring_head_ = 0;
+  uint64_t next_serial_ = 1;
+  std::deque<Segment> segments_;
+  std::deque<HostCopy> host_copies_;
+  std::vector<cudaEvent_t> free_events_;
+  // Bad-input reports from kernels: device words, read back through pinned.
+  DeviceStatus* status_dev_ = nullptr;
+  DeviceStatus* status_host_ = nullptr;
+  bool status_dirty_ = false;
+  LaunchEnv env_;
+  Blas blas_;
+  void* workspace_ = nullptr;
+  bool graphs_enabled_ = true;
+  std::unordered_map<uint64_t, ProgramGraphs> programs_;
+  std::vector<void*> ptrs_;      // resolved argument addresses, 5 per launch
+  std::vector<uint64_t> key_;    // the current run's graph key
+  uint64_t runs_ = 0;
+};
+
+// Every CUDA device of this machine, or why there are none (never throws).
+BackendEntry enumerate();
+
+}  // namespace switchyard::cuda_impl

@@ -1,0 +1,71 @@
+// Random fills: rand_uniform and rand_normal, counter-based Philox4x32-10
+// (Salmon et al. 2011), bit for bit the stream of the CPU and Vulkan backends.
+// Element k uses counter (k lo, k hi, offset lo, offset hi) and key (seed lo,
+// seed hi) = p.i[3], p.i[1..2]; uniform = lo + (hi - lo) * (x0 >> 8) / 2^24,
+// normal = mean + std * Box-Muller(x0, x1).
+//
+// Shapes: a flat f32 output of n = p.i[0] elements.
+// Launch geometry: a 1-D grid-stride loop, 256-thread blocks, grid of
+// ceil(n / 256) capped at 32 blocks per SM.
+#include "cuda_math.cuh"
+
+namespace switchyard::cuda_impl {
+namespace {
+
+struct U4 {
+  uint32_t v[4];
+};
+
+__device__ inline U4 philox(U4 c, uint32_t k0, uint32_t k1) {
+#pragma unroll
+  for (int r = 0; r < 10; ++r) {
+    uint32_t hi0 = __umulhi(0xD2511F53u, c.v[0]), lo0 = 0xD2511F53u * c.v[0];
+    uint32_t hi1 = __umulhi(0xCD9E8D57u, c.v[2]), lo1 = 0xCD9E8D57u * c.v[2];
+    c = {{hi1 ^ c.v[1] ^ k0, lo1, hi0 ^ c.v[3] ^ k1, lo0}};
+    k0 += 0x9E3779B9u;
+    k1 += 0xBB67AE85u;
+  }
+  return c;
+}
+
+struct Rng {
+  uint32_t k0, k1;
+  uint64_t offset;
+};
+
+__device__ inline U4 philox_at(const Rng& r, int64_t k) {
+  return philox({{uint32_t(k), uint32_t(uint64_t(k) >> 32), uint32_t(r.offset), uint32_t(r.offset >> 32)}},
+                r.k0, r.k1);
+}
+
+constexpr float kTwoPow24 = 1.0f / 16777216.0f;
+
+__global__ void rand_uniform_k(float* out, int64_t n, Rng r, float lo, float span) {
+  SY_GRID_STRIDE(i, n) out[i] = lo + span * float(philox_at(r, i).v[0] >> 8) * kTwoPow24;
+}
+
+__global__ void rand_normal_k(float* out, int64_t n, Rng r, float mean, float std) {
+  SY_GRID_STRIDE(i, n) {
+    U4 x = philox_at(r, i);
+    float u1 = float((x.v[0] >> 8) + 1) * kTwoPow24;  // (0, 1]
+    float u2 = float(x.v[1] >> 8) * kTwoPow24;
+    out[i] = mean + std * sqrtf(-2.f * logf(u1)) * cosf(6.283185307179586f * u2);
+  }
+}
+
+}  // namespace
+
+void launch_rand(Kernel k, const KernelParams& p, float* out, const LaunchEnv& env) {
+  int64_t n = p.i[0];
+  if (n <= 0) return;
+  Rng r{uint32_t(p.i[1]), uint32_t(p.i[2]), uint64_t(p.i[3])};
+  if (k == Kernel::rand_uniform) {
+    rand_uniform_k<<<blocks_for(n, env), kBlock, 0, env.stream>>>(out, n, r, p.f[0], p.f[1] - p.f[0]);
+    SY_CUDA_LAUNCHED("rand_uniform");
+  } else {
+    rand_normal_k<<<blocks_for(n, env), kBlock, 0, env.stream>>>(out, n, r, p.f[0], p.f[1]);
+    SY_CUDA_LAUNCHED("rand_normal");
+  }
+}
+
+}  // namespace switchyard::cuda_impl

@@ -1,0 +1,95 @@
+// reduce_sum: out[o, i] = p.f[0] * sum_l in[o, l, i], with (outer, len,
+// inner) = p.i[0..2]. Sums are accumulated in double, as on the CPU (the
+// reduction is bound by memory bandwidth, not by FP64 throughput).
+//
+// Launch geometry, by shape:
+// - inner == 1 (row sums), len <= 4096: one warp per row, 8 rows per
+//   256-thread block; lanes stride the row, then a shuffle reduction.
+// - inner == 1, longer rows: one 256-thread block per row, a shuffle
+//   reduction per warp and one across the 8 warps in shared memory.
+// - inner > 1 (column sums): 32 x 8 blocks; the 32 threads in x take 32
+//   adjacent columns (coalesced), the 8 in y split the len axis, and the 8
+//   partial sums meet in shared memory. Grid: ceil(inner / 32) x outer.
+// Grids are capped (65535 in y, 32 blocks per SM in x) and loop.
+#include "cuda_math.cuh"
+
+namespace switchyard::cuda_impl {
+namespace {
+
+constexpr int kWarps = 8;
+
+__global__ void row_sum_warp_k(float* out, const float* in, int64_t rows, int64_t len, float scale) {
+  int lane = threadIdx.x & 31;
+  int64_t first = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
+  for (int64_t r = first; r < rows; r += int64_t(gridDim.x) * kWarps) {
+    const float* x = in + r * len;
+    double s = 0;
+    for (int64_t l = lane; l < len; l += 32) s += x[l];
+    s = warp_sum(s);
+    if (lane == 0) out[r] = float(s) * scale;
+  }
+}
+
+__global__ void row_sum_block_k(float* out, const float* in, int64_t rows, int64_t len, float scale) {
+  __shared__ double part[kWarps];
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* x = in + r * len;
+    double s = 0;
+    for (int64_t l = threadIdx.x; l < len; l += blockDim.x) s += x[l];
+    s = warp_sum(s);
+    if (lane == 0) part[warp] = s;
+    __syncthreads();
+    if (warp == 0) {
+      s = lane < kWarps ? part[lane] : 0.0;
+      s = warp_sum(s);
+      if (lane == 0) out[r] = float(s) * scale;
+    }
+    __syncthreads();
+  }
+}
+
+__global__ void col_sum_k(float* out, const float* in, int64_t outer, int64_t len, int64_t inner, float scale) {
+  __shared__ double part[kWarps][33];
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    for (int64_t i0 = int64_t(blockIdx.x) * 32; i0 < inner; i0 += int64_t(gridDim.x) * 32) {
+      int64_t i = i0 + threadIdx.x;
+      double s = 0;
+      if (i < inner)
+        for (int64_t l = threadIdx.y; l < len; l += kWarps) s += in[(o * len + l) * inner + i];
+      part[threadIdx.y][threadIdx.x] = s;
+      __syncthreads();
+      if (threadIdx.y == 0 && i < inner) {
+        double t = 0;
+        for (int w = 0; w < kWarps; ++w) t += part[w][threadIdx.x];
+        out[o * inner + i] = float(t) * scale;
+      }
+      __syncthreads();
+    }
+  }
+}
+
+}  // namespace
+
+void launch_reduce_sum(const KernelParams& p, float* out, const float* in, const LaunchEnv& env) {
+  int64_t outer = p.i[0], len = p.i[1], inner = p.i[2];
+  if (outer <= 0 || inner <= 0) return;
+  if (len <= 0) {  // an empty sum
+    KernelParams f{};
+    f.i[0] = outer * inner;
+    f.i[1] = 0;  // DType::f32
+    launch_fill(f, out, env);
+    return;
+  }
+  if (inner == 1 && len <= 4096) {
+    row_sum_warp_k<<<blocks_for(outer, env, kWarps), kWarps * 32, 0, env.stream>>>(out, in, outer, len, p.f[0]);
+  } else if (inner == 1) {
+    row_sum_block_k<<<blocks_for(outer, env, 1), kWarps * 32, 0, env.stream>>>(out, in, outer, len, p.f[0]);
+  } else {
+    dim3 grid(blocks_for(inner, env, 32), unsigned(outer < 65535 ? outer : 65535));
+    col_sum_k<<<grid, dim3(32, kWarps), 0, env.stream>>>(out, in, outer, len, inner, p.f[0]);
+  }
+  SY_CUDA_LAUNCHED("reduce_sum");
+}
+
+}  // namespace switchyard::cuda_impl

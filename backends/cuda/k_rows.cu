@@ -1,0 +1,199 @@
+// Row-wise kernels over a rows x cols row-major f32 matrix (rows = p.i[0],
+// cols = p.i[1]): softmax / log_softmax (p.op 0 / 1), their backward,
+// cross-entropy loss and its backward, and argmax.
+//
+// Launch geometry: one warp per row, 8 rows per 256-thread block; lanes
+// stride the row and meet through shuffles (max, then sum of exp(x - max)).
+// The grid is ceil(rows / 8) blocks, capped at 32 per SM, and loops.
+// cross_entropy's mean over rows runs in one 1024-thread block (a warp per
+// row, partial sums in double, then across warps in shared memory), so the
+// loss is written once, without atomics, the same on every run.
+//
+// Labels outside [0, cols) are reported in the status words (the first one
+// wins, device-scope atomicCAS); that row's loss and gradient become NaN and
+// the host raises the error at the next synchronize.
+#include <cmath>
+
+#include "cuda_math.cuh"
+
+namespace switchyard::cuda_impl {
+namespace {
+
+constexpr int kRowsPerBlock = 8;
+
+__device__ inline void report_label(DeviceStatus* st, Kernel k, int64_t row, int32_t label, int64_t cols) {
+  if (atomicCAS(&st->code, 0, -1) == 0) {  // claimed; publish the fields, then the code
+    st->kernel = int32_t(k);
+    st->row = int32_t(row);
+    st->value = label;
+    st->bound = int32_t(cols);
+    __threadfence();
+    atomicExch(&st->code, 1);
+  }
+}
+
+// Row max and sum of exp(x - max), across the warp.
+__device__ inline void row_stats(const float* x, int64_t cols, int lane, float& m, float& s) {
+  m = -INFINITY;
+  for (int64_t c = lane; c < cols; c += 32) m = fmaxf(m, x[c]);
+  m = warp_max(m);
+  s = 0.f;
+  for (int64_t c = lane; c < cols; c += 32) s += expf(x[c] - m);
+  s = warp_sum(s);
+}
+
+#define SY_FOR_ROWS(r, rows)                                                          \
+  for (int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5); r < (rows); \
+       r += int64_t(gridDim.x) * kRowsPerBlock)
+
+__global__ void softmax_k(float* out, const float* in, int64_t rows, int64_t cols, bool log_out) {
+  int lane = threadIdx.x & 31;
+  SY_FOR_ROWS(r, rows) {
+    const float* x = in + r * cols;
+    float* y = out + r * cols;
+    float m, s;
+    row_stats(x, cols, lane, m, s);
+    if (log_out) {
+      float lse = m + logf(s);
+      for (int64_t c = lane; c < cols; c += 32) y[c] = x[c] - lse;
+    } else {
+      float inv = 1.f / s;
+      for (int64_t c = lane; c < cols; c += 32) y[c] = expf(x[c] - m) * inv;
+    }
+  }
+}
+
+__global__ void softmax_backward_k(float* dx, const float* dy, const float* y, int64_t rows, int64_t cols,
+                                   bool log_out) {
+  int lane = threadIdx.x & 31;
+  SY_FOR_ROWS(r, rows) {
+    const float *g = dy + r * cols, *yr = y + r * cols;
+    float* d = dx + r * cols;
+    float s = 0.f;
+    if (log_out) {
+      for (int64_t c = lane; c < cols; c += 32) s += g[c];
+      s = warp_sum(s);
+      for (int64_t c = lane; c < cols; c += 32) d[c] = g[c] - expf(yr[c]) * s;
+    } else {
+      for (int64_t c = lane; c < cols; c += 32) s += g[c] * yr[c];
+      s = warp_sum(s);
+      for (int64_t c = lane; c < cols; c += 32) d[c] = yr[c] * (g[c] - s);
+    }
+  }
+}
+
+constexpr int kLossThreads = 1024;
+
+__global__ void cross_entropy_k(float* loss, const float* in, const int32_t* labels, int64_t rows,
+                                int64_t cols, DeviceStatus* st) {
+  __shared__ double part[kLossThreads / 32];
+  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  double acc = 0;
+  for (int64_t r = warp; r < rows; r += kLossThreads / 32) {
+    const float* x = in + r * cols;
+    float m, s;
+    row_stats(x, cols, lane, m, s);
+    int32_t l = labels[r];
+    if (l < 0 || l >= cols) {
+      if (lane == 0) report_label(st, Kernel::cross_entropy, r, l, cols);
+      acc += NAN;
+    } else {
+      acc += double(m) + log(double(s)) - double(x[l]);
+    }
+  }
+  if (lane == 0) part[warp] = acc;
+  __syncthreads();
+  if (warp == 0) {
+    double t = part[lane];
+    t = warp_sum(t);
+    if (lane == 0) loss[0] = float(t / double(rows));
+  }
+}
+
+__global__ void cross_entropy_backward_k(float* dx, const float* in, const int32_t* labels, const float* dloss,
+                                         int64_t rows, int64_t cols, DeviceStatus* st) {
+  int lane = threadIdx.x & 31;
+  float scale = dloss[0] / float(rows);
+  SY_FOR_ROWS(r, rows) {
+    const float* x = in + r * cols;
+    float* d = dx + r * cols;
+    int32_t l = labels[r];
+    bool bad = l < 0 || l >= cols;
+    if (bad && lane == 0) report_label(st, Kernel::cross_entropy_backward, r, l, cols);
+    float m, s;
+    row_stats(x, cols, lane, m, s);
+    float inv = 1.f / s;
+    for (int64_t c = lane; c < cols; c += 32)
+      d[c] = bad ? NAN : expf(x[c] - m) * inv * scale - (c == l ? scale : 0.f);
+  }
+}
+
+__global__ void argmax_k(int32_t* out, const float* in, int64_t rows, int64_t cols) {
+  int lane = threadIdx.x & 31;
+  const int none = 0x7fffffff;  // "no element yet": loses to any candidate
+  SY_FOR_ROWS(r, rows) {
+    const float* x = in + r * cols;
+    float best = 0.f;
+    int at = none;
+    for (int64_t c = lane; c < cols; c += 32)  // ascending: the first max in this lane
+      if (at == none || x[c] > best) {
+        best = x[c];
+        at = int(c);
+      }
+    for (int o = 16; o > 0; o >>= 1) {  // the larger value; on a tie the smaller index
+      float ob = __shfl_xor_sync(0xffffffffu, best, o);
+      int oa = __shfl_xor_sync(0xffffffffu, at, o);
+      if (oa != none && (at == none || ob > best || (ob == best && oa < at))) {
+        best = ob;
+        at = oa;
+      }
+    }
+    if (lane == 0) out[r] = at;
+  }
+}
+
+unsigned row_blocks(int64_t rows, const LaunchEnv& env) { return blocks_for(rows, env, kRowsPerBlock); }
+constexpr int kRowThreads = kRowsPerBlock * 32;
+
+}  // namespace
+
+void launch_softmax(const KernelParams& p, float* out, const float* in, const LaunchEnv& env) {
+  int64_t rows = p.i[0], cols = p.i[1];
+  if (rows <= 0 || cols <= 0) return;
+  softmax_k<<<row_blocks(rows, env), kRowThreads, 0, env.stream>>>(out, in, rows, cols, p.op == 1);
+  SY_CUDA_LAUNCHED("softmax");
+}
+
+void launch_softmax_backward(const KernelParams& p, float* dx, const float* dy, const float* y,
+                             const LaunchEnv& env) {
+  int64_t rows = p.i[0], cols = p.i[1];
+  if (rows <= 0 || cols <= 0) return;
+  softmax_backward_k<<<row_blocks(rows, env), kRowThreads, 0, env.stream>>>(dx, dy, y, rows, cols, p.op == 1);
+  SY_CUDA_LAUNCHED("softmax_backward");
+}
+
+void launch_cross_entropy(const KernelParams& p, float* loss, const float* x, const int32_t* labels,
+                          const LaunchEnv& env) {
+  int64_t rows = p.i[0], cols = p.i[1];
+  if (rows <= 0) return;
+  cross_entropy_k<<<1, kLossThreads, 0, env.stream>>>(loss, x, labels, rows, cols, env.status);
+  SY_CUDA_LAUNCHED("cross_entropy");
+}
+
+void launch_cross_entropy_backward(const KernelParams& p, float* dx, const float* x, const int32_t* labels,
+                                   const float* dloss, const LaunchEnv& env) {
+  int64_t rows = p.i[0], cols = p.i[1];
+  if (rows <= 0 || cols <= 0) return;
+  cross_entropy_backward_k<<<row_blocks(rows, env), kRowThreads, 0, env.stream>>>(dx, x, labels, dloss, rows,
+                                                                                  cols, env.status);
+  SY_CUDA_LAUNCHED("cross_entropy_backward");
+}
+
+void launch_argmax(const KernelParams& p, int32_t* out, const float* x, const LaunchEnv& env) {
+  int64_t rows = p.i[0], cols = p.i[1];
+  if (rows <= 0 || cols <= 0) return;
+  argmax_k<<<row_blocks(rows, env), kRowThreads, 0, env.stream>>>(out, x, rows, cols);
+  SY_CUDA_LAUNCHED("argmax");
+}
+
+}  // namespace switchyard::cuda_impl

@@ -1,0 +1,237 @@
+// Every GPU backend against the same expectations: one queue submission and
+// nothing new per training step after warm-up, out-of-memory as a clear error,
+// transfers larger than a staging ring, odd views, bad input found on the
+// device, pinned memory, and training that matches the CPU step for step.
+// Runs on vulkan:0 and cuda:0 (where built); a device that is absent is a
+// skip with the reason, or a failure where SWITCHYARD_REQUIRE_<BACKEND>=1.
+// ctest runs the Vulkan cases again in the forced-staging mode.
+#include <cstdlib>
+
+#include "helpers.h"
+#include "mlp.h"
+#include "trainer.h"
+
+using sy::Tensor;
+
+namespace {
+class GpuDevice : public OnDevice {};
+}  // namespace
+
+TEST_P(GpuDevice, TrainingStepIsOneQueueSubmitAndNothingNewAfterWarmup) {
+  sy::Device& d = D();
+  for (bool adam : {true, false}) {
+    sy::manual_seed(1);
+    auto model = sy::models::mlp({20, 16, 8, 4});
+    model->to(d);
+    std::unique_ptr<sy::optim::Optimizer> opt;
+    if (adam) opt = std::make_unique<sy::optim::Adam>(model->parameters(), 1e-2f);
+    else opt = std::make_unique<sy::optim::SGD>(model->parameters(), sy::optim::SGDOptions{.lr = 0.1f, .momentum = 0.9f});
+    std::vector<int32_t> labels(32);
+    for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 4);
+    Tensor y = sy::from_vector(labels, {32}).to(d);
+    auto step = [&](int i) {
+      // A fresh host batch every step, moved to the device as a loader would.
+      Tensor x = sy::from_vector(random_vec(32 * 20, uint32_t(100 + i % 3)), {32, 20}).to(d);
+      opt->zero_grad();
+      Tensor loss = sy::cross_entropy((*model)(x), y);
+      loss.backward();
+      opt->step();
+      return loss.item();
+    };
+    float first = step(0);
+    for (int i = 1; i < 5; ++i) step(i);
+    auto c0 = d.counters();
+    float last = 0;
+    for (int i = 5; i < 15; ++i) last = step(i);
+    auto c1 = d.counters();
+    const char* what = adam ? "adam" : "sgd";
+    EXPECT_EQ(c1.queue_submits - c0.queue_submits, 10u) << what << ": one queue submission (vkQueueSubmit, cudaGraphLaunch) per step";
+    EXPECT_EQ(c1.submissions - c0.submissions, 10u) << what;
+    EXPECT_EQ(c1.buffer_allocations - c0.buffer_allocations, 0u) << what;
+    EXPECT_EQ(c1.memory_allocations - c0.memory_allocations, 0u) << what;
+    EXPECT_EQ(c1.descriptor_set_allocations - c0.descriptor_set_allocations, 0u) << what;
+    EXPECT_EQ(c1.command_recordings - c0.command_recordings, 0u) << what << ": replayed, not re-recorded (or re-captured)";
+    EXPECT_EQ(c1.bytes_in_use, c0.bytes_in_use) << what;
+    EXPECT_LT(last, first) << what << " trains";
+  }
+}
+
+TEST_P(GpuDevice, OutOfMemoryIsAClearErrorAndTheDeviceStaysUsable) {
+  sy::Device& d = D();
+  Tensor keep = sy::ones({1000}, d);
+  sy::eval({keep});
+  sy::synchronize(d);
+  auto before = d.counters();
+  uint64_t too_big = d.info().memory_bytes / 4 * 2;  // floats: twice the device memory
+  expect_error([&] { sy::eval({sy::zeros({int64_t(too_big)}, d)}); },
+               {"allocate", "out of device memory", d.str()});
+  try {
+    sy::eval({sy::zeros({int64_t(too_big)}, d)});
+  } catch (const sy::OutOfMemory&) {
+  } catch (...) {
+    ADD_FAILURE() << "expected switchyard::OutOfMemory";
+  }
+  auto after = d.counters();
+  EXPECT_LE(after.bytes_in_use, before.bytes_in_use) << "nothing leaked (the pool may have given cached buffers back)";
+  Tensor t = sy::ones({1000}, d) + keep;
+  auto v = t.to_vector<float>();
+  EXPECT_EQ(v.front(), 2.f);
+  EXPECT_EQ(v.back(), 2.f);
+}
+
+TEST_P(GpuDevice, TransfersLargerThanTheStagingRingRoundTrip) {
+  sy::Device& d = D();
+  const size_t n = (40u << 20) / 4 + 3;  // 40 MiB and a bit: more than the 32 MiB ring
+  std::vector<float> v(n);
+  for (size_t i = 0; i < n; ++i) v[i] = float(i % 9973) * 0.5f;
+  Tensor t = sy::from_vector(v, {int64_t(n)}).to(d);
+  Tensor u = (t * 2.f).to(sy::cpu());
+  auto back = t.to_vector<float>();
+  ASSERT_EQ(back.size(), n);
+  EXPECT_EQ(back, v);
+  auto twice = u.to_vector<float>();
+  for (size_t i = 0; i < n; i += 4099) ASSERT_EQ(twice[i], 2.f * v[i]) << i;
+  EXPECT_EQ(twice[n - 1], 2.f * v[n - 1]);
+}
+
+TEST_P(GpuDevice, OddSizedAndOffsetViewsRoundTrip) {
+  sy::Device& d = D();
+  auto v = random_vec(17 * 255, 3);
+  Tensor t = sy::from_vector(v, {17, 255}).to(d);
+  Tensor rows = t.slice(3, 10);  // a view starting 3*255 floats in: not 16-byte aligned
+  auto r = (rows + 1.f).to_vector<float>();
+  for (size_t i = 0; i < r.size(); ++i) ASSERT_FLOAT_EQ(r[i], v[3 * 255 + i] + 1.f) << i;
+  std::vector<uint8_t> bytes(1001);
+  for (size_t i = 0; i < bytes.size(); ++i) bytes[i] = uint8_t(i * 7);
+  Tensor b = sy::from_vector(bytes, {1001}).to(d);
+  auto f = b.to(sy::DType::f32).to_vector<float>();
+  for (size_t i = 0; i < bytes.size(); ++i) ASSERT_EQ(f[i], float(bytes[i])) << i;
+  EXPECT_EQ(b.to_vector<uint8_t>(), bytes);
+}
+
+TEST_P(GpuDevice, BadLabelsFoundOnTheDeviceAreAnError) {
+  sy::Device& d = D();
+  Tensor logits = sy::randn({4, 10}, d);
+  Tensor labels = sy::from_vector(std::vector<int32_t>{1, 2, 10, 3}, {4}).to(d);
+  expect_error([&] { (void)sy::cross_entropy(logits, labels).item(); }, {"cross_entropy", "labels", d.str()});
+  // The device goes on working.
+  Tensor ok = sy::from_vector(std::vector<int32_t>{1, 2, 9, 3}, {4}).to(d);
+  EXPECT_TRUE(std::isfinite(sy::cross_entropy(logits, ok).item()));
+}
+
+TEST_P(GpuDevice, TrainingMatchesTheCpuStepForStep) {
+  sy::Device& d = D();
+  sy::models::TrainConfig cfg;
+  cfg.epochs = 1;
+  cfg.batch = 128;
+  cfg.limit = 128 * 50;  // 50 steps
+  cfg.test_limit = 1000;
+  cfg.record_losses = 50;
+  cfg.device = "cpu";
+  auto cpu = sy::models::train_fashion_mnist(cfg);
+  cfg.device = d.str();
+  auto gpu = sy::models::train_fashion_mnist(cfg);
+  ASSERT_EQ(cpu.first_losses.size(), 50u);
+  ASSERT_EQ(gpu.first_losses.size(), 50u);
+  for (size_t i = 0; i < 50; ++i)
+    EXPECT_NEAR(gpu.first_losses[i], cpu.first_losses[i], 1e-4 * std::abs(cpu.first_losses[i])) << "step " << i;
+  EXPECT_NEAR(gpu.test_acc, cpu.test_acc, 0.005);
+}
+
+TEST_P(GpuDevice, AllocationsLargerThanTheNextBlockStillFit) {
+  sy::Device& d = D();
+  // A small buffer creates the first block; then one larger than the block
+  // the allocator would grow to next, and one within it.
+  sy::Buffer small = d.allocate(1 << 20);
+  const size_t big_bytes = size_t(200) << 20;
+  sy::Buffer big = d.allocate(big_bytes);
+  sy::Buffer mid = d.allocate(size_t(3) << 20);
+  std::vector<uint32_t> head(1024), tail(1024), back(1024);
+  for (size_t i = 0; i < head.size(); ++i) head[i] = uint32_t(i * 2654435761u), tail[i] = ~head[i];
+  d.upload(big, 0, head.data(), 4096);
+  d.upload(big, big_bytes - 4096, tail.data(), 4096);
+  d.upload(mid, 0, tail.data(), 4096);
+  d.download(big, 0, back.data(), 4096);
+  d.synchronize();
+  EXPECT_EQ(back, head);
+  d.download(big, big_bytes - 4096, back.data(), 4096);
+  d.synchronize();
+  EXPECT_EQ(back, tail);
+  d.download(mid, 0, back.data(), 4096);
+  d.synchronize();
+  EXPECT_EQ(back, tail);
+  for (sy::Buffer b : {small, big, mid}) d.release(b);
+}
+
+TEST_P(GpuDevice, PinnedTensorsMoveByADeviceCopy) {
+  sy::Device& d = D();
+  auto v = random_vec(100003, 21);
+  Tensor host = sy::from_vector(v, {100003});
+  Tensor pinned = host.pin_memory(d);
+  ASSERT_TRUE(pinned.is_pinned());
+  EXPECT_FALSE(host.is_pinned());
+  EXPECT_EQ(&pinned.device(), &sy::cpu()) << "a pinned tensor is a cpu tensor";
+  EXPECT_EQ(pinned.to_vector<float>(), v);
+  auto c0 = d.counters();
+  Tensor x = pinned.to(d, true);
+  auto c1 = d.counters();
+  // No upload of the data (with SWITCHYARD_POISON=1 a staging device still
+  // uploads the poison into the new buffer).
+  const char* poison = std::getenv("SWITCHYARD_POISON");
+  if (!poison || std::string(poison) != "1") {
+    EXPECT_EQ(c1.bytes_uploaded, c0.bytes_uploaded) << "no staging";
+  }
+  EXPECT_EQ(c1.bytes_copied - c0.bytes_copied, v.size() * 4) << "one device-side copy";
+  EXPECT_EQ((x * 2.f).to_vector<float>()[100002], 2.f * v[100002]);
+  EXPECT_EQ(x.to_vector<float>(), v);
+  // Dropping the source right after the non-blocking move is safe: the
+  // device keeps its memory until the copy has run.
+  Tensor y = sy::from_vector(v, {100003}).pin_memory(d).to(d, true);
+  EXPECT_EQ(y.to_vector<float>(), v);
+  // Pinned buffers are cached (as PyTorch's host allocator does): pinning
+  // the next batch of the same size allocates nothing.
+  uint64_t allocs = d.counters().buffer_allocations;
+  pinned = Tensor();
+  Tensor again = sy::from_vector(v, {100003}).pin_memory(d);
+  EXPECT_EQ(d.counters().buffer_allocations, allocs);
+  EXPECT_EQ(again.to(d, true).to_vector<float>(), v);
+}
+
+TEST_P(GpuDevice, LoaderPinsBatchesForTheDevice) {
+  sy::Device& d = D();
+  std::vector<float> xs(64 * 3);
+  std::vector<int32_t> ys(64);
+  for (size_t i = 0; i < xs.size(); ++i) xs[i] = float(i);
+  for (size_t i = 0; i < ys.size(); ++i) ys[i] = int32_t(i % 5);
+  auto ds = std::make_shared<sy::data::TensorDataset>(sy::from_vector(xs, {64, 3}), sy::from_vector(ys, {64}));
+  sy::data::DataLoader loader(ds, {.batch_size = 16, .shuffle = false, .pin_memory = true, .pin_device = &d});
+  int batches = 0;
+  for (const auto& b : loader) {
+    EXPECT_TRUE(b.data.is_pinned());
+    EXPECT_TRUE(b.target.is_pinned());
+    auto got = b.data.to(d, true).to_vector<float>();
+    ASSERT_EQ(got.size(), 48u);
+    EXPECT_EQ(got.front(), float(batches * 48));
+    ++batches;
+  }
+  EXPECT_EQ(batches, 4);
+}
+
+TEST_P(GpuDevice, OverlappingCopiesWithinABufferActAsMemmove) {
+  sy::Device& d = D();
+  std::vector<uint32_t> v(4096), back(4096);
+  for (size_t i = 0; i < v.size(); ++i) v[i] = uint32_t(i);
+  sy::Buffer b = d.allocate(v.size() * 4);
+  d.upload(b, 0, v.data(), v.size() * 4);
+  d.copy(b, 0, b, 16, 4000 * 4);  // shift right by 4 elements, overlapping
+  d.download(b, 0, back.data(), back.size() * 4);
+  d.synchronize();
+  for (size_t i = 0; i < 4; ++i) EXPECT_EQ(back[i], uint32_t(i));
+  for (size_t i = 4; i < 4004; ++i) ASSERT_EQ(back[i], uint32_t(i - 4)) << i;
+  for (size_t i = 4004; i < 4096; ++i) EXPECT_EQ(back[i], uint32_t(i));
+  d.release(b);
+}
+
+INSTANTIATE_TEST_SUITE_P(Gpus, GpuDevice, ::testing::ValuesIn(gpu_devices()),
+                         [](const ::testing::TestParamInfo<std::string>& i) { return device_param_name(i.param); });
+GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuDevice);
