@@ -49,6 +49,8 @@ std::string no_driver_reason(cudaError_t e) {
 
 }  // namespace
 
+void register_exit_teardown() { std::atexit(shutdown_at_exit); }
+
 BackendEntry enumerate() {
   BackendEntry e{"cuda", false, "", {}};
   if (const char* off = std::getenv("SWITCHYARD_CUDA_DISABLE"); off && std::string(off) == "1") {
@@ -57,6 +59,13 @@ BackendEntry enumerate() {
   }
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
+  if (err == cudaErrorNoDevice) {
+    (void)cudaGetLastError();
+    const char* vis = std::getenv("CUDA_VISIBLE_DEVICES");
+    e.reason = detail::cat("the NVIDIA driver reports no CUDA device",
+                           vis ? detail::cat(" (CUDA_VISIBLE_DEVICES=", vis, ")") : std::string());
+    return e;
+  }
   if (err != cudaSuccess) {
     e.reason = no_driver_reason(err);
     (void)cudaGetLastError();
@@ -112,8 +121,7 @@ BackendEntry enumerate() {
     e.reason = "cudaGetDeviceProperties failed for every device";
     return e;
   }
-  static std::once_flag registered;
-  std::call_once(registered, [] { std::atexit(shutdown_at_exit); });
+  register_exit_teardown();
   e.available = true;
   return e;
 }

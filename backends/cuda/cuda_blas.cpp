@@ -79,11 +79,10 @@ void check(cublasStatus_t s, const char* call) {
   throw Error(msg);
 }
 
-int alignment_of(std::initializer_list<const void*> ptrs) {
+// The largest power of two up to 16 dividing the address (f32: at least 4).
+int alignment_of(const void* p) {
   int a = 16;
-  for (const void* p : ptrs)
-    if (p)
-      while (a > 4 && reinterpret_cast<uintptr_t>(p) % uintptr_t(a)) a /= 2;
+  while (a > 4 && reinterpret_cast<uintptr_t>(p) % uintptr_t(a)) a /= 2;
   return a;
 }
 
@@ -107,10 +106,15 @@ void Blas::init(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
   workspace_ = workspace;
   workspace_bytes_ = workspace_bytes;
   tf32_ = env_is("SWITCHYARD_CUDA_TF32", "1");
-  check(a.cublasCreate_v2(&handle_), "cublasCreate");
-  check(a.cublasSetStream_v2(handle_, stream), "cublasSetStream");
-  check(a.cublasSetWorkspace_v2(handle_, workspace, workspace_bytes), "cublasSetWorkspace");
-  check(a.cublasLtCreate(&lt_), "cublasLtCreate");
+  try {
+    check(a.cublasCreate_v2(&handle_), "cublasCreate");
+    check(a.cublasSetStream_v2(handle_, stream), "cublasSetStream");
+    check(a.cublasSetWorkspace_v2(handle_, workspace, workspace_bytes), "cublasSetWorkspace");
+    check(a.cublasLtCreate(&lt_), "cublasLtCreate");
+  } catch (...) {
+    release();  // nothing half-made stays behind; the next GEMM tries again
+    throw;
+  }
 }
 
 void Blas::release() {
@@ -134,7 +138,7 @@ void Blas::release() {
 Blas::Plan& Blas::plan(const Key& k) {
   if (auto it = plans_.find(k); it != plans_.end()) return it->second;
   const BlasApi& a = blas_api();
-  auto [M, N, K, ta, tb, has_bias, act, align] = k;
+  auto [M, N, K, ta, tb, has_bias, act, align_a, align_b, align_c] = k;
   Plan pl;
   if (!env_is("SWITCHYARD_CUDA_GEMM", "cublas")) {
     Unary u = Unary(act);
@@ -161,11 +165,16 @@ Blas::Plan& Blas::plan(const Key& k) {
     cublasLtMatmulPreference_t pref = nullptr;
     check(a.cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
     uint64_t ws = workspace_bytes_;
-    uint32_t al = uint32_t(align);
-    a.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws));
-    for (auto attr : {CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-                      CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES})
-      a.cublasLtMatmulPreferenceSetAttribute(pref, attr, &al, sizeof(al));
+    // cuBLASLt's A is our B, its B our A; C and D are our C.
+    uint32_t al[4] = {uint32_t(align_b), uint32_t(align_a), uint32_t(align_c), uint32_t(align_c)};
+    check(a.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+          "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+    const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+    for (int j = 0; j < 4; ++j)
+      check(a.cublasLtMatmulPreferenceSetAttribute(pref, attrs[j], &al[j], sizeof(al[j])),
+            "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
     cublasLtMatmulHeuristicResult_t res{};
     int found = 0;
     cublasStatus_t s = a.cublasLtMatmulAlgoGetHeuristic(lt_, pl.desc, pl.a, pl.b, pl.c, pl.c, pref, 1, &res, &found);
@@ -197,14 +206,21 @@ void Blas::gemm(const KernelParams& p, float* C, const float* A, const float* B,
   SY_CHECK(M < (int64_t(1) << 31) && N < (int64_t(1) << 31) && K < (int64_t(1) << 31), "gemm",
            "expected dimensions below 2^31 on CUDA, found ", M, "x", N, "x", K);
   const float alpha = p.f[0], beta = 0.f;
-  Plan& pl = plan(Key{M, N, K, ta, tb, bias != nullptr, int(act), alignment_of({A, B, C, bias})});
+  // The alignment preferences cover A, B, C and D but not the epilogue's
+  // bias: a bias that is not 16-byte aligned (a view) is added by our pass.
+  // (Then the activation cannot be fused either: it comes after the bias.)
+  const bool lt_bias = bias && alignment_of(bias) == 16;
+  const Unary epilogue_act = bias && !lt_bias ? Unary::none : act;
+  Plan& pl = plan(Key{M, N, K, ta, tb, lt_bias, int(epilogue_act), alignment_of(A), alignment_of(B),
+                      alignment_of(C)});
   if (pl.use_lt) {
-    if (bias)
+    if (lt_bias)
       check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
             "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
     check(a.cublasLtMatmul(lt_, pl.desc, &alpha, B, pl.a, A, pl.b, &beta, C, pl.c, C, pl.c, &pl.algo, workspace_,
                            workspace_bytes_, env.stream), "cublasLtMatmul");
-    if (!pl.fused_act) launch_bias_act(M, N, C, nullptr, act, env);
+    // What the epilogue did not do (a no-op when it did everything).
+    launch_bias_act(M, N, C, lt_bias ? nullptr : bias, pl.fused_act ? Unary::none : act, env);
     return;
   }
   check(a.cublasSgemm_v2(handle_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(N), int(M),

@@ -68,8 +68,9 @@ class Blas {
     bool use_lt = false;  // false: cublasSgemm plus our epilogue kernel
     bool fused_act = false;
   };
-  // (M, N, K, transA, transB, has_bias, activation, pointer alignment)
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, int, int>;
+  // (M, N, K, transA, transB, bias in the epilogue, activation, alignment
+  // of A, B and C in bytes)
+  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, int, int, int, int>;
   Plan& plan(const Key& k);
 
   cublasHandle_t handle_ = nullptr;

@@ -9,6 +9,10 @@
 namespace switchyard::cuda_impl {
 
 [[noreturn]] inline void throw_cuda(cudaError_t e, const char* op, const char* call) {
+  // Read (and so clear) the thread's last error: a non-sticky failure would
+  // otherwise be reported again by the next launch check. (Sticky errors,
+  // a corrupted context, stay and fail every later call, as they should.)
+  (void)cudaGetLastError();
   std::string msg = detail::cat("[", op, "] ", call, " failed: ", cudaGetErrorName(e), " (",
                                 cudaGetErrorString(e), ")");
   if (e == cudaErrorMemoryAllocation) throw OutOfMemory(msg);

@@ -30,7 +30,9 @@ namespace {
 constexpr size_t kRingBytes = size_t(32) << 20;
 constexpr size_t kChunk = size_t(8) << 20;
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
-constexpr size_t kMaxGraphs = 4;
+constexpr size_t kMaxGraphs = 4;     // per Program
+constexpr size_t kMaxPrograms = 64;  // Programs whose graphs are kept
+constexpr size_t kMaxSegments = 1024;  // staged transfers in flight before the oldest are retired
 
 std::string mib(uint64_t b) { return detail::cat(double(b) / double(1 << 20), " MiB"); }
 
@@ -74,7 +76,11 @@ CudaDevice::CudaDevice(DeviceInfo info, int ordinal, int sm_count)
             ++counters_.memory_allocations;
             return p;
           },
-          [](void* p) { (void)cudaFree(p); }) {
+          [this](void* p) {
+            // Blocks in this segment may have fed work still queued.
+            if (stream_) (void)cudaStreamSynchronize(stream_);
+            (void)cudaFree(p);
+          }) {
   env_.max_blocks = int64_t(std::max(sm_count, 1)) * 32;
   const char* g = std::getenv("SWITCHYARD_CUDA_GRAPHS");
   graphs_enabled_ = !(g && std::string(g) == "0");
@@ -114,7 +120,10 @@ void CudaDevice::shutdown() noexcept {
   } catch (...) {
   }
   alloc_.release_all();
-  for (auto& [p, n] : host_allocs_) (void)cudaFreeHost(const_cast<void*>(p));
+  for (auto& [p, h] : host_allocs_) {
+    if (h.last_use) (void)cudaEventDestroy(h.last_use);
+    (void)cudaFreeHost(const_cast<void*>(p));
+  }
   host_allocs_.clear();
   for (Segment& s : segments_) free_events_.push_back(s.done);
   segments_.clear();
@@ -128,6 +137,7 @@ void CudaDevice::shutdown() noexcept {
   (void)cudaStreamDestroy(stream_);
   ring_ = nullptr;
   workspace_ = nullptr;
+  stream_ = nullptr;
 }
 
 // ---- memory ------------------------------------------------------------------
@@ -164,31 +174,69 @@ Buffer CudaDevice::allocate_host_impl(size_t bytes) {
                                   cudaGetErrorName(e)));
   }
   ++counters_.memory_allocations;
-  host_allocs_[p] = bytes;
+  host_allocs_[p] = {bytes, nullptr};
   return {p, bytes};
 }
 
-bool CudaDevice::is_host(const void* p, size_t* size) const {
+CudaDevice::HostAlloc* CudaDevice::host_alloc(const void* p) {
   auto it = host_allocs_.find(p);
-  if (it == host_allocs_.end()) return false;
-  if (size) *size = it->second;
-  return true;
+  return it == host_allocs_.end() ? nullptr : &it->second;
+}
+
+CudaDevice::HostAlloc* CudaDevice::host_alloc_containing(const void* p, size_t n) {
+  const char* c = static_cast<const char*>(p);
+  for (auto& [base, h] : host_allocs_) {
+    const char* b = static_cast<const char*>(base);
+    if (c >= b && c + n <= b + h.bytes) return &h;
+  }
+  return nullptr;
+}
+
+void CudaDevice::note_host_use(HostAlloc* h) {
+  if (!h) return;
+  if (!h->last_use) SY_CUDA("transfer", cudaEventCreateWithFlags(&h->last_use, cudaEventDisableTiming));
+  SY_CUDA("transfer", cudaEventRecord(h->last_use, stream_));
 }
 
 void* CudaDevice::host_pointer(Buffer b) {
   std::lock_guard lock(mu_);
-  return is_host(b.handle) ? b.handle : nullptr;
+  return host_alloc(b.handle) ? b.handle : nullptr;
+}
+
+void CudaDevice::wait_until_unused(Buffer b) {
+  cudaEvent_t e = nullptr;
+  {
+    std::lock_guard lock(mu_);
+    HostAlloc* h = host_alloc(b.handle);
+    if (h && !h->last_use) return;  // never used by a queued copy
+    if (h) {
+      e = h->last_use;
+      set_device();
+    }
+  }
+  if (!e) {  // device memory: wait for the stream (bad-input reports stay for synchronize())
+    std::lock_guard lock(mu_);
+    if (!ready_ || down_) return;
+    set_device();
+    SY_CUDA("wait_until_unused", cudaStreamSynchronize(stream_));
+    return;
+  }
+  // Outside the lock, so the main thread keeps enqueueing meanwhile. The
+  // event lives as long as the buffer, which the caller holds.
+  SY_CUDA("wait_until_unused", cudaEventSynchronize(e));
 }
 
 void CudaDevice::release_impl(Buffer b) {
   std::lock_guard lock(mu_);
   if (down_) return;  // the memory went with the device
   set_device();
-  if (is_host(b.handle)) {
-    // Queued copies may still read or write it.
-    SY_CUDA("release", cudaStreamSynchronize(stream_));
-    SY_CUDA("release", cudaFreeHost(b.handle));
+  if (HostAlloc* h = host_alloc(b.handle)) {
+    if (h->last_use) {  // queued copies may still read or write it
+      SY_CUDA("release", cudaEventSynchronize(h->last_use));
+      SY_CUDA("release", cudaEventDestroy(h->last_use));
+    }
     host_allocs_.erase(b.handle);
+    SY_CUDA("release", cudaFreeHost(b.handle));
     return;
   }
   alloc_.free(b.handle);  // reused only by work enqueued after this
@@ -212,6 +260,9 @@ void CudaDevice::record_segment(size_t begin, size_t end) {
   cudaEvent_t e = new_event();
   SY_CUDA("transfer", cudaEventRecord(e, stream_));
   segments_.push_back({begin, end, next_serial_++, e});
+  // Many small transfers without a synchronize(): retire the older half, so
+  // ring_reserve's scan stays short.
+  if (segments_.size() > kMaxSegments) retire_segments_through(segments_[kMaxSegments / 2].serial);
 }
 
 // Waits for the segment with `serial` (and so all older ones: one stream),
@@ -249,8 +300,8 @@ void CudaDevice::upload_impl(Buffer dst, size_t off, const void* src, size_t n) 
   std::lock_guard lock(mu_);
   ensure();
   char* d = static_cast<char*>(dst.handle) + off;
-  if (is_host(dst.handle)) {  // pinned host memory: the host writes it
-    SY_CUDA("upload", cudaStreamSynchronize(stream_));
+  if (HostAlloc* h = host_alloc(dst.handle)) {  // pinned host memory: the host writes it
+    if (h->last_use) SY_CUDA("upload", cudaEventSynchronize(h->last_use));
     std::memcpy(d, src, n);
     return;
   }
@@ -270,18 +321,16 @@ void CudaDevice::download_impl(Buffer src, size_t off, void* dst, size_t n) {
   ensure();
   const char* s = static_cast<const char*>(src.handle) + off;
   char* d = static_cast<char*>(dst);
-  if (is_host(src.handle)) {
-    SY_CUDA("download", cudaStreamSynchronize(stream_));
+  if (HostAlloc* h = host_alloc(src.handle)) {
+    if (h->last_use) SY_CUDA("download", cudaEventSynchronize(h->last_use));
     std::memcpy(d, s, n);
     return;
   }
   // Into pinned memory of ours: straight there (complete by synchronize()).
-  for (auto& [p, size] : host_allocs_) {
-    const char* base = static_cast<const char*>(p);
-    if (d >= base && d + n <= base + size) {
-      SY_CUDA("download", cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToHost, stream_));
-      return;
-    }
+  if (HostAlloc* h = host_alloc_containing(d, n)) {
+    SY_CUDA("download", cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToHost, stream_));
+    note_host_use(h);
+    return;
   }
   for (size_t done = 0; done < n;) {
     size_t c = std::min(kChunk, n - done);
@@ -308,9 +357,13 @@ void CudaDevice::copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t
     cudaError_t e2 = e1 == cudaSuccess ? cudaMemcpyAsync(d, tmp, n, cudaMemcpyDefault, stream_) : e1;
     alloc_.free(tmp);
     SY_CUDA("copy", e2);
+    note_host_use(host_alloc(src.handle));
+    note_host_use(host_alloc(dst.handle));
     return;
   }
   SY_CUDA("copy", cudaMemcpyAsync(d, s, n, cudaMemcpyDefault, stream_));
+  note_host_use(host_alloc(src.handle));  // a pinned source or destination
+  note_host_use(host_alloc(dst.handle));
 }
 
 // ---- status and synchronization -----------------------------------------------
@@ -369,14 +422,27 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
     status_dirty_ |= ins.kernel == Kernel::cross_entropy || ins.kernel == Kernel::cross_entropy_backward;
   }
   if (has_gemm && !blas_.ready()) {
-    SY_CUDA("gemm", cudaMalloc(&workspace_, kWorkspaceBytes));
-    ++counters_.memory_allocations;
+    if (!workspace_) {
+      SY_CUDA("gemm", cudaMalloc(&workspace_, kWorkspaceBytes));
+      ++counters_.memory_allocations;
+    }
     blas_.init(stream_, workspace_, kWorkspaceBytes);
+    // cuBLAS carries its own CUDA runtime, whose exit-time teardown may
+    // register now: register ours again so it runs first.
+    register_exit_teardown();
   }
   ++runs_;
   if (graphs_enabled_ && !p.instrs.empty()) {
-    uint64_t h = hash_words(key_);
-    run_graph(p, programs_[p.id], h);
+    if (programs_.size() >= kMaxPrograms && !programs_.count(p.id)) {  // forget the least recently run
+      auto lru = std::min_element(programs_.begin(), programs_.end(), [](const auto& a, const auto& b) {
+        return a.second.last_run < b.second.last_run;
+      });
+      for (Graph& g : lru->second.graphs) (void)cudaGraphExecDestroy(g.exec);
+      programs_.erase(lru);
+    }
+    ProgramGraphs& pg = programs_[p.id];
+    pg.last_run = runs_;
+    run_graph(p, pg, hash_words(key_));
     return;
   }
   enqueue(p);
@@ -412,11 +478,17 @@ void CudaDevice::run_graph(const Program& p, ProgramGraphs& pg, uint64_t h) {
     counters_.queue_submits += p.instrs.size();
     return;
   }
-  SY_CUDA("execute", cudaStreamEndCapture(stream_, &graph));
   Graph g;
-  cudaError_t e = cudaGraphInstantiateWithFlags(&g.exec, graph, 0);
-  (void)cudaGraphDestroy(graph);
-  SY_CUDA("execute", e);
+  cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+  if (e == cudaSuccess) e = cudaGraphInstantiateWithFlags(&g.exec, graph, 0);
+  if (graph) (void)cudaGraphDestroy(graph);
+  if (e != cudaSuccess) {  // nothing of the capture ran: run it eagerly, never capture it again
+    (void)cudaGetLastError();
+    pg.disabled = true;
+    enqueue(p);
+    counters_.queue_submits += p.instrs.size();
+    return;
+  }
   ++counters_.command_recordings;
   g.hash = h;
   g.key = key_;

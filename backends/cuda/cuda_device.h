@@ -24,6 +24,10 @@ class CudaDevice final : public Device {
   ~CudaDevice() override;
 
   void* host_pointer(Buffer b) override;
+  // For pinned host buffers: waits for the last queued copy that used it (not
+  // for the whole stream, so a DataLoader thread refilling a pinned batch
+  // does not wait for the training step in flight).
+  void wait_until_unused(Buffer b) override;
   bool supports(Kernel k) const override { return k < Kernel::count_; }
   // Frees everything while the CUDA runtime is still up (from an atexit
   // handler registered after the runtime initialised); later calls fail.
@@ -66,11 +70,18 @@ class CudaDevice final : public Device {
     uint64_t recent[8] = {};  // hashes of recent runs: a repeat is worth capturing
     unsigned next_recent = 0;
     bool disabled = false;    // capture failed once: run eagerly
+    uint64_t last_run = 0;
   };
 
   void ensure();           // creates the stream and helpers on first use
   void set_device() const;
-  bool is_host(const void* p, size_t* size = nullptr) const;
+  struct HostAlloc {
+    size_t bytes = 0;
+    cudaEvent_t last_use = nullptr;  // recorded after each queued copy using it
+  };
+  HostAlloc* host_alloc(const void* p);
+  HostAlloc* host_alloc_containing(const void* p, size_t n);
+  void note_host_use(HostAlloc* h);
   size_t ring_reserve(size_t n);
   void retire_segments_through(uint64_t serial);
   void record_segment(size_t begin, size_t end);
@@ -85,7 +96,7 @@ class CudaDevice final : public Device {
   bool ready_ = false, down_ = false;
   cudaStream_t stream_ = nullptr;
   CachingAllocator alloc_;
-  std::unordered_map<const void*, size_t> host_allocs_;  // pinned host buffers
+  std::unordered_map<const void*, HostAlloc> host_allocs_;  // pinned host buffers
   // Staging ring (pinned), used in chunks of kChunk bytes.
   char* ring_ = nullptr;
   size_t ring_head_ = 0;
@@ -109,5 +120,8 @@ class CudaDevice final : public Device {
 
 // Every CUDA device of this machine, or why there are none (never throws).
 BackendEntry enumerate();
+// (Re-)registers the atexit handler that shuts every device down, so that it
+// runs before the teardown of CUDA runtimes initialised so far.
+void register_exit_teardown();
 
 }  // namespace switchyard::cuda_impl

@@ -13,7 +13,7 @@
 namespace switchyard::cuda_impl {
 
 // Status words the kernels write when they find bad input (a label outside
-// [0, classes)); in mapped pinned memory, read by the host after a sync.
+// [0, classes)); in device memory, copied back and cleared by synchronize().
 struct DeviceStatus {
   int32_t code;    // 0: fine; 1: label out of range
   int32_t kernel;  // Kernel id that reported it

@@ -84,8 +84,8 @@ __device__ inline float binary_apply(Binary op, float a, float b) {
     case Binary::sub: return a - b;
     case Binary::mul: return a * b;
     case Binary::div: return a / b;
-    case Binary::max: return fmaxf(a, b);
-    case Binary::min: return fminf(a, b);
+    case Binary::max: return a < b ? b : a;  // std::max's NaN and signed-zero behaviour
+    case Binary::min: return b < a ? b : a;
     case Binary::eq: return a == b ? 1.f : 0.f;
   }
   return 0.f;

@@ -22,7 +22,8 @@ __global__ void fill_k(T* out, int64_t n, T v) {
 
 template <class T>
 __global__ void arange_k(T* out, int64_t n, float start, float step) {
-  SY_GRID_STRIDE(i, n) out[i] = T(start + float(i) * step);
+  // Rounded as on the CPU (no fused multiply-add): integer aranges truncate the same.
+  SY_GRID_STRIDE(i, n) out[i] = T(__fadd_rn(start, __fmul_rn(float(i), step)));
 }
 
 template <class To, class From>

@@ -1,5 +1,7 @@
 // Random fills: rand_uniform and rand_normal, counter-based Philox4x32-10
-// (Salmon et al. 2011), bit for bit the stream of the CPU and Vulkan backends.
+// (Salmon et al. 2011): the same 32-bit stream as the CPU and Vulkan backends,
+// so uniform values match them bit for bit; normal values agree to a few ulps
+// (the device's logf/cosf differ from the host's in the last bits).
 // Element k uses counter (k lo, k hi, offset lo, offset hi) and key (seed lo,
 // seed hi) = p.i[3], p.i[1..2]; uniform = lo + (hi - lo) * (x0 >> 8) / 2^24,
 // normal = mean + std * Box-Muller(x0, x1).

@@ -84,7 +84,7 @@ __global__ void softmax_backward_k(float* dx, const float* dy, const float* y, i
 
 constexpr int kLossThreads = 1024;
 
-__global__ void cross_entropy_k(float* loss, const float* in, const int32_t* labels, int64_t rows,
+__global__ void __launch_bounds__(kLossThreads) cross_entropy_k(float* loss, const float* in, const int32_t* labels, int64_t rows,
                                 int64_t cols, DeviceStatus* st) {
   __shared__ double part[kLossThreads / 32];
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
