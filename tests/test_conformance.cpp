@@ -11,6 +11,9 @@
 #include <numeric>
 
 #include "helpers.h"
+#ifdef SWITCHYARD_CONFORMANCE_CUDA_EMU
+#include "emu_device.h"
+#endif
 
 using sy::Kernel;
 
@@ -414,6 +417,12 @@ std::vector<Case> cases_for(Kernel k) {
           for (int64_t r = 0; r < R; ++r)
             e[size_t(r)] = double(std::max_element(x.begin() + r * C, x.begin() + (r + 1) * C) - (x.begin() + r * C));
           cs.push_back(make(name, k, {out(sy::DType::i32, e), f32(x)}, {R, C}));
+          // Whole numbers in [-4, 4]: every row has ties, and the first max wins.
+          std::vector<float> q(x.size());
+          for (size_t j = 0; j < q.size(); ++j) q[j] = std::round(x[j]);
+          for (int64_t r = 0; r < R; ++r)
+            e[size_t(r)] = double(std::max_element(q.begin() + r * C, q.begin() + (r + 1) * C) - (q.begin() + r * C));
+          cs.push_back(make(name + " ties", k, {out(sy::DType::i32, e), f32(q)}, {R, C}));
         }
       }
       break;
@@ -550,12 +559,24 @@ TEST_P(Conformance, KernelMatchesDoublePrecisionReference) {
   std::printf("%s on %s: %zu cases, %d failed\n", sy::kernel_name(k), dev.str().c_str(), cases.size(), failed);
 }
 
+#ifdef SWITCHYARD_CONFORMANCE_CUDA_EMU
+// test_cuda_emu: this file again, on the CUDA kernels run by the CPU
+// emulation (tests/cuda_emu); GEMM is cuBLAS's and is not emulated.
+std::vector<KernelParam> all_params() {
+  std::vector<KernelParam> v;
+  std::string d = sy::cuda_impl::emulated_cuda_device().str();
+  for (int k = 0; k < int(Kernel::count_); ++k)
+    if (Kernel(k) != Kernel::gemm) v.emplace_back(d, k);
+  return v;
+}
+#else
 std::vector<KernelParam> all_params() {
   std::vector<KernelParam> v;
   for (const std::string& d : conformance_devices())
     for (int k = 0; k < int(Kernel::count_); ++k) v.emplace_back(d, k);
   return v;
 }
+#endif
 
 INSTANTIATE_TEST_SUITE_P(KernelTable, Conformance, ::testing::ValuesIn(all_params()),
                          [](const ::testing::TestParamInfo<KernelParam>& i) {

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "switchyard/dtype.h"
+#include "pointwise.h"
 #include "switchyard/error.h"
 #include "thread_pool.h"
 
@@ -54,30 +55,19 @@ constexpr float kTwoPow24 = 1.0f / 16777216.0f;
 SY_CLONES void adam_loop(int64_t lo, int64_t hi, float* __restrict w, float* __restrict m,
                          float* __restrict v, const float* __restrict g, float b1, float b2,
                          float eps, float step, float inv_sqrt_bc2, float keep, float l2) {
-  for (int64_t j = lo; j < hi; ++j) {
-    float wj = w[j] * keep;
-    float d = g[j] + l2 * wj;
-    float mj = b1 * m[j] + (1.f - b1) * d;
-    float vj = b2 * v[j] + (1.f - b2) * d * d;
-    m[j] = mj;
-    v[j] = vj;
-    w[j] = wj - step * mj / (std::sqrt(vj) * inv_sqrt_bc2 + eps);
-  }
+  for (int64_t j = lo; j < hi; ++j)
+    pointwise::adam_step(w[j], m[j], v[j], g[j], b1, b2, eps, step, inv_sqrt_bc2, keep, l2);
 }
 
 SY_CLONES void sgd_loop(int64_t lo, int64_t hi, float* __restrict w, float* __restrict buf,
                         const float* __restrict g, float lr, float mom, float damp, float wd,
                         bool nesterov, bool first) {
   if (!buf) {
-    for (int64_t j = lo; j < hi; ++j) w[j] -= lr * (g[j] + wd * w[j]);
+    for (int64_t j = lo; j < hi; ++j) pointwise::sgd_step(w[j], g[j], lr, wd);
     return;
   }
-  for (int64_t j = lo; j < hi; ++j) {
-    float d = g[j] + wd * w[j];
-    float b = first ? d : mom * buf[j] + (1.f - damp) * d;
-    buf[j] = b;
-    w[j] -= lr * (nesterov ? d + mom * b : b);
-  }
+  for (int64_t j = lo; j < hi; ++j)
+    pointwise::sgd_momentum_step(w[j], buf[j], g[j], lr, mom, damp, wd, nesterov, first);
 }
 
 SY_CLONES void affine_loop(int64_t lo, int64_t hi, float* __restrict o, const float* __restrict x,
@@ -94,42 +84,8 @@ SY_CLONES void relu_backward_loop(int64_t lo, int64_t hi, float* __restrict dx,
   for (int64_t j = lo; j < hi; ++j) dx[j] = x[j] > 0.f ? dy[j] : 0.f;
 }
 
-// ---- pointwise math ----------------------------------------------------------
-constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi)
-
-inline float unary_grad(Unary op, float x, float y) {
-  switch (op) {
-    case Unary::relu: return x > 0.f ? 1.f : 0.f;
-    case Unary::gelu: {
-      float u = kGeluC * (x + 0.044715f * x * x * x);
-      float t = std::tanh(u);
-      return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kGeluC * (1.f + 3.f * 0.044715f * x * x);
-    }
-    case Unary::tanh: return 1.f - y * y;
-    case Unary::sigmoid: return y * (1.f - y);
-    case Unary::exp: return y;
-    case Unary::log: return 1.f / x;
-    case Unary::neg: return -1.f;
-    case Unary::sqrt: return 0.5f / y;
-    case Unary::square: return 2.f * x;
-    case Unary::abs: return x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f);
-    case Unary::none: return 1.f;
-  }
-  return 0.f;
-}
-
-inline float binary_apply(Binary op, float a, float b) {
-  switch (op) {
-    case Binary::add: return a + b;
-    case Binary::sub: return a - b;
-    case Binary::mul: return a * b;
-    case Binary::div: return a / b;
-    case Binary::max: return std::max(a, b);
-    case Binary::min: return std::min(a, b);
-    case Binary::eq: return a == b ? 1.f : 0.f;
-  }
-  return 0.f;
-}
+using pointwise::unary_grad;
+inline float binary_apply(Binary op, float a, float b) { return pointwise::binary(op, a, b); }
 
 template <class T>
 T* as(void* p) { return static_cast<T*>(p); }
@@ -214,22 +170,7 @@ void transpose_t(int64_t R, int64_t C, T* out, const T* in) {
 
 }  // namespace
 
-float unary_apply(Unary op, float x) {
-  switch (op) {
-    case Unary::relu: return x > 0.f ? x : 0.f;
-    case Unary::gelu: return 0.5f * x * (1.f + std::tanh(kGeluC * (x + 0.044715f * x * x * x)));
-    case Unary::tanh: return std::tanh(x);
-    case Unary::sigmoid: return 1.f / (1.f + std::exp(-x));
-    case Unary::exp: return std::exp(x);
-    case Unary::log: return std::log(x);
-    case Unary::neg: return -x;
-    case Unary::sqrt: return std::sqrt(x);
-    case Unary::square: return x * x;
-    case Unary::abs: return std::fabs(x);
-    case Unary::none: return x;
-  }
-  return x;
-}
+float unary_apply(Unary op, float x) { return pointwise::unary(op, x); }
 
 void run_kernel(Kernel k, const KernelParams& p, void* const* a) {
   switch (k) {

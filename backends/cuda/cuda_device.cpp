@@ -82,6 +82,8 @@ CudaDevice::CudaDevice(DeviceInfo info, int ordinal, int sm_count)
             (void)cudaFree(p);
           }) {
   env_.max_blocks = int64_t(std::max(sm_count, 1)) * 32;
+  gemm_ = [this](const KernelParams& p, float* C, const float* A, const float* B, const float* bias,
+                 const LaunchEnv& env) { blas_.gemm(p, C, A, B, bias, env); };
   const char* g = std::getenv("SWITCHYARD_CUDA_GRAPHS");
   graphs_enabled_ = !(g && std::string(g) == "0");
 }
@@ -397,7 +399,7 @@ void CudaDevice::synchronize_impl() {
 // ---- programs --------------------------------------------------------------------
 
 void CudaDevice::enqueue(const Program& p) {
-  for (size_t i = 0; i < p.instrs.size(); ++i) dispatch(p.instrs[i], &ptrs_[i * 5], blas_, env_);
+  for (size_t i = 0; i < p.instrs.size(); ++i) dispatch(p.instrs[i], &ptrs_[i * 5], gemm_, env_);
 }
 
 void CudaDevice::execute_impl(const Program& p, std::span<const Binding> bindings) {

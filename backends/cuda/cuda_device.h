@@ -13,6 +13,7 @@
 
 #include "cuda_allocator.h"
 #include "cuda_blas.h"
+#include "cuda_dispatch.h"
 #include "cuda_kernels.h"
 #include "switchyard/device.h"
 
@@ -110,6 +111,7 @@ class CudaDevice final : public Device {
   bool status_dirty_ = false;
   LaunchEnv env_;
   Blas blas_;
+  GemmFn gemm_;  // blas_.gemm, for dispatch()
   void* workspace_ = nullptr;
   bool graphs_enabled_ = true;
   std::unordered_map<uint64_t, ProgramGraphs> programs_;

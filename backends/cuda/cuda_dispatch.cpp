@@ -5,7 +5,7 @@
 
 namespace switchyard::cuda_impl {
 
-void dispatch(const Instr& ins, void* const* a, Blas& blas, const LaunchEnv& env) {
+void dispatch(const Instr& ins, void* const* a, const GemmFn& gemm, const LaunchEnv& env) {
   const KernelParams& p = ins.params;
   auto f = [&](int j) { return static_cast<float*>(a[j]); };
   auto i32 = [&](int j) { return static_cast<int32_t*>(a[j]); };
@@ -17,7 +17,7 @@ void dispatch(const Instr& ins, void* const* a, Blas& blas, const LaunchEnv& env
     case Kernel::cast: return launch_cast(p, a[0], a[1], env);
     case Kernel::transpose: return launch_transpose(p, a[0], a[1], env);
     case Kernel::pad: return launch_pad(p, f(0), f(1), env);
-    case Kernel::gemm: return blas.gemm(p, f(0), f(1), f(2), ins.nargs > 3 ? f(3) : nullptr, env);
+    case Kernel::gemm: return gemm(p, f(0), f(1), f(2), ins.nargs > 3 ? f(3) : nullptr, env);
     case Kernel::binary: return launch_binary(p, f(0), f(1), f(2), env);
     case Kernel::affine: return launch_affine(p, f(0), f(1), env);
     case Kernel::unary: return launch_unary(Unary(p.op), p.i[0], f(0), f(1), env);

@@ -1,6 +1,6 @@
-// Device-side helpers shared by the kernel files: grid sizing for
-// grid-stride loops, warp reductions, and the pointwise math of the Unary and
-// Binary codes (the same formulas as the CPU reference, in float).
+// Device-side helpers shared by the kernel files: the launch macro, grid
+// sizing for grid-stride loops, warp reductions, and the pointwise math of the
+// Unary and Binary codes (pointwise.h, the CPU backend's own formulas).
 #pragma once
 #include <cuda_runtime.h>
 
@@ -8,6 +8,17 @@
 
 #include "cuda_check.h"
 #include "cuda_kernels.h"
+#include "pointwise.h"
+
+// SY_LAUNCH(kernel, grid, block, stream)(args...): a kernel launch. Under
+// SY_CUDA_EMULATION (tests/cuda_emu) the same kernels run on CPU threads, so
+// their index math is tested where no GPU is.
+#ifdef SY_CUDA_EMULATION
+#define SY_LAUNCH(kernel, grid, block, stream) \
+  (::sy_emu::Launch(grid, block, stream) ->* [](auto... sy_args) { kernel(sy_args...); })
+#else
+#define SY_LAUNCH(kernel, grid, block, stream) kernel<<<grid, block, 0, stream>>>
+#endif
 
 namespace switchyard::cuda_impl {
 
@@ -38,57 +49,9 @@ __device__ inline float warp_max(float v) {
   return v;
 }
 
-constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi); GELU is the tanh form
-
-__device__ inline float unary_apply(Unary op, float x) {
-  switch (op) {
-    case Unary::relu: return x > 0.f ? x : 0.f;
-    case Unary::gelu: return 0.5f * x * (1.f + tanhf(kGeluC * (x + 0.044715f * x * x * x)));
-    case Unary::tanh: return tanhf(x);
-    case Unary::sigmoid: return 1.f / (1.f + expf(-x));
-    case Unary::exp: return expf(x);
-    case Unary::log: return logf(x);
-    case Unary::neg: return -x;
-    case Unary::sqrt: return sqrtf(x);
-    case Unary::square: return x * x;
-    case Unary::abs: return fabsf(x);
-    case Unary::none: return x;
-  }
-  return x;
-}
-
-// d op(x) / dx, given x and y = op(x).
-__device__ inline float unary_grad(Unary op, float x, float y) {
-  switch (op) {
-    case Unary::relu: return x > 0.f ? 1.f : 0.f;
-    case Unary::gelu: {
-      float t = tanhf(kGeluC * (x + 0.044715f * x * x * x));
-      return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kGeluC * (1.f + 3.f * 0.044715f * x * x);
-    }
-    case Unary::tanh: return 1.f - y * y;
-    case Unary::sigmoid: return y * (1.f - y);
-    case Unary::exp: return y;
-    case Unary::log: return 1.f / x;
-    case Unary::neg: return -1.f;
-    case Unary::sqrt: return 0.5f / y;
-    case Unary::square: return 2.f * x;
-    case Unary::abs: return x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f);
-    case Unary::none: return 1.f;
-  }
-  return 0.f;
-}
-
-__device__ inline float binary_apply(Binary op, float a, float b) {
-  switch (op) {
-    case Binary::add: return a + b;
-    case Binary::sub: return a - b;
-    case Binary::mul: return a * b;
-    case Binary::div: return a / b;
-    case Binary::max: return a < b ? b : a;  // std::max's NaN and signed-zero behaviour
-    case Binary::min: return b < a ? b : a;
-    case Binary::eq: return a == b ? 1.f : 0.f;
-  }
-  return 0.f;
-}
+// The pointwise math, shared with the CPU backend (pointwise.h).
+__device__ inline float unary_apply(Unary op, float x) { return pointwise::unary(op, x); }
+__device__ inline float unary_grad(Unary op, float x, float y) { return pointwise::unary_grad(op, x, y); }
+__device__ inline float binary_apply(Binary op, float a, float b) { return pointwise::binary(op, a, b); }
 
 }  // namespace switchyard::cuda_impl

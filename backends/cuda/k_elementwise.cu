@@ -70,21 +70,21 @@ __global__ void bias_act_k(float* out, const float* bias, int64_t rows, int64_t 
 
 template <class T>
 void fill_as(void* out, int64_t n, T v, const LaunchEnv& env) {
-  fill_k<T><<<blocks_for(n, env), kBlock, 0, env.stream>>>(static_cast<T*>(out), n, v);
+  SY_LAUNCH(fill_k<T>, blocks_for(n, env), kBlock, env.stream)(static_cast<T*>(out), n, v);
 }
 
 template <class T>
 void arange_as(void* out, int64_t n, float start, float step, const LaunchEnv& env) {
-  arange_k<T><<<blocks_for(n, env), kBlock, 0, env.stream>>>(static_cast<T*>(out), n, start, step);
+  SY_LAUNCH(arange_k<T>, blocks_for(n, env), kBlock, env.stream)(static_cast<T*>(out), n, start, step);
 }
 
 template <class To>
 void cast_from(DType from, To* out, const void* in, int64_t n, const LaunchEnv& env) {
   unsigned g = blocks_for(n, env);
   switch (from) {
-    case DType::f32: cast_k<<<g, kBlock, 0, env.stream>>>(out, static_cast<const float*>(in), n); break;
-    case DType::i32: cast_k<<<g, kBlock, 0, env.stream>>>(out, static_cast<const int32_t*>(in), n); break;
-    case DType::u8: cast_k<<<g, kBlock, 0, env.stream>>>(out, static_cast<const uint8_t*>(in), n); break;
+    case DType::f32: SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, static_cast<const float*>(in), n); break;
+    case DType::i32: SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, static_cast<const int32_t*>(in), n); break;
+    case DType::u8: SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, static_cast<const uint8_t*>(in), n); break;
   }
 }
 
@@ -127,13 +127,13 @@ void launch_cast(const KernelParams& p, void* out, const void* in, const LaunchE
 void launch_affine(const KernelParams& p, float* out, const float* in, const LaunchEnv& env) {
   int64_t n = p.i[0];
   if (n <= 0) return;
-  affine_k<<<blocks_for(n, env), kBlock, 0, env.stream>>>(out, in, n, p.f[0], p.f[1]);
+  SY_LAUNCH(affine_k, blocks_for(n, env), kBlock, env.stream)(out, in, n, p.f[0], p.f[1]);
   SY_CUDA_LAUNCHED("affine");
 }
 
 void launch_unary(Unary op, int64_t n, float* out, const float* in, const LaunchEnv& env) {
   if (n <= 0) return;
-  unary_k<<<blocks_for(n, env), kBlock, 0, env.stream>>>(out, in, n, op);
+  SY_LAUNCH(unary_k, blocks_for(n, env), kBlock, env.stream)(out, in, n, op);
   SY_CUDA_LAUNCHED("unary");
 }
 
@@ -141,7 +141,7 @@ void launch_unary_backward(const KernelParams& p, float* dx, const float* dy, co
                            const float* y, const LaunchEnv& env) {
   int64_t n = p.i[0];
   if (n <= 0) return;
-  unary_backward_k<<<blocks_for(n, env), kBlock, 0, env.stream>>>(dx, dy, x, y, n, Unary(p.op));
+  SY_LAUNCH(unary_backward_k, blocks_for(n, env), kBlock, env.stream)(dx, dy, x, y, n, Unary(p.op));
   SY_CUDA_LAUNCHED("unary_backward");
 }
 
@@ -155,14 +155,14 @@ void launch_binary(const KernelParams& p, float* out, const float* a, const floa
     n *= p.i[j];
   }
   if (n <= 0) return;
-  binary_k<<<blocks_for(n, env), kBlock, 0, env.stream>>>(out, a, b, s, n, Binary(p.op));
+  SY_LAUNCH(binary_k, blocks_for(n, env), kBlock, env.stream)(out, a, b, s, n, Binary(p.op));
   SY_CUDA_LAUNCHED("binary");
 }
 
 void launch_bias_act(int64_t rows, int64_t cols, float* out, const float* bias, Unary act,
                      const LaunchEnv& env) {
   if (rows * cols <= 0 || (!bias && act == Unary::none)) return;
-  bias_act_k<<<blocks_for(rows * cols, env), kBlock, 0, env.stream>>>(out, bias, rows, cols, act);
+  SY_LAUNCH(bias_act_k, blocks_for(rows * cols, env), kBlock, env.stream)(out, bias, rows, cols, act);
   SY_CUDA_LAUNCHED("gemm epilogue");
 }
 

@@ -58,23 +58,23 @@ void launch_transpose(const KernelParams& p, void* out, const void* in, const La
            " columns on CUDA, found ", C);
   dim3 grid(unsigned(gx), unsigned(gy < 65535 ? gy : 65535)), block(kTile, kRowsPerPass);
   if (p.i[2] == 1)
-    transpose_k<<<grid, block, 0, env.stream>>>(static_cast<uint8_t*>(out), static_cast<const uint8_t*>(in), R, C);
+    SY_LAUNCH(transpose_k, grid, block, env.stream)(static_cast<uint8_t*>(out), static_cast<const uint8_t*>(in), R, C);
   else
-    transpose_k<<<grid, block, 0, env.stream>>>(static_cast<uint32_t*>(out), static_cast<const uint32_t*>(in), R, C);
+    SY_LAUNCH(transpose_k, grid, block, env.stream)(static_cast<uint32_t*>(out), static_cast<const uint32_t*>(in), R, C);
   SY_CUDA_LAUNCHED("transpose");
 }
 
 void launch_pad(const KernelParams& p, float* out, const float* in, const LaunchEnv& env) {
   int64_t total = p.i[2];
   if (total <= 0) return;
-  pad_k<<<blocks_for(total, env), kBlock, 0, env.stream>>>(out, in, p.i[0], p.i[1], total);
+  SY_LAUNCH(pad_k, blocks_for(total, env), kBlock, env.stream)(out, in, p.i[0], p.i[1], total);
   SY_CUDA_LAUNCHED("pad");
 }
 
 void launch_expand(const KernelParams& p, float* out, const float* in, const LaunchEnv& env) {
   int64_t outer = p.i[0], len = p.i[1], inner = p.i[2], total = outer * len * inner;
   if (total <= 0) return;
-  expand_k<<<blocks_for(total, env), kBlock, 0, env.stream>>>(out, in, len, inner, total, p.f[0]);
+  SY_LAUNCH(expand_k, blocks_for(total, env), kBlock, env.stream)(out, in, len, inner, total, p.f[0]);
   SY_CUDA_LAUNCHED("expand");
 }
 

@@ -19,16 +19,11 @@ namespace {
 
 __global__ void sgd_k(float* w, float* buf, const float* g, int64_t n, float lr, float mom, float damp,
                       float wd, bool nesterov, bool first) {
-  SY_GRID_STRIDE(j, n) {
-    float d = g[j] + wd * w[j];
-    if (!buf) {
-      w[j] -= lr * d;
-      continue;
-    }
-    float b = first ? d : mom * buf[j] + (1.f - damp) * d;
-    buf[j] = b;
-    w[j] -= lr * (nesterov ? d + mom * b : b);
+  if (!buf) {
+    SY_GRID_STRIDE(j, n) pointwise::sgd_step(w[j], g[j], lr, wd);
+    return;
   }
+  SY_GRID_STRIDE(j, n) pointwise::sgd_momentum_step(w[j], buf[j], g[j], lr, mom, damp, wd, nesterov, first);
 }
 
 __global__ void adam_k(float* w, float* m, float* v, const float* g, const float* step, int64_t n, float lr,
@@ -37,15 +32,7 @@ __global__ void adam_k(float* w, float* m, float* v, const float* g, const float
   float bc1 = 1.f - powf(b1, t), bc2 = 1.f - powf(b2, t);
   float stepsize = lr / bc1, inv_sqrt_bc2 = 1.f / sqrtf(bc2);
   float keep = decoupled ? 1.f - lr * wd : 1.f, l2 = decoupled ? 0.f : wd;
-  SY_GRID_STRIDE(j, n) {
-    float wj = w[j] * keep;
-    float d = g[j] + l2 * wj;
-    float mj = b1 * m[j] + (1.f - b1) * d;
-    float vj = b2 * v[j] + (1.f - b2) * d * d;
-    m[j] = mj;
-    v[j] = vj;
-    w[j] = wj - stepsize * mj / (sqrtf(vj) * inv_sqrt_bc2 + eps);
-  }
+  SY_GRID_STRIDE(j, n) pointwise::adam_step(w[j], m[j], v[j], g[j], b1, b2, eps, stepsize, inv_sqrt_bc2, keep, l2);
 }
 
 }  // namespace
@@ -53,7 +40,7 @@ __global__ void adam_k(float* w, float* m, float* v, const float* g, const float
 void launch_sgd_update(const KernelParams& p, float* w, float* buf, const float* g, const LaunchEnv& env) {
   int64_t n = p.i[0];
   if (n <= 0) return;
-  sgd_k<<<blocks_for(n, env), kBlock, 0, env.stream>>>(w, p.i[3] ? buf : nullptr, g, n, p.f[0], p.f[1], p.f[2],
+  SY_LAUNCH(sgd_k, blocks_for(n, env), kBlock, env.stream)(w, p.i[3] ? buf : nullptr, g, n, p.f[0], p.f[1], p.f[2],
                                                         p.f[3], p.i[1] != 0, p.i[2] != 0);
   SY_CUDA_LAUNCHED("sgd_update");
 }
@@ -62,7 +49,7 @@ void launch_adam_update(const KernelParams& p, float* w, float* m, float* v, con
                         const LaunchEnv& env) {
   int64_t n = p.i[0];
   if (n <= 0) return;
-  adam_k<<<blocks_for(n, env), kBlock, 0, env.stream>>>(w, m, v, g, step, n, p.f[0], p.f[1], p.f[2], p.f[3],
+  SY_LAUNCH(adam_k, blocks_for(n, env), kBlock, env.stream)(w, m, v, g, step, n, p.f[0], p.f[1], p.f[2], p.f[3],
                                                          p.f[4], p.i[1] != 0);
   SY_CUDA_LAUNCHED("adam_update");
 }

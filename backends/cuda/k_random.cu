@@ -62,10 +62,10 @@ void launch_rand(Kernel k, const KernelParams& p, float* out, const LaunchEnv& e
   if (n <= 0) return;
   Rng r{uint32_t(p.i[1]), uint32_t(p.i[2]), uint64_t(p.i[3])};
   if (k == Kernel::rand_uniform) {
-    rand_uniform_k<<<blocks_for(n, env), kBlock, 0, env.stream>>>(out, n, r, p.f[0], p.f[1] - p.f[0]);
+    SY_LAUNCH(rand_uniform_k, blocks_for(n, env), kBlock, env.stream)(out, n, r, p.f[0], p.f[1] - p.f[0]);
     SY_CUDA_LAUNCHED("rand_uniform");
   } else {
-    rand_normal_k<<<blocks_for(n, env), kBlock, 0, env.stream>>>(out, n, r, p.f[0], p.f[1]);
+    SY_LAUNCH(rand_normal_k, blocks_for(n, env), kBlock, env.stream)(out, n, r, p.f[0], p.f[1]);
     SY_CUDA_LAUNCHED("rand_normal");
   }
 }

@@ -82,12 +82,12 @@ void launch_reduce_sum(const KernelParams& p, float* out, const float* in, const
     return;
   }
   if (inner == 1 && len <= 4096) {
-    row_sum_warp_k<<<blocks_for(outer, env, kWarps), kWarps * 32, 0, env.stream>>>(out, in, outer, len, p.f[0]);
+    SY_LAUNCH(row_sum_warp_k, blocks_for(outer, env, kWarps), kWarps * 32, env.stream)(out, in, outer, len, p.f[0]);
   } else if (inner == 1) {
-    row_sum_block_k<<<blocks_for(outer, env, 1), kWarps * 32, 0, env.stream>>>(out, in, outer, len, p.f[0]);
+    SY_LAUNCH(row_sum_block_k, blocks_for(outer, env, 1), kWarps * 32, env.stream)(out, in, outer, len, p.f[0]);
   } else {
     dim3 grid(blocks_for(inner, env, 32), unsigned(outer < 65535 ? outer : 65535));
-    col_sum_k<<<grid, dim3(32, kWarps), 0, env.stream>>>(out, in, outer, len, inner, p.f[0]);
+    SY_LAUNCH(col_sum_k, grid, dim3(32, kWarps), env.stream)(out, in, outer, len, inner, p.f[0]);
   }
   SY_CUDA_LAUNCHED("reduce_sum");
 }

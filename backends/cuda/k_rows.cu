@@ -160,7 +160,7 @@ constexpr int kRowThreads = kRowsPerBlock * 32;
 void launch_softmax(const KernelParams& p, float* out, const float* in, const LaunchEnv& env) {
   int64_t rows = p.i[0], cols = p.i[1];
   if (rows <= 0 || cols <= 0) return;
-  softmax_k<<<row_blocks(rows, env), kRowThreads, 0, env.stream>>>(out, in, rows, cols, p.op == 1);
+  SY_LAUNCH(softmax_k, row_blocks(rows, env), kRowThreads, env.stream)(out, in, rows, cols, p.op == 1);
   SY_CUDA_LAUNCHED("softmax");
 }
 
@@ -168,7 +168,7 @@ void launch_softmax_backward(const KernelParams& p, float* dx, const float* dy, 
                              const LaunchEnv& env) {
   int64_t rows = p.i[0], cols = p.i[1];
   if (rows <= 0 || cols <= 0) return;
-  softmax_backward_k<<<row_blocks(rows, env), kRowThreads, 0, env.stream>>>(dx, dy, y, rows, cols, p.op == 1);
+  SY_LAUNCH(softmax_backward_k, row_blocks(rows, env), kRowThreads, env.stream)(dx, dy, y, rows, cols, p.op == 1);
   SY_CUDA_LAUNCHED("softmax_backward");
 }
 
@@ -176,7 +176,7 @@ void launch_cross_entropy(const KernelParams& p, float* loss, const float* x, co
                           const LaunchEnv& env) {
   int64_t rows = p.i[0], cols = p.i[1];
   if (rows <= 0) return;
-  cross_entropy_k<<<1, kLossThreads, 0, env.stream>>>(loss, x, labels, rows, cols, env.status);
+  SY_LAUNCH(cross_entropy_k, 1, kLossThreads, env.stream)(loss, x, labels, rows, cols, env.status);
   SY_CUDA_LAUNCHED("cross_entropy");
 }
 
@@ -184,7 +184,7 @@ void launch_cross_entropy_backward(const KernelParams& p, float* dx, const float
                                    const float* dloss, const LaunchEnv& env) {
   int64_t rows = p.i[0], cols = p.i[1];
   if (rows <= 0 || cols <= 0) return;
-  cross_entropy_backward_k<<<row_blocks(rows, env), kRowThreads, 0, env.stream>>>(dx, x, labels, dloss, rows,
+  SY_LAUNCH(cross_entropy_backward_k, row_blocks(rows, env), kRowThreads, env.stream)(dx, x, labels, dloss, rows,
                                                                                   cols, env.status);
   SY_CUDA_LAUNCHED("cross_entropy_backward");
 }
@@ -192,7 +192,7 @@ void launch_cross_entropy_backward(const KernelParams& p, float* dx, const float
 void launch_argmax(const KernelParams& p, int32_t* out, const float* x, const LaunchEnv& env) {
   int64_t rows = p.i[0], cols = p.i[1];
   if (rows <= 0 || cols <= 0) return;
-  argmax_k<<<row_blocks(rows, env), kRowThreads, 0, env.stream>>>(out, x, rows, cols);
+  SY_LAUNCH(argmax_k, row_blocks(rows, env), kRowThreads, env.stream)(out, x, rows, cols);
   SY_CUDA_LAUNCHED("argmax");
 }
 
