@@ -14,6 +14,9 @@
 
 #include "backend_api.h"
 #include "switchyard/switchyard.h"
+#ifdef SWITCHYARD_TEST_CUDA_EMU
+#include "emu_device.h"
+#endif
 
 namespace sy = switchyard;
 
@@ -73,6 +76,15 @@ inline bool backend_required(const std::string& name) {
   return v && std::string(v) == "1";
 }
 
+// The CUDA device the CUDA suite runs on.
+inline std::string cuda_test_device() {
+#ifdef SWITCHYARD_TEST_CUDA_EMU
+  return sy::cuda_impl::emulated_cuda_device().str();
+#else
+  return "cuda:0";
+#endif
+}
+
 // Skips the test (reported by ctest as skipped, with the reason) when the
 // device is absent; fails it when its backend is required.
 #define SKIP_UNLESS_AVAILABLE(name)                                                        \
@@ -99,9 +111,13 @@ inline std::vector<std::string> conformance_devices() {
   return names;
 }
 
-// The GPU devices the GPU suites run on: the first of each GPU backend built.
+// The GPU devices the GPU suites run on: the first of each GPU backend built
+// (in test_cuda_emu: the CUDA backend on the emulation).
 inline std::vector<std::string> gpu_devices() {
   std::vector<std::string> names;
+#ifdef SWITCHYARD_TEST_CUDA_EMU
+  return {sy::cuda_impl::emulated_cuda_device().str()};
+#endif
 #ifdef SWITCHYARD_TEST_CUDA
   names.push_back("cuda:0");
 #endif

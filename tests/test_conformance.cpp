@@ -11,9 +11,6 @@
 #include <numeric>
 
 #include "helpers.h"
-#ifdef SWITCHYARD_CONFORMANCE_CUDA_EMU
-#include "emu_device.h"
-#endif
 
 using sy::Kernel;
 
@@ -559,14 +556,13 @@ TEST_P(Conformance, KernelMatchesDoublePrecisionReference) {
   std::printf("%s on %s: %zu cases, %d failed\n", sy::kernel_name(k), dev.str().c_str(), cases.size(), failed);
 }
 
-#ifdef SWITCHYARD_CONFORMANCE_CUDA_EMU
-// test_cuda_emu: this file again, on the CUDA kernels run by the CPU
-// emulation (tests/cuda_emu); GEMM is cuBLAS's and is not emulated.
+#ifdef SWITCHYARD_TEST_CUDA_EMU
+// test_cuda_emu: this file again, on the CUDA backend run by the CPU
+// emulation of CUDA and cuBLAS (tests/cuda_emu).
 std::vector<KernelParam> all_params() {
   std::vector<KernelParam> v;
   std::string d = sy::cuda_impl::emulated_cuda_device().str();
-  for (int k = 0; k < int(Kernel::count_); ++k)
-    if (Kernel(k) != Kernel::gemm) v.emplace_back(d, k);
+  for (int k = 0; k < int(Kernel::count_); ++k) v.emplace_back(d, k);
   return v;
 }
 #else

@@ -13,9 +13,11 @@
 #include "cuda_blas.h"
 #include "helpers.h"
 
-using sy::Tensor;
 using sy::cuda_impl::CachingAllocator;
 
+// Checks of the real backend's enumeration and of host-side pieces: once, in
+// test_cuda (test_cuda_emu compiles this file for the device checks below).
+#ifndef SWITCHYARD_TEST_CUDA_EMU
 namespace {
 
 // A raw allocator over malloc that can be told to fail, and counts.
@@ -204,20 +206,23 @@ TEST(Cuda, AbsentDevicesComeWithAReason) {
 }
 
 TEST(Cuda, DeviceReportsItsProperties) {
-  SKIP_UNLESS_AVAILABLE("cuda:0");
-  sy::Device& d = sy::device("cuda:0");
+  SKIP_UNLESS_AVAILABLE(cuda_test_device());
+  sy::Device& d = sy::device(cuda_test_device());
   EXPECT_FALSE(d.info().name.empty());
   EXPECT_GT(d.info().memory_bytes, 0u);
   for (const char* k : {"compute_capability", "sms", "driver", "runtime", "cublaslt"})
     EXPECT_FALSE(prop(d, k).empty()) << k;
 }
 
+#endif  // SWITCHYARD_TEST_CUDA_EMU
+
 TEST(Cuda, CachingAllocatorServesATrainingLoopFromItsCache) {
-  SKIP_UNLESS_AVAILABLE("cuda:0");
-  sy::Device& d = sy::device("cuda:0");
+  SKIP_UNLESS_AVAILABLE(cuda_test_device());
+  sy::Device& d = sy::device(cuda_test_device());
   std::vector<sy::Buffer> bufs;
   for (size_t n : {size_t(1000), size_t(1) << 20, size_t(5) << 20}) bufs.push_back(d.allocate(n));
   for (auto& b : bufs) d.release(b);
+  bufs.clear();
   uint64_t allocs = d.counters().memory_allocations;
   for (int i = 0; i < 50; ++i) {
     for (size_t n : {size_t(1000), size_t(1) << 20, size_t(5) << 20}) bufs.push_back(d.allocate(n));
@@ -229,8 +234,8 @@ TEST(Cuda, CachingAllocatorServesATrainingLoopFromItsCache) {
 }
 
 TEST(Cuda, GraphReplayFollowsNewBindingsAndParams) {
-  SKIP_UNLESS_AVAILABLE("cuda:0");
-  sy::Device& d = sy::device("cuda:0");
+  SKIP_UNLESS_AVAILABLE(cuda_test_device());
+  sy::Device& d = sy::device(cuda_test_device());
   // One Program (one id), run with alternating buffers and scalars: every
   // run must use its own, whether eager, captured or replayed.
   sy::Program p;

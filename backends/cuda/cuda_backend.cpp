@@ -113,7 +113,7 @@ BackendEntry enumerate() {
                        ? "off"
                        : "on"},
     };
-    auto d = std::make_shared<CudaDevice>(std::move(info), i, p.multiProcessorCount);
+    auto d = std::make_shared<CudaDevice>(std::move(info), i, int64_t(p.multiProcessorCount) * 32);
     g_devices.push_back(d);
     e.devices.push_back(std::move(d));
   }

@@ -93,11 +93,17 @@ bool env_is(const char* name, const char* value) {
 
 }  // namespace
 
+#ifdef SY_CUDA_EMULATION
+// tests/cuda_emu: cuBLAS(Lt) emulated on the host (cublas_emu.cpp).
+const BlasApi& sy_emu_blas_api();
+const BlasApi& blas_api() { return sy_emu_blas_api(); }
+#else
 const BlasApi& blas_api() {
   static const Loaded loaded = load();
   if (!loaded.error.empty()) throw Error(loaded.error);
   return loaded.api;
 }
+#endif
 
 Blas::~Blas() { release(); }
 

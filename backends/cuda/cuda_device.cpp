@@ -61,7 +61,7 @@ uint64_t hash_words(const std::vector<uint64_t>& w) {
 
 }  // namespace
 
-CudaDevice::CudaDevice(DeviceInfo info, int ordinal, int sm_count)
+CudaDevice::CudaDevice(DeviceInfo info, int ordinal, int64_t max_blocks)
     : Device(std::move(info)),
       ordinal_(ordinal),
       alloc_(
@@ -81,7 +81,7 @@ CudaDevice::CudaDevice(DeviceInfo info, int ordinal, int sm_count)
             if (stream_) (void)cudaStreamSynchronize(stream_);
             (void)cudaFree(p);
           }) {
-  env_.max_blocks = int64_t(std::max(sm_count, 1)) * 32;
+  env_.max_blocks = std::max<int64_t>(max_blocks, 1);
   gemm_ = [this](const KernelParams& p, float* C, const float* A, const float* B, const float* bias,
                  const LaunchEnv& env) { blas_.gemm(p, C, A, B, bias, env); };
   const char* g = std::getenv("SWITCHYARD_CUDA_GRAPHS");

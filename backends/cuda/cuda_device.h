@@ -21,7 +21,8 @@ namespace switchyard::cuda_impl {
 
 class CudaDevice final : public Device {
  public:
-  CudaDevice(DeviceInfo info, int ordinal, int sm_count);
+  // max_blocks caps the grids of grid-stride kernels (SMs x 32 on a GPU).
+  CudaDevice(DeviceInfo info, int ordinal, int64_t max_blocks);
   ~CudaDevice() override;
 
   void* host_pointer(Buffer b) override;

@@ -8,7 +8,8 @@
 //
 // Model: the blocks of a launch run one after another; the threads of a block
 // run as real OS threads (so __syncthreads and shuffles really wait for the
-// others), x fastest, lanes 0-31 of each 32 forming a warp. __shared__
+// others), x fastest, lanes 0-31 of each 32 forming a warp. Launches come from
+// one thread at a time (the device's lock). __shared__
 // variables become function statics: one copy, which is per block because
 // blocks do not overlap. A thread that returns leaves its barriers, as an
 // exited CUDA thread stops counting for __syncthreads.
@@ -24,6 +25,14 @@
 #include <thread>
 #include <vector>
 
+// Qualifiers first: the toolkit's host_defines.h keeps what is defined (and
+// where a toolkit header came first, these replace its empty ones).
+#undef __global__
+#undef __device__
+#undef __host__
+#undef __forceinline__
+#undef __shared__
+#undef __launch_bounds__
 #define __global__
 #define __device__
 #define __host__
@@ -31,16 +40,10 @@
 #define __shared__ static
 #define __launch_bounds__(...)
 
-struct dim3 {
-  unsigned x = 1, y = 1, z = 1;
-  constexpr dim3(unsigned x_ = 1, unsigned y_ = 1, unsigned z_ = 1) : x(x_), y(y_), z(z_) {}
-};
-using cudaStream_t = struct CUstream_st*;
-using cudaEvent_t = struct CUevent_st*;
-enum cudaError_t { cudaSuccess = 0, cudaErrorMemoryAllocation = 2 };
-inline cudaError_t cudaGetLastError() { return cudaSuccess; }
-inline const char* cudaGetErrorName(cudaError_t) { return "cudaErrorEmulated"; }
-inline const char* cudaGetErrorString(cudaError_t) { return "an error in the CPU emulation"; }
+// The toolkit's own types (cudaError_t, cudaStream_t, dim3, ...); its
+// functions are replaced by the sy_emu_* ones below (cudart_emu.h).
+#include <driver_types.h>
+#include <vector_types.h>
 
 namespace sy_emu {
 
@@ -55,56 +58,91 @@ inline thread_local dim3 thread_idx, block_idx;
 inline thread_local unsigned lane, warp;
 inline thread_local Block* block;
 
-// Runs body on every thread of every block of the grid.
+// The threads of one block size, kept for the whole run (creating a
+// thousand threads per launch would dominate the time).
+struct Pool {
+  const unsigned nt;
+  std::vector<std::thread> threads;
+  std::atomic<uint64_t> generation{0};
+  std::atomic<unsigned> remaining{0};
+  const std::function<void()>* body = nullptr;
+  Block blk;
+  dim3 current, bdim;
+
+  explicit Pool(dim3 b) : nt(b.x * b.y * b.z), bdim(b) {
+    for (unsigned i = 0; i < nt; ++i) threads.emplace_back([this, i] { work(i); });
+  }
+  void work(unsigned i) {
+    for (uint64_t seen = 0;;) {
+      generation.wait(seen);
+      seen = generation.load();
+      thread_idx = dim3(i % bdim.x, (i / bdim.x) % bdim.y, i / (bdim.x * bdim.y));
+      block_idx = current;
+      lane = i % 32;
+      warp = i / 32;
+      block = &blk;
+      (*body)();
+      blk.sync->arrive_and_drop();  // an exited thread stops counting
+      blk.warps[warp]->arrive_and_drop();
+      if (remaining.fetch_sub(1) == 1) remaining.notify_one();
+    }
+  }
+  void run_block(dim3 at, const std::function<void()>& f) {
+    const unsigned nwarps = (nt + 31) / 32;
+    blk.sync = std::make_unique<std::barrier<>>(nt);
+    blk.warps.clear();
+    for (unsigned w = 0; w < nwarps; ++w)
+      blk.warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, nt - 32 * w)));
+    blk.lanes.assign(size_t(nwarps) * 32, 0);
+    current = at;
+    body = &f;
+    remaining = nt;
+    generation.fetch_add(1);
+    generation.notify_all();
+    for (unsigned r; (r = remaining.load()) != 0;) remaining.wait(r);
+  }
+};
+
+// Runs body on every thread of every block of the grid, block after block.
 inline void run(dim3 grid, dim3 bdim, const std::function<void()>& body) {
+  static std::vector<Pool*> pools;  // never freed: their threads wait until the process ends
+  Pool* pool = nullptr;
+  for (Pool* p : pools)
+    if (p->bdim.x == bdim.x && p->bdim.y == bdim.y && p->bdim.z == bdim.z) pool = p;
+  if (!pool) pools.push_back(pool = new Pool(bdim));
   grid_dim = grid;
   block_dim = bdim;
-  const unsigned nt = bdim.x * bdim.y * bdim.z, nwarps = (nt + 31) / 32;
-  Block b;
-  dim3 current;
-  bool quit = false;
-  std::barrier<> start(nt + 1), done(nt + 1);
-  std::vector<std::thread> threads;
-  for (unsigned i = 0; i < nt; ++i)
-    threads.emplace_back([&, i] {
-      for (;;) {
-        start.arrive_and_wait();
-        if (quit) return;
-        thread_idx = dim3(i % bdim.x, (i / bdim.x) % bdim.y, i / (bdim.x * bdim.y));
-        block_idx = current;
-        lane = i % 32;
-        warp = i / 32;
-        block = &b;
-        body();
-        b.sync->arrive_and_drop();
-        b.warps[warp]->arrive_and_drop();
-        done.arrive_and_wait();
-      }
-    });
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) {
-        b.sync = std::make_unique<std::barrier<>>(nt);
-        b.warps.clear();
-        for (unsigned w = 0; w < nwarps; ++w)
-          b.warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, nt - 32 * w)));
-        b.lanes.assign(size_t(nwarps) * 32, 0);
-        current = dim3(x, y, z);
-        start.arrive_and_wait();
-        done.arrive_and_wait();
-      }
-  quit = true;
-  start.arrive_and_wait();
-  for (auto& t : threads) t.join();
+      for (unsigned x = 0; x < grid.x; ++x) pool->run_block(dim3(x, y, z), body);
+}
+
+// Stream capture: while a stream is being captured, work is recorded (with
+// its arguments, by value, as a CUDA graph's nodes hold them) instead of run.
+struct Graph {
+  std::vector<std::function<void()>> nodes;
+};
+inline std::atomic<Graph*> capturing{nullptr};  // one stream is all the backend uses
+inline std::atomic<std::thread::id> capturing_thread{};
+inline void enqueue(std::function<void()> work) {
+  if (Graph* g = capturing.load()) g->nodes.push_back(std::move(work));
+  else work();  // the emulated stream completes each operation at once
+}
+// CUDA's thread-local capture mode refuses unsafe calls (sync, allocation)
+// from the capturing thread only.
+inline bool refused_in_capture() {
+  return capturing.load() && capturing_thread.load() == std::this_thread::get_id();
 }
 
 // SY_LAUNCH(kernel, grid, block, stream)(args...) under emulation.
 struct Launch {
   dim3 grid, bdim;
-  Launch(dim3 g, dim3 b, cudaStream_t) : grid(g), bdim(b) {}  // one stream: launches run in order
+  Launch(dim3 g, dim3 b, cudaStream_t) : grid(g), bdim(b) {}
   template <class F>
   auto operator->*(F kernel) const {
-    return [g = grid, b = bdim, kernel](auto... args) { run(g, b, [&] { kernel(args...); }); };
+    return [g = grid, b = bdim, kernel](auto... args) {
+      enqueue([=] { run(g, b, [&] { kernel(args...); }); });
+    };
   }
 };
 

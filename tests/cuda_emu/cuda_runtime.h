@@ -1,3 +1,3 @@
-// Emulation stand-in for the CUDA header (see cuda_emu.h).
+// Emulation stand-in for the CUDA header (see cuda_runtime_api.h here).
 #pragma once
-#include "cuda_emu.h"
+#include "cuda_runtime_api.h"

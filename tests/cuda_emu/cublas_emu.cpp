@@ -1,0 +1,228 @@
+// cuBLAS and cuBLASLt, emulated on the host for tests/cuda_emu: the entry
+// points the backend's GEMM uses, with their real signatures, computing in
+// double. They check what the backend passes (layouts against the operation's
+// shape, leading dimensions, epilogues), so the row-major to column-major
+// mapping in cuda_blas.cpp is exercised. Work is enqueued on the emulated
+// stream, so it is recorded into graphs like everything else.
+#include <cstring>
+#include <vector>
+
+#include "cuda_blas.h"
+#include "cuda_runtime_api.h"
+
+namespace switchyard::cuda_impl {
+namespace {
+
+// Descriptor fields, kept in the opaque structs' storage.
+enum { kTransA, kTransB, kEpilogue, kBias };
+enum { kRows, kCols, kLd };
+
+template <class T>
+uint64_t* fields(T* opaque) { return opaque->data; }
+
+float* at(const void* base, uint64_t ld, uint64_t i, uint64_t j) {  // column-major element (i, j)
+  return const_cast<float*>(static_cast<const float*>(base)) + i + j * ld;
+}
+
+// D (m x n) = alpha op(A) op(B) (+ bias per row) (relu), column-major.
+void matmul(bool ta, bool tb, uint64_t m, uint64_t n, uint64_t k, float alpha, const float* A, uint64_t lda,
+            const float* B, uint64_t ldb, float* D, uint64_t ldd, const float* bias, bool relu) {
+  std::vector<float> out(m * n);
+  for (uint64_t j = 0; j < n; ++j)
+    for (uint64_t i = 0; i < m; ++i) {
+      double s = 0;
+      for (uint64_t l = 0; l < k; ++l)
+        s += double(ta ? *at(A, lda, l, i) : *at(A, lda, i, l)) * double(tb ? *at(B, ldb, j, l) : *at(B, ldb, l, j));
+      float v = float(alpha * s);
+      if (bias) v += bias[i];
+      if (relu) v = v > 0.f ? v : 0.f;
+      out[i + j * m] = v;
+    }
+  for (uint64_t j = 0; j < n; ++j)
+    for (uint64_t i = 0; i < m; ++i) *at(D, ldd, i, j) = out[i + j * m];
+}
+
+cublasStatus_t lt_create(cublasLtHandle_t* h) {
+  static char tag;
+  *h = reinterpret_cast<cublasLtHandle_t>(&tag);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t lt_destroy(cublasLtHandle_t) { return CUBLAS_STATUS_SUCCESS; }
+size_t lt_version() { return 130100; }
+cublasStatus_t desc_create(cublasLtMatmulDesc_t* d, cublasComputeType_t compute, cudaDataType_t scale) {
+  if (compute != CUBLAS_COMPUTE_32F || scale != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  *d = new cublasLtMatmulDescOpaque_t{};
+  fields(*d)[kEpilogue] = CUBLASLT_EPILOGUE_DEFAULT;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t desc_destroy(cublasLtMatmulDesc_t d) {
+  delete d;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t desc_set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const void* buf, size_t n) {
+  switch (attr) {
+    case CUBLASLT_MATMUL_DESC_TRANSA:
+    case CUBLASLT_MATMUL_DESC_TRANSB: {
+      if (n != sizeof(cublasOperation_t)) return CUBLAS_STATUS_INVALID_VALUE;
+      cublasOperation_t op;
+      std::memcpy(&op, buf, n);
+      fields(d)[attr == CUBLASLT_MATMUL_DESC_TRANSA ? kTransA : kTransB] = op == CUBLAS_OP_T;
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_EPILOGUE: {
+      if (n != sizeof(cublasLtEpilogue_t)) return CUBLAS_STATUS_INVALID_VALUE;
+      cublasLtEpilogue_t e;
+      std::memcpy(&e, buf, n);
+      fields(d)[kEpilogue] = e;
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_DESC_BIAS_POINTER: {
+      if (n != sizeof(void*)) return CUBLAS_STATUS_INVALID_VALUE;
+      std::memcpy(&fields(d)[kBias], buf, n);
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+}
+cublasStatus_t layout_create(cublasLtMatrixLayout_t* l, cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld) {
+  if (type != CUDA_R_32F || ld < int64_t(rows) || ld < 1) return CUBLAS_STATUS_INVALID_VALUE;
+  *l = new cublasLtMatrixLayoutOpaque_t{};
+  fields(*l)[kRows] = rows;
+  fields(*l)[kCols] = cols;
+  fields(*l)[kLd] = uint64_t(ld);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t layout_destroy(cublasLtMatrixLayout_t l) {
+  delete l;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t pref_create(cublasLtMatmulPreference_t* p) {
+  *p = new cublasLtMatmulPreferenceOpaque_t{};
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t pref_destroy(cublasLtMatmulPreference_t p) {
+  delete p;
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t pref_set(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t, const void*, size_t) {
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+// The operation's shape from the layouts, or false when they disagree.
+bool shape(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
+           uint64_t& m, uint64_t& n, uint64_t& k) {
+  bool ta = fields(d)[kTransA], tb = fields(d)[kTransB];
+  m = fields(c)[kRows];
+  n = fields(c)[kCols];
+  k = ta ? fields(a)[kRows] : fields(a)[kCols];
+  uint64_t am = ta ? fields(a)[kCols] : fields(a)[kRows];
+  uint64_t bk = tb ? fields(b)[kCols] : fields(b)[kRows], bn = tb ? fields(b)[kRows] : fields(b)[kCols];
+  return am == m && bk == k && bn == n;
+}
+
+cublasStatus_t heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
+                         cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t,
+                         cublasLtMatmulPreference_t, int requested, cublasLtMatmulHeuristicResult_t results[],
+                         int* found) {
+  uint64_t m, n, k;
+  if (requested < 1 || !shape(d, a, b, c, m, n, k)) return CUBLAS_STATUS_INVALID_VALUE;
+  results[0] = {};
+  results[0].workspaceSize = 0;
+  results[0].state = CUBLAS_STATUS_SUCCESS;
+  *found = 1;
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t lt_matmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void* alpha, const void* A,
+                         cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta,
+                         const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t dl,
+                         const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) {
+  uint64_t m, n, k;
+  if (!shape(d, a, b, dl, m, n, k) || *static_cast<const float*>(beta) != 0.f || C != D ||
+      fields(c)[kLd] != fields(dl)[kLd])
+    return CUBLAS_STATUS_INVALID_VALUE;
+  uint64_t epi = fields(d)[kEpilogue];
+  bool has_bias = epi == CUBLASLT_EPILOGUE_BIAS || epi == CUBLASLT_EPILOGUE_RELU_BIAS;
+  bool relu = epi == CUBLASLT_EPILOGUE_RELU || epi == CUBLASLT_EPILOGUE_RELU_BIAS;
+  if (!has_bias && !relu && epi != CUBLASLT_EPILOGUE_DEFAULT) return CUBLAS_STATUS_NOT_SUPPORTED;
+  const float* bias = nullptr;
+  if (has_bias) {
+    std::memcpy(&bias, &fields(d)[kBias], sizeof(bias));
+    if (!bias) return CUBLAS_STATUS_INVALID_VALUE;
+  }
+  bool ta = fields(d)[kTransA], tb = fields(d)[kTransB];
+  float al = *static_cast<const float*>(alpha);
+  uint64_t lda = fields(a)[kLd], ldb = fields(b)[kLd], ldd = fields(dl)[kLd];
+  auto* Af = static_cast<const float*>(A);
+  auto* Bf = static_cast<const float*>(B);
+  auto* Df = static_cast<float*>(D);
+  sy_emu::enqueue([=] { matmul(ta, tb, m, n, k, al, Af, lda, Bf, ldb, Df, ldd, bias, relu); });
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t create(cublasHandle_t* h) {
+  static char tag;
+  *h = reinterpret_cast<cublasHandle_t>(&tag);
+  return CUBLAS_STATUS_SUCCESS;
+}
+cublasStatus_t destroy(cublasHandle_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t set_stream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t set_workspace(cublasHandle_t, void*, size_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t version(cublasHandle_t, int* v) {
+  *v = 130100;
+  return CUBLAS_STATUS_SUCCESS;
+}
+const char* status_name(cublasStatus_t s) {
+  switch (s) {
+    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default: return "CUBLAS_STATUS_(emulated)";
+  }
+}
+cublasStatus_t sgemm(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
+                     const float* alpha, const float* A, int lda, const float* B, int ldb, const float* beta,
+                     float* C, int ldc) {
+  bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
+  if (m < 0 || n < 0 || k < 0 || lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m || *beta != 0.f)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  float al = *alpha;
+  sy_emu::enqueue([=] {
+    matmul(ta, tb, uint64_t(m), uint64_t(n), uint64_t(k), al, A, uint64_t(lda), B, uint64_t(ldb), C, uint64_t(ldc),
+           nullptr, false);
+  });
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+}  // namespace
+
+const BlasApi& sy_emu_blas_api() {
+  static const BlasApi api = [] {
+    BlasApi a;
+    a.cublas_path = a.lt_path = "(emulated)";
+    a.cublasCreate_v2 = create;
+    a.cublasDestroy_v2 = destroy;
+    a.cublasSetStream_v2 = set_stream;
+    a.cublasSetWorkspace_v2 = set_workspace;
+    a.cublasSgemm_v2 = sgemm;
+    a.cublasGetStatusName = status_name;
+    a.cublasGetVersion_v2 = version;
+    a.cublasLtCreate = lt_create;
+    a.cublasLtDestroy = lt_destroy;
+    a.cublasLtGetVersion = lt_version;
+    a.cublasLtMatmul = lt_matmul;
+    a.cublasLtMatmulDescCreate = desc_create;
+    a.cublasLtMatmulDescDestroy = desc_destroy;
+    a.cublasLtMatmulDescSetAttribute = desc_set;
+    a.cublasLtMatrixLayoutCreate = layout_create;
+    a.cublasLtMatrixLayoutDestroy = layout_destroy;
+    a.cublasLtMatmulPreferenceCreate = pref_create;
+    a.cublasLtMatmulPreferenceDestroy = pref_destroy;
+    a.cublasLtMatmulPreferenceSetAttribute = pref_set;
+    a.cublasLtMatmulAlgoGetHeuristic = heuristic;
+    return a;
+  }();
+  return api;
+}
+
+}  // namespace switchyard::cuda_impl
