@@ -112,15 +112,21 @@ void Blas::init(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
   workspace_ = workspace;
   workspace_bytes_ = workspace_bytes;
   tf32_ = env_is("SWITCHYARD_CUDA_TF32", "1");
+  // Made into locals and kept only when everything worked: nothing
+  // half-made stays behind, and the next GEMM tries again.
+  cublasHandle_t h = nullptr;
+  cublasLtHandle_t lt = nullptr;
   try {
-    check(a.cublasCreate_v2(&handle_), "cublasCreate");
-    check(a.cublasSetStream_v2(handle_, stream), "cublasSetStream");
-    check(a.cublasSetWorkspace_v2(handle_, workspace, workspace_bytes), "cublasSetWorkspace");
-    check(a.cublasLtCreate(&lt_), "cublasLtCreate");
+    check(a.cublasCreate_v2(&h), "cublasCreate");
+    check(a.cublasSetStream_v2(h, stream), "cublasSetStream");
+    check(a.cublasSetWorkspace_v2(h, workspace, workspace_bytes), "cublasSetWorkspace");
+    check(a.cublasLtCreate(&lt), "cublasLtCreate");
   } catch (...) {
-    release();  // nothing half-made stays behind; the next GEMM tries again
+    if (h) a.cublasDestroy_v2(h);
     throw;
   }
+  handle_ = h;
+  lt_ = lt;
 }
 
 void Blas::release() {
@@ -146,49 +152,62 @@ Blas::Plan& Blas::plan(const Key& k) {
   const BlasApi& a = blas_api();
   auto [M, N, K, ta, tb, has_bias, act, align_a, align_b, align_c] = k;
   Plan pl;
-  if (!env_is("SWITCHYARD_CUDA_GEMM", "cublas")) {
-    Unary u = Unary(act);
-    pl.fused_act = u == Unary::relu;
-    pl.epilogue = has_bias ? (pl.fused_act ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
-                           : (pl.fused_act ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
-    cublasOperation_t op_first = tb ? CUBLAS_OP_T : CUBLAS_OP_N;   // B
-    cublasOperation_t op_second = ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // A
-    check(a.cublasLtMatmulDescCreate(&pl.desc, tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
-                                     CUDA_R_32F), "cublasLtMatmulDescCreate");
-    check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)),
-          "cublasLtMatmulDescSetAttribute(TRANSA)");
-    check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)),
-          "cublasLtMatmulDescSetAttribute(TRANSB)");
-    check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &pl.epilogue,
-                                           sizeof(pl.epilogue)), "cublasLtMatmulDescSetAttribute(EPILOGUE)");
-    // Stored (column-major) shapes: B^T is N x K (ld N), or K x N (ld K) when
-    // transposed; A^T is K x M (ld K), or M x K (ld M); C^T is N x M (ld N).
-    check(tb ? a.cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_32F, K, N, K)
-             : a.cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_32F, N, K, N), "cublasLtMatrixLayoutCreate(B)");
-    check(ta ? a.cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_32F, M, K, M)
-             : a.cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_32F, K, M, K), "cublasLtMatrixLayoutCreate(A)");
-    check(a.cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_32F, N, M, N), "cublasLtMatrixLayoutCreate(C)");
-    cublasLtMatmulPreference_t pref = nullptr;
-    check(a.cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
-    uint64_t ws = workspace_bytes_;
-    // cuBLASLt's A is our B, its B our A; C and D are our C.
-    uint32_t al[4] = {uint32_t(align_b), uint32_t(align_a), uint32_t(align_c), uint32_t(align_c)};
-    check(a.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
-          "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
-    const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
-        CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
-    for (int j = 0; j < 4; ++j)
-      check(a.cublasLtMatmulPreferenceSetAttribute(pref, attrs[j], &al[j], sizeof(al[j])),
-            "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
-    cublasLtMatmulHeuristicResult_t res{};
-    int found = 0;
-    cublasStatus_t s = a.cublasLtMatmulAlgoGetHeuristic(lt_, pl.desc, pl.a, pl.b, pl.c, pl.c, pref, 1, &res, &found);
-    a.cublasLtMatmulPreferenceDestroy(pref);
-    if (s == CUBLAS_STATUS_SUCCESS && found > 0 && res.workspaceSize <= workspace_bytes_) {
-      pl.algo = res.algo;
-      pl.use_lt = true;
+  cublasLtMatmulPreference_t pref = nullptr;
+  auto destroy = [&] {  // on failure: nothing leaks, the exception tells why
+    if (pref) a.cublasLtMatmulPreferenceDestroy(pref);
+    if (pl.a) a.cublasLtMatrixLayoutDestroy(pl.a);
+    if (pl.b) a.cublasLtMatrixLayoutDestroy(pl.b);
+    if (pl.c) a.cublasLtMatrixLayoutDestroy(pl.c);
+    if (pl.desc) a.cublasLtMatmulDescDestroy(pl.desc);
+  };
+  try {
+    if (!env_is("SWITCHYARD_CUDA_GEMM", "cublas")) {
+      Unary u = Unary(act);
+      pl.fused_act = u == Unary::relu;
+      pl.epilogue = has_bias ? (pl.fused_act ? CUBLASLT_EPILOGUE_RELU_BIAS : CUBLASLT_EPILOGUE_BIAS)
+                             : (pl.fused_act ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
+      cublasOperation_t op_first = tb ? CUBLAS_OP_T : CUBLAS_OP_N;   // B
+      cublasOperation_t op_second = ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // A
+      check(a.cublasLtMatmulDescCreate(&pl.desc, tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
+                                       CUDA_R_32F), "cublasLtMatmulDescCreate");
+      check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)),
+            "cublasLtMatmulDescSetAttribute(TRANSA)");
+      check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)),
+            "cublasLtMatmulDescSetAttribute(TRANSB)");
+      check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &pl.epilogue,
+                                             sizeof(pl.epilogue)), "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+      // Stored (column-major) shapes: B^T is N x K (ld N), or K x N (ld K) when
+      // transposed; A^T is K x M (ld K), or M x K (ld M); C^T is N x M (ld N).
+      check(tb ? a.cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_32F, K, N, K)
+               : a.cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_32F, N, K, N), "cublasLtMatrixLayoutCreate(B)");
+      check(ta ? a.cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_32F, M, K, M)
+               : a.cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_32F, K, M, K), "cublasLtMatrixLayoutCreate(A)");
+      check(a.cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_32F, N, M, N), "cublasLtMatrixLayoutCreate(C)");
+      check(a.cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
+      uint64_t ws = workspace_bytes_;
+      // cuBLASLt's A is our B, its B our A; C and D are our C.
+      uint32_t al[4] = {uint32_t(align_b), uint32_t(align_a), uint32_t(align_c), uint32_t(align_c)};
+      check(a.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+            "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
+      const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
+          CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES};
+      for (int j = 0; j < 4; ++j)
+        check(a.cublasLtMatmulPreferenceSetAttribute(pref, attrs[j], &al[j], sizeof(al[j])),
+              "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
+      cublasLtMatmulHeuristicResult_t res{};
+      int found = 0;
+      cublasStatus_t s = a.cublasLtMatmulAlgoGetHeuristic(lt_, pl.desc, pl.a, pl.b, pl.c, pl.c, pref, 1, &res, &found);
+      a.cublasLtMatmulPreferenceDestroy(pref);
+      pref = nullptr;
+      if (s == CUBLAS_STATUS_SUCCESS && found > 0 && res.workspaceSize <= workspace_bytes_) {
+        pl.algo = res.algo;
+        pl.use_lt = true;
+      }
     }
+  } catch (...) {
+    destroy();
+    throw;
   }
   if (!pl.use_lt) pl.fused_act = false;  // cublasSgemm, then our bias/activation pass
   return plans_.emplace(k, pl).first->second;

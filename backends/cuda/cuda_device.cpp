@@ -262,9 +262,20 @@ void CudaDevice::record_segment(size_t begin, size_t end) {
   cudaEvent_t e = new_event();
   SY_CUDA("transfer", cudaEventRecord(e, stream_));
   segments_.push_back({begin, end, next_serial_++, e});
-  // Many small transfers without a synchronize(): retire the older half, so
-  // ring_reserve's scan stays short.
-  if (segments_.size() > kMaxSegments) retire_segments_through(segments_[kMaxSegments / 2].serial);
+  // Many small transfers without a synchronize(): retire those already done,
+  // and wait for the older half only if too many are still in flight (so
+  // ring_reserve's scan stays short).
+  if (segments_.size() > kMaxSegments) {
+    uint64_t done = 0;
+    for (const Segment& s : segments_) {
+      cudaError_t q = cudaEventQuery(s.done);
+      if (q == cudaErrorNotReady) break;
+      SY_CUDA("transfer", q);
+      done = s.serial;
+    }
+    if (done) retire_segments_through(done);
+    if (segments_.size() > kMaxSegments) retire_segments_through(segments_[kMaxSegments / 2].serial);
+  }
 }
 
 // Waits for the segment with `serial` (and so all older ones: one stream),

@@ -4,7 +4,9 @@
 // shape, leading dimensions, epilogues), so the row-major to column-major
 // mapping in cuda_blas.cpp is exercised. Work is enqueued on the emulated
 // stream, so it is recorded into graphs like everything else.
+#include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
 
 #include "cuda_blas.h"
@@ -16,6 +18,12 @@ namespace {
 // Descriptor fields, kept in the opaque structs' storage.
 enum { kTransA, kTransB, kEpilogue, kBias };
 enum { kRows, kCols, kLd };
+// Preference and algorithm: the minimum alignments of A, B, C, D (bytes).
+// Unset, cuBLASLt assumes 256: a backend that does not state them gets
+// algorithms that fault on less aligned pointers.
+enum { kAlignA, kAlignB, kAlignC, kAlignD, kWorkspace };
+
+cudaStream_t blas_stream = nullptr;  // cublasSetStream's
 
 template <class T>
 uint64_t* fields(T* opaque) { return opaque->data; }
@@ -50,7 +58,9 @@ cublasStatus_t lt_create(cublasLtHandle_t* h) {
 cublasStatus_t lt_destroy(cublasLtHandle_t) { return CUBLAS_STATUS_SUCCESS; }
 size_t lt_version() { return 130100; }
 cublasStatus_t desc_create(cublasLtMatmulDesc_t* d, cublasComputeType_t compute, cudaDataType_t scale) {
-  if (compute != CUBLAS_COMPUTE_32F || scale != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  // TF32 is computed in FP32 here.
+  if ((compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32) || scale != CUDA_R_32F)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   *d = new cublasLtMatmulDescOpaque_t{};
   fields(*d)[kEpilogue] = CUBLASLT_EPILOGUE_DEFAULT;
   return CUBLAS_STATUS_SUCCESS;
@@ -98,14 +108,33 @@ cublasStatus_t layout_destroy(cublasLtMatrixLayout_t l) {
 }
 cublasStatus_t pref_create(cublasLtMatmulPreference_t* p) {
   *p = new cublasLtMatmulPreferenceOpaque_t{};
+  for (int j : {kAlignA, kAlignB, kAlignC, kAlignD}) fields(*p)[j] = 256;
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t pref_destroy(cublasLtMatmulPreference_t p) {
   delete p;
   return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t pref_set(cublasLtMatmulPreference_t, cublasLtMatmulPreferenceAttributes_t, const void*, size_t) {
-  return CUBLAS_STATUS_SUCCESS;
+cublasStatus_t pref_set(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
+                        size_t n) {
+  switch (attr) {
+    case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: {
+      if (n != sizeof(uint64_t)) return CUBLAS_STATUS_INVALID_VALUE;
+      std::memcpy(&fields(p)[kWorkspace], buf, n);
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_C_BYTES:
+    case CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_D_BYTES: {
+      if (n != sizeof(uint32_t)) return CUBLAS_STATUS_INVALID_VALUE;
+      uint32_t a;
+      std::memcpy(&a, buf, n);
+      fields(p)[kAlignA + (attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES)] = a;
+      return CUBLAS_STATUS_SUCCESS;
+    }
+    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
 }
 
 // The operation's shape from the layouts, or false when they disagree.
@@ -122,11 +151,16 @@ bool shape(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a, cublasLtMatrixLayou
 
 cublasStatus_t heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
                          cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t,
-                         cublasLtMatmulPreference_t, int requested, cublasLtMatmulHeuristicResult_t results[],
+                         cublasLtMatmulPreference_t pref, int requested, cublasLtMatmulHeuristicResult_t results[],
                          int* found) {
   uint64_t m, n, k;
   if (requested < 1 || !shape(d, a, b, c, m, n, k)) return CUBLAS_STATUS_INVALID_VALUE;
+  if (const char* e = std::getenv("SY_EMU_LT_NO_ALGO"); e && std::string(e) == "1") {
+    *found = 0;  // as cuBLASLt does for shapes it has no kernel for: the backend must fall back
+    return CUBLAS_STATUS_SUCCESS;
+  }
   results[0] = {};
+  for (int j : {kAlignA, kAlignB, kAlignC, kAlignD}) results[0].algo.data[j] = fields(pref)[j];
   results[0].workspaceSize = 0;
   results[0].state = CUBLAS_STATUS_SUCCESS;
   *found = 1;
@@ -136,8 +170,14 @@ cublasStatus_t heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatri
 cublasStatus_t lt_matmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void* alpha, const void* A,
                          cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta,
                          const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t dl,
-                         const cublasLtMatmulAlgo_t*, void*, size_t, cudaStream_t) {
+                         const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t stream) {
   uint64_t m, n, k;
+  if (stream != sy_emu::device_stream) return CUBLAS_STATUS_INVALID_VALUE;
+  // The algorithm was chosen for the alignments the preference stated.
+  auto misaligned = [](const void* p, uint64_t a) { return a > 1 && reinterpret_cast<uintptr_t>(p) % a != 0; };
+  if (!algo || misaligned(A, algo->data[kAlignA]) || misaligned(B, algo->data[kAlignB]) ||
+      misaligned(C, algo->data[kAlignC]) || misaligned(D, algo->data[kAlignD]))
+    return CUBLAS_STATUS_INVALID_VALUE;
   if (!shape(d, a, b, dl, m, n, k) || *static_cast<const float*>(beta) != 0.f || C != D ||
       fields(c)[kLd] != fields(dl)[kLd])
     return CUBLAS_STATUS_INVALID_VALUE;
@@ -148,7 +188,8 @@ cublasStatus_t lt_matmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void* a
   const float* bias = nullptr;
   if (has_bias) {
     std::memcpy(&bias, &fields(d)[kBias], sizeof(bias));
-    if (!bias) return CUBLAS_STATUS_INVALID_VALUE;
+    // The epilogue's bias is read with 16-byte loads (strict, as some kernels are).
+    if (!bias || reinterpret_cast<uintptr_t>(bias) % 16) return CUBLAS_STATUS_INVALID_VALUE;
   }
   bool ta = fields(d)[kTransA], tb = fields(d)[kTransB];
   float al = *static_cast<const float*>(alpha);
@@ -166,7 +207,10 @@ cublasStatus_t create(cublasHandle_t* h) {
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t destroy(cublasHandle_t) { return CUBLAS_STATUS_SUCCESS; }
-cublasStatus_t set_stream(cublasHandle_t, cudaStream_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t set_stream(cublasHandle_t, cudaStream_t s) {
+  blas_stream = s;
+  return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t set_workspace(cublasHandle_t, void*, size_t) { return CUBLAS_STATUS_SUCCESS; }
 cublasStatus_t version(cublasHandle_t, int* v) {
   *v = 130100;
@@ -184,6 +228,7 @@ cublasStatus_t sgemm(cublasHandle_t, cublasOperation_t transa, cublasOperation_t
                      const float* alpha, const float* A, int lda, const float* B, int ldb, const float* beta,
                      float* C, int ldc) {
   bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
+  if (blas_stream != sy_emu::device_stream) return CUBLAS_STATUS_INVALID_VALUE;  // cublasSetStream forgotten
   if (m < 0 || n < 0 || k < 0 || lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m || *beta != 0.f)
     return CUBLAS_STATUS_INVALID_VALUE;
   float al = *alpha;

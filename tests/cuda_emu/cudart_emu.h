@@ -39,6 +39,7 @@ cudaError_t sy_emu_cudaStreamSynchronize(cudaStream_t s);
 cudaError_t sy_emu_cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags);
 cudaError_t sy_emu_cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t sy_emu_cudaEventSynchronize(cudaEvent_t e);
+cudaError_t sy_emu_cudaEventQuery(cudaEvent_t e);
 cudaError_t sy_emu_cudaEventDestroy(cudaEvent_t e);
 cudaError_t sy_emu_cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
 cudaError_t sy_emu_cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* g);
@@ -65,6 +66,7 @@ cudaError_t sy_emu_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
 #define cudaEventCreateWithFlags sy_emu_cudaEventCreateWithFlags
 #define cudaEventRecord sy_emu_cudaEventRecord
 #define cudaEventSynchronize sy_emu_cudaEventSynchronize
+#define cudaEventQuery sy_emu_cudaEventQuery
 #define cudaEventDestroy sy_emu_cudaEventDestroy
 #define cudaStreamBeginCapture sy_emu_cudaStreamBeginCapture
 #define cudaStreamEndCapture sy_emu_cudaStreamEndCapture
