@@ -4,8 +4,9 @@
 //   order, so a buffer released while queued work still uses it can be
 //   handed out again at once (only later work can touch it).
 // - upload() copies the source into a slice of a 32 MiB pinned staging ring
-//   and enqueues the DMA, so it returns with the source consumed and never
-//   waits for the stream (unless the ring is full of work still in flight).
+//   and enqueues the DMA, so it returns with the source consumed and does
+//   not wait for the stream (unless the ring is full of work still in
+//   flight, or over 1,024 staged transfers are).
 //   download() into pageable memory lands in the ring and is copied out at
 //   the next synchronize(); into pinned memory it goes straight there.
 //   Transfers over 8 MiB move in 8 MiB slices, so memcpy and DMA overlap.
