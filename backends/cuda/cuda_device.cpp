@@ -97,10 +97,19 @@ void CudaDevice::ensure() {
   SY_CHECK(!down_, "cuda", str(), " was shut down (the process is exiting)");
   set_device();
   if (ready_) return;
-  SY_CUDA("cuda", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
-  SY_CUDA("cuda", cudaMalloc(reinterpret_cast<void**>(&status_dev_), sizeof(DeviceStatus)));
-  SY_CUDA("cuda", cudaMemsetAsync(status_dev_, 0, sizeof(DeviceStatus), stream_));
-  SY_CUDA("cuda", cudaHostAlloc(reinterpret_cast<void**>(&status_host_), sizeof(DeviceStatus), cudaHostAllocDefault));
+  try {
+    SY_CUDA("cuda", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
+    SY_CUDA("cuda", cudaMalloc(reinterpret_cast<void**>(&status_dev_), sizeof(DeviceStatus)));
+    SY_CUDA("cuda", cudaMemsetAsync(status_dev_, 0, sizeof(DeviceStatus), stream_));
+    SY_CUDA("cuda",
+            cudaHostAlloc(reinterpret_cast<void**>(&status_host_), sizeof(DeviceStatus), cudaHostAllocDefault));
+  } catch (...) {  // leave nothing half-made: the next call tries again
+    if (status_dev_) (void)cudaFree(status_dev_);
+    if (stream_) (void)cudaStreamDestroy(stream_);
+    status_dev_ = nullptr;
+    stream_ = nullptr;
+    throw;
+  }
   counters_.memory_allocations += 2;
   env_.stream = stream_;
   env_.status = status_dev_;
