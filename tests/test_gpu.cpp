@@ -52,6 +52,8 @@ TEST_P(GpuDevice, TrainingStepIsOneQueueSubmitAndNothingNewAfterWarmup) {
     EXPECT_EQ(c1.descriptor_set_allocations - c0.descriptor_set_allocations, 0u) << what;
     EXPECT_EQ(c1.command_recordings - c0.command_recordings, 0u) << what << ": replayed, not re-recorded (or re-captured)";
     EXPECT_EQ(c1.bytes_in_use, c0.bytes_in_use) << what;
+    EXPECT_EQ(c1.bytes_reserved, c0.bytes_reserved) << what << ": the device holds no more memory";
+    EXPECT_GT(c1.bytes_reserved, 0u) << what;
     EXPECT_LT(last, first) << what << " trains";
   }
 }

@@ -715,6 +715,7 @@ class VulkanDevice final : public Device {
     auto type = [&](uint32_t bits) { return block_type(bits, host); };
     if (!create_memory(size, type, zero_copy_ || host, true, b, why)) return false;
     b.ranges = RangeAllocator(size);
+    if (!host) bump(counters_.bytes_reserved, b.bytes);
     blocks_[k] = std::move(b);
     return true;
   }
@@ -724,6 +725,7 @@ class VulkanDevice final : public Device {
     vk.vkDestroyBuffer(dev_, b.buf, nullptr);
     vk.vkFreeMemory(dev_, b.mem, nullptr);
     heap_used_[b.heap] -= b.bytes;
+    if (!b.host) bump(counters_.bytes_reserved, uint64_t(0) - b.bytes);
     blocks_[k] = Block{};
   }
 

@@ -49,8 +49,8 @@ struct Counters {
   uint64_t descriptor_set_allocations = 0;
   uint64_t memory_allocations = 0;
   uint64_t validation_messages = 0;
-  // Device memory the backend holds from the driver (in use or cached for
-  // reuse by its allocator), where it keeps a cache (CUDA).
+  // Device memory the backend holds from the driver, in use or kept for
+  // reuse (CUDA's caching allocator, Vulkan's blocks).
   uint64_t bytes_reserved = 0;
   uint64_t launches_by_kernel[size_t(Kernel::count_)] = {};  // indexed by Kernel
 };
