@@ -147,6 +147,13 @@ class DeviceTest : public ::testing::TestWithParam<std::tuple<std::string, P>> {
   const P& C() const { return std::get<1>(this->GetParam()); }
 };
 
+// A device's backend-specific property ("" when it has none by that name).
+inline std::string device_property(const sy::Device& d, const std::string& key) {
+  for (auto& [k, v] : d.info().properties)
+    if (k == key) return v;
+  return "";
+}
+
 // Runs fn, expects a switchyard::Error whose message contains every needle.
 template <class F>
 void expect_error(F&& fn, std::initializer_list<std::string> needles) {

@@ -5,7 +5,6 @@
 // SWITCHYARD_REQUIRE_CUDA=1). The GPU suites (test_gpu, test_conformance,
 // test_grad, test_ops) also run on cuda:0.
 #include <cstdlib>
-#include <cstring>
 #include <map>
 #include <random>
 
@@ -44,11 +43,6 @@ struct FakeDevice {
   }
 };
 
-std::string prop(const sy::Device& d, const std::string& key) {
-  for (auto& [k, v] : d.info().properties)
-    if (k == key) return v;
-  return "";
-}
 
 }  // namespace
 
@@ -211,7 +205,7 @@ TEST(Cuda, DeviceReportsItsProperties) {
   EXPECT_FALSE(d.info().name.empty());
   EXPECT_GT(d.info().memory_bytes, 0u);
   for (const char* k : {"compute_capability", "sms", "driver", "runtime", "cublaslt"})
-    EXPECT_FALSE(prop(d, k).empty()) << k;
+    EXPECT_FALSE(device_property(d, k).empty()) << k;
 }
 
 #endif  // SWITCHYARD_TEST_CUDA_EMU

@@ -1,49 +1,17 @@
-// The Vulkan backend: device facts, one submission and zero allocations per
-// training step, out-of-memory, large transfers, bad input found on the
-// device, and training that matches the CPU. ctest runs these in the
-// zero-copy mode and again with SWITCHYARD_VK_FORCE_STAGING=1, all under the
-// validation layer with synchronization validation.
+// The Vulkan backend's own checks: device facts, how `auto` treats a
+// CPU-type Vulkan device, and settings read from the environment. The checks
+// every GPU backend shares (one submission per step, out-of-memory, large
+// transfers, bad labels, pinned memory, training parity) are in test_gpu.cpp.
+// ctest runs these under the validation layer, zero-copy and forced-staging.
 #include <cstdlib>
 
 #include "helpers.h"
-#include "mlp.h"
-#include "trainer.h"
 
-using sy::Tensor;
-
-namespace {
-
-// The first Vulkan device, or skip (fail where ctest says Vulkan is required).
-sy::Device* vulkan_or_skip() {
-  for (auto& b : sy::backends()) {
-    if (b.name != "vulkan") continue;
-    if (b.available) return b.devices.front().get();
-    const char* req = std::getenv("SWITCHYARD_REQUIRE_VULKAN");
-    if (req && std::string(req) == "1") {
-      ADD_FAILURE() << "SWITCHYARD_REQUIRE_VULKAN=1 but the Vulkan backend is unavailable: " << b.reason;
-      return nullptr;
-    }
-    return nullptr;
-  }
-  return nullptr;
-}
-
-#define VULKAN_OR_SKIP(d)                                                          \
-  sy::Device* d##_ptr = vulkan_or_skip();                                          \
-  if (!d##_ptr) GTEST_SKIP() << "no Vulkan device: " << [] {                       \
-    for (auto& b : sy::backends())                                                 \
-      if (b.name == "vulkan") return b.reason;                                     \
-    return std::string("backend not listed");                                      \
-  }();                                                                             \
-  sy::Device& d = *d##_ptr
-
-std::string prop(const sy::Device& d, const std::string& key) {
-  for (auto& [k, v] : d.info().properties)
-    if (k == key) return v;
-  return "";
-}
-
-}  // namespace
+// The first Vulkan device, or skip with the reason (a failure where
+// SWITCHYARD_REQUIRE_VULKAN=1, as ctest sets where the backend is built).
+#define VULKAN_OR_SKIP(d)           \
+  SKIP_UNLESS_AVAILABLE("vulkan:0"); \
+  sy::Device& d = sy::device("vulkan:0")
 
 TEST(Vulkan, DeviceReportsItsProperties) {
   VULKAN_OR_SKIP(d);
@@ -51,10 +19,10 @@ TEST(Vulkan, DeviceReportsItsProperties) {
   EXPECT_FALSE(d.info().name.empty());
   EXPECT_GT(d.info().memory_bytes, 0u);
   for (const char* k : {"vendor", "driver", "api", "heaps", "subgroup", "max_storage_buffer", "memory"})
-    EXPECT_FALSE(prop(d, k).empty()) << k;
+    EXPECT_FALSE(device_property(d, k).empty()) << k;
   const char* staging = std::getenv("SWITCHYARD_VK_FORCE_STAGING");
   if (staging && std::string(staging) == "1") {
-    EXPECT_EQ(prop(d, "memory"), "staging ring");
+    EXPECT_EQ(device_property(d, "memory"), "staging ring");
   }
 }
 

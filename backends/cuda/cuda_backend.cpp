@@ -109,9 +109,7 @@ BackendEntry enumerate() {
         {"driver", "CUDA " + version(drv)},
         {"runtime", "CUDA " + version(rt) + " (static)"},
         {"cublaslt", blas},
-        {"graphs", std::getenv("SWITCHYARD_CUDA_GRAPHS") && std::string(std::getenv("SWITCHYARD_CUDA_GRAPHS")) == "0"
-                       ? "off"
-                       : "on"},
+        {"graphs", graphs_enabled() ? "on" : "off"},
     };
     auto d = std::make_shared<CudaDevice>(std::move(info), i, int64_t(p.multiProcessorCount) * 32);
     g_devices.push_back(d);

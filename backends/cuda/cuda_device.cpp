@@ -85,8 +85,12 @@ CudaDevice::CudaDevice(DeviceInfo info, int ordinal, int64_t max_blocks)
   env_.max_blocks = std::max<int64_t>(max_blocks, 1);
   gemm_ = [this](const KernelParams& p, float* C, const float* A, const float* B, const float* bias,
                  const LaunchEnv& env) { blas_.gemm(p, C, A, B, bias, env); };
+  graphs_enabled_ = graphs_enabled();
+}
+
+bool graphs_enabled() {
   const char* g = std::getenv("SWITCHYARD_CUDA_GRAPHS");
-  graphs_enabled_ = !(g && std::string(g) == "0");
+  return !(g && std::string(g) == "0");
 }
 
 CudaDevice::~CudaDevice() { shutdown(); }

@@ -121,6 +121,9 @@ class CudaDevice final : public Device {
   uint64_t runs_ = 0;
 };
 
+// False when SWITCHYARD_CUDA_GRAPHS=0: Programs run eagerly, never captured.
+bool graphs_enabled();
+
 // Every CUDA device of this machine, or why there are none (never throws).
 BackendEntry enumerate();
 // (Re-)registers the atexit handler that shuts every device down, so that it
