@@ -7,6 +7,7 @@
 #include "mlp.h"
 #include "switchyard/error.h"
 #include "switchyard/optim.h"
+#include "switchyard/profile.h"
 
 namespace switchyard::models {
 
@@ -66,6 +67,7 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
     int64_t seen = 0, bi = 0;
     model->train(true);
     for (const auto& batch : loader) {
+      profile::Span step(profile::Track::step, "train step", &dev);
       Tensor x = batch.data.to(dev, true), y = batch.target.to(dev, true);
       opt->zero_grad();
       Tensor loss = cross_entropy((*model)(x), y);

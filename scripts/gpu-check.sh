@@ -102,7 +102,7 @@ fi
 
 echo "== benchmark"
 t=$(date +%s)
-if "$BUILD_DIR/bench/switchyard_bench" --devices cpu,cuda:0,vulkan:0 >"$LOG/bench.txt" 2>&1; then
+if "$BUILD_DIR/tools/switchyard" bench --devices cpu,cuda:0,vulkan:0 >"$LOG/bench.txt" 2>&1; then
   row "benchmark" ok "$(secs "$t") s, $LOG/bench.txt"
   gemm=$(grep -E "^square 1024" "$LOG/bench.txt" | head -1 | awk '{print "cpu "$3", cuda:0 "$4", vulkan:0 "$5" GFLOP/s"}')
   [[ -n "$gemm" ]] && row "GEMM 1024" ok "$gemm"

@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "bench.h"
 #include "mlp.h"
+#include "switchyard/profile.h"
 #include "switchyard/switchyard.h"
 #include "trainer.h"
 
@@ -42,6 +44,7 @@ const char* kUsage =
     "commands:\n"
     "  devices [--json]        list every device, and why a backend is absent\n"
     "  train [options]         train an MLP on Fashion-MNIST\n"
+    "  bench [options]         compare devices on kernels, transfers and the MLP (bench --help)\n"
     "\n"
     "train options:\n"
     "  --device NAME    cpu, vulkan[:N], cuda[:N] or auto (default: $SWITCHYARD_DEVICE or auto)\n"
@@ -51,7 +54,9 @@ const char* kUsage =
     "  --seed N         (0)\n"
     "  --data DIR       Fashion-MNIST IDX files (/usr/share/datasets/fashion-mnist)\n"
     "  --limit N        use the first N training samples\n"
-    "  --json           print JSON lines only\n";
+    "  --json           print JSON lines only\n"
+    "  --profile        print device time per kernel and transfer kind (also: SWITCHYARD_PROFILE=1)\n"
+    "  --trace FILE     write a Chrome trace (Perfetto, chrome://tracing) of the run; implies --profile\n";
 
 int cmd_devices(const std::vector<std::string>& args) {
   bool json = false;
@@ -107,7 +112,8 @@ int cmd_devices(const std::vector<std::string>& args) {
 int cmd_train(const std::vector<std::string>& args) {
   sy::models::TrainConfig cfg;
   if (const char* e = std::getenv("SWITCHYARD_DEVICE"); e && *e) cfg.device = e;
-  bool json = false;
+  bool json = false, prof = false;
+  std::string trace;
   for (size_t i = 0; i < args.size(); ++i) {
     const std::string& a = args[i];
     auto value = [&]() -> const std::string& {
@@ -137,6 +143,8 @@ int cmd_train(const std::vector<std::string>& args) {
     else if (a == "--data") cfg.data_dir = value();
     else if (a == "--limit") cfg.limit = number(value(), to_ll);
     else if (a == "--json") json = true;
+    else if (a == "--profile") prof = true;
+    else if (a == "--trace") trace = value(), prof = true;
     else throw sy::Error("[train] unknown option '" + a + "'; see switchyard --help");
   }
   bool tty = !json && isatty(STDERR_FILENO);
@@ -161,14 +169,37 @@ int cmd_train(const std::vector<std::string>& args) {
                   cfg.epochs, s.loss, s.test_acc, s.samples_per_s, s.seconds);
     std::fflush(stdout);
   };
+  sy::Device& dev = sy::device(cfg.device);
+  sy::Counters before = dev.counters();
+  if (prof) {
+    sy::profile::clear();
+    sy::profile::set_enabled(true);
+  }
   auto r = sy::models::train_fashion_mnist(cfg, progress, epoch_done);
+  std::string launches;
+  if (prof) {
+    dev.synchronize();  // every timestamp read back
+    auto events = sy::profile::events();
+    std::printf("%s", sy::profile::format_summary(sy::profile::summarize(events)).c_str());
+    if (!trace.empty()) {
+      sy::profile::write_chrome_trace(trace, events);
+      std::printf("profile: wrote Chrome trace %s (%zu events)\n", trace.c_str(), events.size());
+    }
+    // What the device ran, by its own counters: the trace's kernel events
+    // must match these.
+    for (size_t k = 0; k < size_t(sy::Kernel::count_); ++k)
+      if (uint64_t n = dev.counters().launches_by_kernel[k] - before.launches_by_kernel[k])
+        launches += std::string(launches.empty() ? "" : ",") + "\"" + sy::kernel_name(sy::Kernel(k)) +
+                    "\":" + std::to_string(n);
+    launches = ",\"kernel_launches\":{" + launches + "}";
+  }
   std::printf(
       "{\"device\":\"%s\",\"epochs\":%d,\"batch\":%lld,\"opt\":\"%s\",\"lr\":%g,"
       "\"train_samples\":%lld,\"steps\":%lld,\"train_samples_per_s\":%.1f,\"test_acc\":%.4f,"
-      "\"final_loss\":%.6f,\"peak_rss_mb\":%.1f}\n",
+      "\"final_loss\":%.6f,\"peak_rss_mb\":%.1f%s}\n",
       r.device.c_str(), cfg.epochs, (long long)cfg.batch, cfg.opt.c_str(), double(cfg.lr),
       (long long)r.train_samples, (long long)r.steps, r.train_samples_per_s, r.test_acc,
-      r.final_loss, peak_rss_mb());
+      r.final_loss, peak_rss_mb(), launches.c_str());
   return 0;
 }
 
@@ -185,6 +216,13 @@ int main(int argc, char** argv) {
   try {
     if (cmd == "devices") return cmd_devices(args);
     if (cmd == "train") return cmd_train(args);
+    if (cmd == "bench") {
+      if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
+        std::fputs(sy::bench::kUsage, stdout);
+        return 0;
+      }
+      return sy::bench::run(args);
+    }
     std::fprintf(stderr, "switchyard: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
     return 2;
   } catch (const std::exception& e) {

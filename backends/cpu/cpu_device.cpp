@@ -9,6 +9,7 @@
 #include "backend_api.h"
 #include "cpu_kernels.h"
 #include "switchyard/error.h"
+#include "switchyard/profile.h"
 #include "thread_pool.h"
 
 namespace switchyard::cpu_impl {
@@ -56,23 +57,45 @@ class CpuDevice final : public Device {
     return {p, bytes};
   }
   void release_impl(Buffer b) override { std::free(b.handle); }
+  // The CPU's "device time" is its own clock around each memcpy and kernel
+  // (execution is synchronous).
+  void timed(profile::Track t, const char* name, size_t bytes, int64_t t0) {
+    profile::Event e;
+    e.track = t;
+    e.device = str();
+    e.name = name;
+    e.start_ns = t0;
+    e.dur_ns = profile::now_ns() - t0;
+    e.bytes = bytes;
+    e.device_clock = true;
+    profile::record(std::move(e));
+  }
   void upload_impl(Buffer dst, size_t off, const void* src, size_t n) override {
+    int64_t t0 = profile::enabled() ? profile::now_ns() : -1;
     std::memcpy(static_cast<char*>(dst.handle) + off, src, n);
+    if (t0 >= 0) timed(profile::Track::transfer, "upload (memcpy)", n, t0);
   }
   void download_impl(Buffer src, size_t off, void* dst, size_t n) override {
+    int64_t t0 = profile::enabled() ? profile::now_ns() : -1;
     std::memcpy(dst, static_cast<const char*>(src.handle) + off, n);
+    if (t0 >= 0) timed(profile::Track::transfer, "download (memcpy)", n, t0);
   }
   void copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t n) override {
+    int64_t t0 = profile::enabled() ? profile::now_ns() : -1;
     std::memmove(static_cast<char*>(dst.handle) + dof, static_cast<const char*>(src.handle) + so, n);
+    if (t0 >= 0) timed(profile::Track::transfer, "copy", n, t0);
   }
   void execute_impl(const Program& prog, std::span<const Binding> bind) override {
     void* ptrs[5];
+    bool prof = profile::enabled();
     for (const Instr& ins : prog.instrs) {
       for (int i = 0; i < ins.nargs; ++i) {
         const Binding& b = bind[ins.args[i].slot];
         ptrs[i] = static_cast<char*>(b.buffer.handle) + b.offset + ins.args[i].offset;
       }
+      int64_t t0 = prof ? profile::now_ns() : 0;
       run_kernel(ins.kernel, ins.params, ptrs);
+      if (prof) timed(profile::Track::kernel, kernel_name(ins.kernel), 0, t0);
     }
   }
   void synchronize_impl() override {}

@@ -24,6 +24,7 @@
 
 #include "cuda_check.h"
 #include "cuda_dispatch.h"
+#include "switchyard/profile.h"
 
 namespace switchyard::cuda_impl {
 namespace {
@@ -146,6 +147,11 @@ void CudaDevice::shutdown() noexcept {
   host_copies_.clear();
   for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
   free_events_.clear();
+  for (ProfRec& r : prof_)
+    for (cudaEvent_t e : r.ev) timing_events_.push_back(e);
+  prof_.clear();
+  for (cudaEvent_t e : timing_events_) (void)cudaEventDestroy(e);
+  timing_events_.clear();
   if (ring_) (void)cudaFreeHost(ring_);
   if (workspace_) (void)cudaFree(workspace_);
   (void)cudaFree(status_dev_);
@@ -329,7 +335,9 @@ void CudaDevice::upload_impl(Buffer dst, size_t off, const void* src, size_t n) 
   char* d = static_cast<char*>(dst.handle) + off;
   if (HostAlloc* h = host_alloc(dst.handle)) {  // pinned host memory: the host writes it
     if (h->last_use) SY_CUDA("upload", cudaEventSynchronize(h->last_use));
+    int64_t t0 = profile::enabled() ? profile::now_ns() : -1;
     std::memcpy(d, src, n);
+    if (t0 >= 0) host_transfer("upload (host to pinned)", n, t0);
     return;
   }
   const char* s = static_cast<const char*>(src);
@@ -337,7 +345,9 @@ void CudaDevice::upload_impl(Buffer dst, size_t off, const void* src, size_t n) 
     size_t c = std::min(kChunk, n - done);
     size_t r = ring_reserve(c);
     std::memcpy(ring_ + r, s + done, c);
+    cudaEvent_t t0 = prof_begin();
     SY_CUDA("upload", cudaMemcpyAsync(d + done, ring_ + r, c, cudaMemcpyHostToDevice, stream_));
+    prof_end(t0, "upload (staging)", c);
     record_segment(r, r + c);
     done += c;
   }
@@ -350,23 +360,35 @@ void CudaDevice::download_impl(Buffer src, size_t off, void* dst, size_t n) {
   char* d = static_cast<char*>(dst);
   if (HostAlloc* h = host_alloc(src.handle)) {
     if (h->last_use) SY_CUDA("download", cudaEventSynchronize(h->last_use));
+    int64_t t0 = profile::enabled() ? profile::now_ns() : -1;
     std::memcpy(d, s, n);
+    if (t0 >= 0) host_transfer("download (pinned to host)", n, t0);
     return;
   }
   // Into pinned memory of ours: straight there (complete by synchronize()).
   if (HostAlloc* h = host_alloc_containing(d, n)) {
+    cudaEvent_t t0 = prof_begin();
     SY_CUDA("download", cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToHost, stream_));
+    prof_end(t0, "download (to pinned)", n);
     note_host_use(h);
     return;
   }
   for (size_t done = 0; done < n;) {
     size_t c = std::min(kChunk, n - done);
     size_t r = ring_reserve(c);
+    cudaEvent_t t0 = prof_begin();
     SY_CUDA("download", cudaMemcpyAsync(ring_ + r, s + done, c, cudaMemcpyDeviceToHost, stream_));
+    prof_end(t0, "download (staging)", c);
     host_copies_.push_back({next_serial_, ring_ + r, d + done, c});
     record_segment(r, r + c);
     done += c;
   }
+}
+
+const char* CudaDevice::copy_kind(Buffer src, Buffer dst) {
+  return host_alloc(src.handle)   ? "copy (pinned to device)"
+         : host_alloc(dst.handle) ? "copy (device to pinned)"
+                                  : "copy (device)";
 }
 
 void CudaDevice::copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t n) {
@@ -380,17 +402,99 @@ void CudaDevice::copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t
     // is one): go through a temporary, reusable at once (stream order).
     void* tmp = alloc_.allocate(n);
     if (!tmp) throw_oom("copy", n);
+    cudaEvent_t t0 = prof_begin();
     cudaError_t e1 = cudaMemcpyAsync(tmp, s, n, cudaMemcpyDefault, stream_);
     cudaError_t e2 = e1 == cudaSuccess ? cudaMemcpyAsync(d, tmp, n, cudaMemcpyDefault, stream_) : e1;
     alloc_.free(tmp);
     SY_CUDA("copy", e2);
+    prof_end(t0, copy_kind(src, dst), n);
     note_host_use(host_alloc(src.handle));
     note_host_use(host_alloc(dst.handle));
     return;
   }
+  cudaEvent_t t0 = prof_begin();
   SY_CUDA("copy", cudaMemcpyAsync(d, s, n, cudaMemcpyDefault, stream_));
+  prof_end(t0, copy_kind(src, dst), n);
   note_host_use(host_alloc(src.handle));  // a pinned source or destination
   note_host_use(host_alloc(dst.handle));
+}
+
+// ---- profiling -------------------------------------------------------------------
+
+cudaEvent_t CudaDevice::timing_event() {
+  if (!timing_events_.empty()) {
+    cudaEvent_t e = timing_events_.back();
+    timing_events_.pop_back();
+    return e;
+  }
+  cudaEvent_t e = nullptr;
+  SY_CUDA("profile", cudaEventCreateWithFlags(&e, cudaEventDefault));
+  return e;
+}
+
+void CudaDevice::host_transfer(const char* kind, size_t bytes, int64_t t0) {
+  profile::Event e;
+  e.track = profile::Track::transfer;
+  e.device = str();
+  e.name = kind;
+  e.start_ns = t0;
+  e.dur_ns = profile::now_ns() - t0;
+  e.bytes = bytes;
+  profile::record(std::move(e));
+}
+
+cudaEvent_t CudaDevice::prof_begin() {
+  if (!profile::enabled()) return nullptr;
+  if (prof_.size() >= 4096) {  // bound what waits: harvest what is done
+    SY_CUDA("profile", cudaStreamSynchronize(stream_));
+    harvest();
+  }
+  cudaEvent_t e = timing_event();
+  SY_CUDA("profile", cudaEventRecord(e, stream_));
+  return e;
+}
+
+void CudaDevice::prof_end(cudaEvent_t begin, const char* name, uint64_t bytes) {
+  if (!begin) return;
+  ProfRec r;
+  r.ev = {begin, timing_event()};
+  SY_CUDA("profile", cudaEventRecord(r.ev[1], stream_));
+  r.name = name;
+  r.bytes = bytes;
+  r.host_ns = profile::now_ns();
+  prof_.push_back(std::move(r));
+}
+
+// After the stream is idle: elapsed times between each record's events,
+// placed on the profiler's clock no earlier than the host enqueued the work
+// or the previous work ended (one stream: it runs in order).
+void CudaDevice::harvest() {
+  std::string dev = str();
+  for (ProfRec& r : prof_) {
+    int64_t start = std::max(r.host_ns, prof_end_ns_);
+    int64_t prev = 0;
+    for (size_t j = 1; j < r.ev.size(); ++j) {
+      float ms = 0;
+      if (cudaEventElapsedTime(&ms, r.ev[0], r.ev[j]) != cudaSuccess) {
+        (void)cudaGetLastError();  // a lost measurement, not an error of the program
+        continue;
+      }
+      int64_t t = int64_t(double(ms) * 1e6);
+      profile::Event e;
+      e.track = r.kernels.empty() ? profile::Track::transfer : profile::Track::kernel;
+      e.device = dev;
+      e.name = r.kernels.empty() ? r.name : kernel_name(r.kernels[j - 1]);
+      e.start_ns = start + prev;
+      e.dur_ns = std::max<int64_t>(0, t - prev);
+      e.bytes = r.bytes;
+      e.device_clock = true;
+      profile::record(std::move(e));
+      prev = t;
+    }
+    prof_end_ns_ = start + prev;
+    for (cudaEvent_t e : r.ev) timing_events_.push_back(e);
+  }
+  prof_.clear();
 }
 
 // ---- status and synchronization -----------------------------------------------
@@ -414,6 +518,7 @@ void CudaDevice::synchronize_impl() {
     SY_CUDA("synchronize", cudaMemsetAsync(status_dev_, 0, sizeof(DeviceStatus), stream_));
   }
   SY_CUDA("synchronize", cudaStreamSynchronize(stream_));
+  harvest();
   if (!segments_.empty()) retire_segments_through(segments_.back().serial);
   if (status_dirty_) {
     status_dirty_ = false;
@@ -459,6 +564,21 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
     register_exit_teardown();
   }
   ++runs_;
+  if (cudaEvent_t t0 = p.instrs.empty() ? nullptr : prof_begin()) {
+    // Profiled: eagerly, with an event after each launch.
+    ProfRec r;
+    r.ev.push_back(t0);
+    r.host_ns = profile::now_ns();
+    for (size_t i = 0; i < p.instrs.size(); ++i) {
+      dispatch(p.instrs[i], &ptrs_[i * 5], gemm_, env_);
+      r.ev.push_back(timing_event());
+      SY_CUDA("profile", cudaEventRecord(r.ev.back(), stream_));
+      r.kernels.push_back(p.instrs[i].kernel);
+    }
+    prof_.push_back(std::move(r));
+    counters_.queue_submits += p.instrs.size();
+    return;
+  }
   if (graphs_enabled_ && !p.instrs.empty()) {
     if (programs_.size() >= kMaxPrograms && !programs_.count(p.id)) {  // forget the least recently run
       auto lru = std::min_element(programs_.begin(), programs_.end(), [](const auto& a, const auto& b) {

@@ -92,6 +92,22 @@ class CudaDevice final : public Device {
   void run_graph(const Program& p, ProgramGraphs& pg, uint64_t hash);
   void check_status();
   [[noreturn]] void throw_oom(const char* op, size_t bytes);
+  // Profiling: while the profiler is on, Programs run eagerly with a timing
+  // event before the first launch and after each, and copies between two;
+  // synchronize() turns them into profiler events.
+  struct ProfRec {
+    std::vector<cudaEvent_t> ev;
+    std::vector<Kernel> kernels;  // a Program's launches; empty for a copy
+    const char* name = nullptr;   // a copy's transfer kind
+    uint64_t bytes = 0;
+    int64_t host_ns = 0;          // profiler clock when it was enqueued
+  };
+  cudaEvent_t timing_event();
+  const char* copy_kind(Buffer src, Buffer dst);
+  cudaEvent_t prof_begin();  // nullptr when the profiler is off
+  void prof_end(cudaEvent_t begin, const char* name, uint64_t bytes);
+  void host_transfer(const char* kind, size_t bytes, int64_t t0);  // a host memcpy, host-timed
+  void harvest();
 
   const int ordinal_;
   std::mutex mu_;
@@ -119,6 +135,9 @@ class CudaDevice final : public Device {
   std::vector<void*> ptrs_;      // resolved argument addresses, 5 per launch
   std::vector<uint64_t> key_;    // the current run's graph key
   uint64_t runs_ = 0;
+  std::vector<ProfRec> prof_;               // waiting for synchronize()
+  std::vector<cudaEvent_t> timing_events_;  // free, created with timing
+  int64_t prof_end_ns_ = 0;                 // where the last harvested work ended
 };
 
 // False when SWITCHYARD_CUDA_GRAPHS=0: Programs run eagerly, never captured.

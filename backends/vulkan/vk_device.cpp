@@ -39,6 +39,7 @@
 #include "backend_api.h"
 #include "switchyard/dtype.h"
 #include "switchyard/error.h"
+#include "switchyard/profile.h"
 #include "vk_instance.h"
 #include "vk_launch.h"
 #include "vk_loader.h"
@@ -58,6 +59,7 @@ constexpr uint64_t kFirstBlock = 64ull << 20;
 constexpr uint64_t kRingBytes = 32ull << 20;
 constexpr uint64_t kRingChunk = 8ull << 20;
 constexpr size_t kMaxRecordings = 256;
+constexpr uint32_t kQueries = 8192;  // timestamp queries while profiling
 
 // ---- the device ------------------------------------------------------------------
 
@@ -77,6 +79,7 @@ struct Frame {
   uint32_t op_base = 0;  // first entry of this frame's launches in the table
   uint64_t serial = 0;   // last submission using it
   bool recorded = false;
+  bool profiled = false;  // recorded with timestamp queries
 };
 
 struct Recording {
@@ -87,10 +90,21 @@ struct Recording {
   uint64_t last_step = 0;
 };
 
+// Timestamps one submission wrote while profiling: a Program (one before its
+// first launch and one after each) or a copy (before and after).
+struct ProfRec {
+  uint32_t first = 0, count = 0;
+  std::vector<Kernel> kernels;  // a Program's launches; empty for a copy
+  const char* name = nullptr;   // a copy's transfer kind
+  uint64_t bytes = 0;
+};
+
 struct InFlight {
   uint64_t serial;
   VkFence fence;
   std::vector<VkCommandBuffer> transfer_cbs;  // recycled when it completes
+  std::vector<ProfRec> prof;                  // read back when it completes
+  int64_t submit_ns = 0;                      // profiler clock at vkQueueSubmit
 };
 
 struct HostCopy {
@@ -247,6 +261,10 @@ class VulkanDevice final : public Device {
     check(vk.vkCreatePipelineLayout(dev_, &plci, nullptr, &pipe_layout_), "vulkan",
           "vkCreatePipelineLayout");
 
+    uint32_t bits = p_.queues[p_.queue_family].timestampValidBits;
+    ts_ok_ = bits > 0 && p_.props.limits.timestampPeriod > 0;
+    ts_period_ = p_.props.limits.timestampPeriod;
+    ts_mask_ = bits >= 64 ? ~0ull : (1ull << bits) - 1;
     load_pipeline_cache();
     status_ = make_host_buffer(256, true);
     std::memset(status_.mapped, 0, 256);
@@ -479,6 +497,7 @@ class VulkanDevice final : public Device {
     if (pipe_layout_) vk.vkDestroyPipelineLayout(dev_, pipe_layout_, nullptr);
     if (set_layout_) vk.vkDestroyDescriptorSetLayout(dev_, set_layout_, nullptr);
     if (cmd_pool_) vk.vkDestroyCommandPool(dev_, cmd_pool_, nullptr);
+    if (qpool_) vk.vkDestroyQueryPool(dev_, qpool_, nullptr);
     vk.vkDestroyDevice(dev_, nullptr);
     // Back to the state before ensure(), so a failed set-up can be retried.
     dev_ = VK_NULL_HANDLE;
@@ -487,6 +506,10 @@ class VulkanDevice final : public Device {
     set_layout_ = VK_NULL_HANDLE;
     pipe_layout_ = VK_NULL_HANDLE;
     pipe_cache_ = VK_NULL_HANDLE;
+    qpool_ = VK_NULL_HANDLE;
+    query_segs_.clear();
+    batch_prof_.clear();
+    query_head_ = 0;
     pipelines_.clear();
     pipeline_index_.clear();
     desc_pools_.clear();
@@ -574,7 +597,8 @@ class VulkanDevice final : public Device {
     return open_cb_;
   }
 
-  void record_copy(VkBuffer src, Range rs, VkBuffer dst, Range rd) {
+  void record_copy(VkBuffer src, Range rs, VkBuffer dst, Range rd, const char* kind) {
+    int64_t q = profiling() ? query_reserve(2) : -1;
     VkCommandBuffer cb = transfer_cb();
     if (open_hazards_.conflict(rs) || open_hazards_.conflict(rd)) {
       barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
@@ -584,7 +608,105 @@ class VulkanDevice final : public Device {
     open_hazards_.seen.push_back(rs);
     open_hazards_.seen.push_back(rd);
     VkBufferCopy c{rs.begin, rd.begin, rd.end - rd.begin};
+    if (q >= 0) {
+      vk.vkCmdResetQueryPool(cb, qpool_, uint32_t(q), 2);
+      vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qpool_, uint32_t(q));
+    }
     vk.vkCmdCopyBuffer(cb, src, dst, 1, &c);
+    if (q >= 0) {
+      vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qpool_, uint32_t(q) + 1);
+      ProfRec r;
+      r.first = uint32_t(q), r.count = 2, r.name = kind, r.bytes = c.size;
+      batch_prof_.push_back(std::move(r));
+    }
+  }
+
+  // ---- profiling: timestamp queries -----------------------------------------------
+  // While the profiler is on, every copy and every launch writes timestamps
+  // into a ring of queries; they are read back when their submission
+  // completes and become the profiler's transfer and kernel events.
+  bool profiling() { return ts_ok_ && profile::enabled(); }
+
+  // First of n consecutive free queries, waiting for a submitted batch that
+  // used them if needed. -1 (this work goes unmeasured) if n exceeds the
+  // pool or the queries are the current batch's: waiting for those would
+  // submit the batch under a caller that is still adding to it.
+  int64_t query_reserve(uint32_t n) {
+    if (n > kQueries) return -1;
+    if (!qpool_) {
+      VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
+      qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
+      qi.queryCount = kQueries;
+      check(vk.vkCreateQueryPool(dev_, &qi, nullptr, &qpool_), "profile", "vkCreateQueryPool");
+    }
+    for (;;) {
+      std::erase_if(query_segs_, [&](const RingSeg& g) { return g.serial <= done_serial_; });
+      uint32_t begin = query_head_ + n > kQueries ? 0 : query_head_;
+      uint64_t need = 0;
+      for (auto& g : query_segs_)
+        if (g.begin < begin + n && begin < g.end) need = std::max(need, g.serial);
+      if (!need) {
+        query_head_ = begin + n;
+        query_segs_.push_back({begin, begin + n, next_serial_});
+        return begin;
+      }
+      if (need >= next_serial_) return -1;
+      retire(false, need);
+    }
+  }
+
+  // Turns a completed submission's timestamps into profiler events. The
+  // device clock is placed on the host's: a submission's first timestamp no
+  // earlier than its vkQueueSubmit, its last no later than now.
+  void harvest(InFlight& f) {
+    if (f.prof.empty()) return;
+    int64_t lo = INT64_MAX, hi = INT64_MIN;
+    std::vector<std::vector<int64_t>> ns(f.prof.size());
+    for (size_t k = 0; k < f.prof.size(); ++k) {
+      const ProfRec& r = f.prof[k];
+      std::vector<uint64_t> ticks(r.count);
+      VkResult res = vk.vkGetQueryPoolResults(dev_, qpool_, r.first, r.count, r.count * 8, ticks.data(), 8,
+                                              VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+      if (res != VK_SUCCESS) continue;  // a lost measurement, not an error of the program
+      for (uint64_t t : ticks) {
+        int64_t v = int64_t(double(t & ts_mask_) * ts_period_);
+        ns[k].push_back(v);
+        lo = std::min(lo, v), hi = std::max(hi, v);
+      }
+    }
+    if (lo > hi) return;
+    int64_t now = profile::now_ns();
+    if (!ts_anchored_ || lo + ts_offset_ < f.submit_ns) ts_offset_ = f.submit_ns - lo, ts_anchored_ = true;
+    if (hi + ts_offset_ > now) ts_offset_ = now - hi;
+    std::string dev = str();
+    for (size_t k = 0; k < f.prof.size(); ++k) {
+      const ProfRec& r = f.prof[k];
+      const std::vector<int64_t>& t = ns[k];
+      if (t.size() != r.count) continue;
+      for (uint32_t j = 0; j + 1 < r.count; ++j) {
+        profile::Event e;
+        e.track = r.kernels.empty() ? profile::Track::transfer : profile::Track::kernel;
+        e.device = dev;
+        e.name = r.kernels.empty() ? r.name : kernel_name(r.kernels[j]);
+        e.start_ns = t[j] + ts_offset_;
+        e.dur_ns = std::max<int64_t>(0, t[j + 1] - t[j]);
+        e.bytes = r.bytes;
+        e.device_clock = true;
+        profile::record(std::move(e));
+      }
+    }
+  }
+
+  // A host-side transfer (zero-copy memcpy): timed on the host's clock.
+  void host_transfer(const char* kind, size_t bytes, int64_t t0) {
+    profile::Event e;
+    e.track = profile::Track::transfer;
+    e.device = str();
+    e.name = kind;
+    e.start_ns = t0;
+    e.dur_ns = profile::now_ns() - t0;
+    e.bytes = bytes;
+    profile::record(std::move(e));
   }
 
   // Work is submitted in batches: the command buffers recorded since the
@@ -609,14 +731,21 @@ class VulkanDevice final : public Device {
     VkSubmitInfo si{VK_STRUCTURE_TYPE_SUBMIT_INFO};
     si.commandBufferCount = uint32_t(batch_.size());
     si.pCommandBuffers = batch_.data();
-    VkResult r = vk.vkQueueSubmit(queue_, 1, &si, fence);
+    int64_t submit_ns = profile::enabled() ? profile::now_ns() : 0;
+    VkResult r;
+    {
+      profile::Span span(profile::Track::submission, "vkQueueSubmit", this);
+      r = vk.vkQueueSubmit(queue_, 1, &si, fence);
+    }
     if (r != VK_SUCCESS) {
       free_fences_.push_back(fence);
+      batch_prof_.clear();
       check(r, "submit", "vkQueueSubmit");
     }
     bump(counters_.queue_submits);
-    inflight_.push_back({next_serial_, fence, std::move(batch_transfer_)});
+    inflight_.push_back({next_serial_, fence, std::move(batch_transfer_), std::move(batch_prof_), submit_ns});
     batch_transfer_.clear();
+    batch_prof_.clear();
     batch_.clear();
     batch_has_program_ = false;
     return next_serial_++;
@@ -644,6 +773,7 @@ class VulkanDevice final : public Device {
         break;
       }
       done_serial_ = f.serial;
+      harvest(f);
       free_fences_.push_back(f.fence);
       for (VkCommandBuffer cb : f.transfer_cbs) free_cbs_.push_back(cb);
       inflight_.pop_front();
@@ -863,7 +993,9 @@ class VulkanDevice final : public Device {
     auto* a = static_cast<Alloc*>(dst.handle);
     if (zero_copy_) {
       wait_for(a->last_use);  // queued readers and writers of it first
+      int64_t t0 = profile::enabled() ? profile::now_ns() : -1;
       std::memcpy(blocks_[a->block].mapped + a->offset + off, src, n);
+      if (t0 >= 0) host_transfer("upload (zero-copy)", n, t0);
       return;
     }
     const char* s = static_cast<const char*>(src);
@@ -872,7 +1004,7 @@ class VulkanDevice final : public Device {
       uint64_t r = ring_reserve(c);
       std::memcpy(ring_.mapped + r, s + done, c);
       record_copy(ring_.buf, {kRingId, r, r + c, false}, blocks_[a->block].buf,
-                  range_of(a, off + done, c, true));
+                  range_of(a, off + done, c, true), "upload (staging)");
       a->last_use = next_serial_;
       done += c;
       if (n > kRingChunk) flush();  // large: overlap the next memcpy with this copy
@@ -886,7 +1018,9 @@ class VulkanDevice final : public Device {
     if (zero_copy_) {
       wait_for(a->last_use);
       throw_pending();
+      int64_t t0 = profile::enabled() ? profile::now_ns() : -1;
       std::memcpy(dst, blocks_[a->block].mapped + a->offset + off, n);
+      if (t0 >= 0) host_transfer("download (zero-copy)", n, t0);
       return;
     }
     char* d = static_cast<char*>(dst);
@@ -894,7 +1028,7 @@ class VulkanDevice final : public Device {
       size_t c = std::min<size_t>(kRingChunk, n - done);
       uint64_t r = ring_reserve(c);
       record_copy(blocks_[a->block].buf, range_of(a, off + done, c, false), ring_.buf,
-                  {kRingId, r, r + c, true});
+                  {kRingId, r, r + c, true}, "download (staging)");
       a->last_use = next_serial_;
       host_copies_.push_back({next_serial_, ring_.mapped + r, d + done, c});
       done += c;
@@ -909,6 +1043,9 @@ class VulkanDevice final : public Device {
     auto* d = static_cast<Alloc*>(dst.handle);
     if (n == 0) return;
     Range rs = range_of(s, so, n, false), rd = range_of(d, dof, n, true);
+    const char* kind = blocks_[s->block].host   ? "copy (pinned to device)"
+                       : blocks_[d->block].host ? "copy (device to pinned)"
+                                                : "copy (device)";
     if (overlaps(rs, rd)) {
       // vkCmdCopyBuffer forbids overlapping regions (the CPU backend's copy
       // is a memmove): go through a temporary range, freed when done.
@@ -916,14 +1053,14 @@ class VulkanDevice final : public Device {
       Alloc* tmp = try_allocate(n, false, why);
       if (!tmp) throw OutOfMemory(cat("[copy] no room for a ", n, "-byte temporary on ", str(), ": ", why));
       Range rt = range_of(tmp, 0, n, true);
-      record_copy(blocks_[s->block].buf, rs, blocks_[tmp->block].buf, rt);
+      record_copy(blocks_[s->block].buf, rs, blocks_[tmp->block].buf, rt, kind);
       rt.write = false;
-      record_copy(blocks_[tmp->block].buf, rt, blocks_[d->block].buf, rd);
+      record_copy(blocks_[tmp->block].buf, rt, blocks_[d->block].buf, rd, kind);
       tmp->last_use = s->last_use = d->last_use = next_serial_;
       deferred_.push_back(tmp);
       return;
     }
-    record_copy(blocks_[s->block].buf, rs, blocks_[d->block].buf, rd);
+    record_copy(blocks_[s->block].buf, rs, blocks_[d->block].buf, rd, kind);
     s->last_use = d->last_use = next_serial_;
   }
 
@@ -1103,7 +1240,8 @@ class VulkanDevice final : public Device {
     }
   }
 
-  void record(Frame& fr, const Program& prog, const std::vector<uint32_t>& key) {
+  // query >= 0: write timestamps into queries [query, query + launches + 1).
+  void record(Frame& fr, const Program& prog, const std::vector<uint32_t>& key, int64_t query) {
     if (!fr.cb) {
       VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
       ai.commandPool = cmd_pool_;
@@ -1114,6 +1252,11 @@ class VulkanDevice final : public Device {
       vk.vkResetCommandBuffer(fr.cb, 0);
     }
     begin_cb(fr.cb);
+    const uint32_t q = uint32_t(query);
+    if (query >= 0) {
+      vk.vkCmdResetQueryPool(fr.cb, qpool_, q, uint32_t(prog.instrs.size() + 1));
+      vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qpool_, q);
+    }
     VkPipeline bound = VK_NULL_HANDLE;
     for (size_t j = 0; j < prog.instrs.size(); ++j) {
       const uint32_t* e = &key[j * 5];  // pipeline, gx, gy, gz, barrier
@@ -1125,9 +1268,12 @@ class VulkanDevice final : public Device {
       vk.vkCmdBindDescriptorSets(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1, &fr.sets[j], 0,
                                  nullptr);
       vk.vkCmdDispatch(fr.cb, e[1], e[2], e[3]);
+      if (query >= 0)
+        vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qpool_, q + uint32_t(j) + 1);
     }
     end_cb(fr.cb);
     fr.recorded = true;
+    fr.profiled = query >= 0;
     bump(counters_.command_recordings);
   }
 
@@ -1199,8 +1345,18 @@ class VulkanDevice final : public Device {
     if (fr.sets.size() != n) allocate_sets(fr, n);
     // Without update-after-bind, writing a set invalidates the recording.
     if (write_sets(fr, n) && !uab_) fr.recorded = false;
-    if (!fr.recorded) record(fr, prog, key);
+    // While profiling, each run is recorded anew with its own queries.
+    int64_t query = profiling() ? query_reserve(uint32_t(n + 1)) : -1;
+    if (query >= 0 || fr.profiled) fr.recorded = false;
+    if (!fr.recorded) record(fr, prog, key, query);
     fr.serial = enqueue_program(fr.cb);
+    if (query >= 0) {
+      ProfRec r;
+      r.first = uint32_t(query), r.count = uint32_t(n + 1);
+      r.kernels.reserve(n);
+      for (const Instr& ins : prog.instrs) r.kernels.push_back(ins.kernel);
+      batch_prof_.push_back(std::move(r));
+    }
     for (const Binding& b : bind)
       if (b.buffer) static_cast<Alloc*>(b.buffer.handle)->last_use = fr.serial;
   }
@@ -1245,6 +1401,16 @@ class VulkanDevice final : public Device {
   std::vector<VkCommandBuffer> batch_, batch_transfer_;
   bool batch_has_program_ = false;
   Hazards open_hazards_;
+  // Profiling (timestamp queries).
+  bool ts_ok_ = false;       // the queue writes timestamps
+  double ts_period_ = 1.0;   // ns per tick
+  uint64_t ts_mask_ = ~0ull;  // timestampValidBits
+  VkQueryPool qpool_ = VK_NULL_HANDLE;
+  uint32_t query_head_ = 0;
+  std::vector<RingSeg> query_segs_;
+  std::vector<ProfRec> batch_prof_;  // for the batch being collected
+  bool ts_anchored_ = false;
+  int64_t ts_offset_ = 0;  // device ns -> profiler ns
   std::string pending_error_;
 
   uint64_t step_ = 0;

@@ -58,6 +58,11 @@ namespace switchyard::vk_impl {
   X(vkCmdBindDescriptorSets)                  \
   X(vkCmdPushConstants)                       \
   X(vkCmdDispatch)                            \
+  X(vkCreateQueryPool)                        \
+  X(vkDestroyQueryPool)                       \
+  X(vkCmdResetQueryPool)                      \
+  X(vkCmdWriteTimestamp)                      \
+  X(vkGetQueryPoolResults)                    \
   X(vkCreateShaderModule)                     \
   X(vkDestroyShaderModule)                    \
   X(vkCreateComputePipelines)                 \

@@ -9,6 +9,7 @@
 #include "backend_api.h"
 #include "graph.h"
 #include "switchyard/error.h"
+#include "switchyard/profile.h"
 
 namespace switchyard {
 
@@ -114,6 +115,7 @@ void Device::execute(const Program& p, std::span<const Binding> bindings) {
     SY_CHECK(supports(i.kernel), kernel_name(i.kernel), "not implemented on ", str());
     bump(counters_.launches_by_kernel[size_t(i.kernel)], 1);
   }
+  profile::Span span(profile::Track::submission, "execute", this);
   execute_impl(p, bindings);
 }
 

@@ -8,6 +8,7 @@
 
 #include "graph.h"
 #include "switchyard/error.h"
+#include "switchyard/profile.h"
 
 namespace switchyard::detail {
 
@@ -78,14 +79,20 @@ class Evaluation {
 
   void run() {
     if (order_.empty()) return;
-    compute_persistence();
-    std::string key = signature();
-    auto it = ctx_.plans.find(key);
-    if (it == ctx_.plans.end()) {
-      if (ctx_.plans.size() >= 64) ctx_.plans.clear();  // bounded cache
-      it = ctx_.plans.emplace(std::move(key), build_plan()).first;
+    Plan* plan;
+    {
+      profile::Span span(profile::Track::planning, "plan", ctx_.device.get());
+      compute_persistence();
+      std::string key = signature();
+      auto it = ctx_.plans.find(key);
+      if (it == ctx_.plans.end()) {
+        if (ctx_.plans.size() >= 64) ctx_.plans.clear();  // bounded cache
+        profile::Span build(profile::Track::planning, "build plan", ctx_.device.get());
+        it = ctx_.plans.emplace(std::move(key), build_plan()).first;
+      }
+      plan = it->second.get();
     }
-    execute(*it->second);
+    execute(*plan);
   }
 
  private:
@@ -438,6 +445,7 @@ class Evaluation {
 void evaluate(Context& c, const std::vector<Node*>& roots) {
   Evaluation e(c);
   try {
+    profile::Span span(profile::Track::planning, "collect graph", c.device.get());
     e.prepare(roots);
   } catch (...) {
     // A pending update whose inputs cannot be evaluated would fail every later

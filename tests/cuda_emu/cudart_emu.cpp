@@ -2,6 +2,7 @@
 #include "cudart_emu.h"
 
 #include <atomic>
+#include <chrono>
 #include <cstdlib>
 #include <cstring>
 #include <map>
@@ -67,6 +68,9 @@ cudaError_t release(void* p, Kind kind) {
 
 struct Event {
   uint64_t at = 0;  // operations queued when it was recorded
+  bool timing = true;  // created without cudaEventDisableTiming
+  bool recorded = false;
+  std::shared_ptr<std::atomic<int64_t>> when;  // ns when the stream reached it; -1 before
 };
 
 }  // namespace
@@ -151,15 +155,42 @@ cudaError_t sy_emu_cudaStreamSynchronize(cudaStream_t s) {
   sy_emu::drain();
   return cudaSuccess;
 }
-cudaError_t sy_emu_cudaEventCreateWithFlags(cudaEvent_t* e, unsigned) {
-  *e = reinterpret_cast<cudaEvent_t>(new Event);
+cudaError_t sy_emu_cudaEventCreateWithFlags(cudaEvent_t* e, unsigned flags) {
+  auto* ev = new Event;
+  ev->timing = !(flags & cudaEventDisableTiming);
+  *e = reinterpret_cast<cudaEvent_t>(ev);
   return cudaSuccess;
 }
 cudaError_t sy_emu_cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
   if (!sy_emu::on_device_stream(s)) return cudaErrorInvalidResourceHandle;
   if (sy_emu::capturing) return cudaSuccess;  // a node in the graph; the backend never waits on one
+  auto* ev = reinterpret_cast<Event*>(e);
+  if (ev->timing) {
+    // A timing event is a marker the stream passes: it takes the time then.
+    auto when = std::make_shared<std::atomic<int64_t>>(-1);
+    sy_emu::enqueue([when] {
+      *when = std::chrono::duration_cast<std::chrono::nanoseconds>(
+                  std::chrono::steady_clock::now().time_since_epoch()).count();
+    });
+    std::lock_guard lock(sy_emu::stream_mu);
+    ev->when = when;
+    ev->recorded = true;
+    ev->at = sy_emu::enqueued;
+    return cudaSuccess;
+  }
   std::lock_guard lock(sy_emu::stream_mu);
-  reinterpret_cast<Event*>(e)->at = sy_emu::enqueued;
+  ev->at = sy_emu::enqueued;
+  ev->recorded = true;
+  return cudaSuccess;
+}
+// As CUDA's: both events timing, recorded and complete; milliseconds.
+cudaError_t sy_emu_cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end) {
+  auto* a = reinterpret_cast<Event*>(start);
+  auto* b = reinterpret_cast<Event*>(end);
+  if (!a->timing || !b->timing) return sy_emu::last_error = cudaErrorInvalidResourceHandle;
+  if (!a->recorded || !b->recorded || !a->when || !b->when || *a->when < 0 || *b->when < 0)
+    return sy_emu::last_error = cudaErrorNotReady;
+  *ms = float(double(*b->when - *a->when) * 1e-6);
   return cudaSuccess;
 }
 cudaError_t sy_emu_cudaEventSynchronize(cudaEvent_t e) {

@@ -41,6 +41,7 @@ cudaError_t sy_emu_cudaEventRecord(cudaEvent_t e, cudaStream_t s);
 cudaError_t sy_emu_cudaEventSynchronize(cudaEvent_t e);
 cudaError_t sy_emu_cudaEventQuery(cudaEvent_t e);
 cudaError_t sy_emu_cudaEventDestroy(cudaEvent_t e);
+cudaError_t sy_emu_cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t sy_emu_cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
 cudaError_t sy_emu_cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* g);
 cudaError_t sy_emu_cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t g, unsigned long long flags);
@@ -68,6 +69,7 @@ cudaError_t sy_emu_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
 #define cudaEventSynchronize sy_emu_cudaEventSynchronize
 #define cudaEventQuery sy_emu_cudaEventQuery
 #define cudaEventDestroy sy_emu_cudaEventDestroy
+#define cudaEventElapsedTime sy_emu_cudaEventElapsedTime
 #define cudaStreamBeginCapture sy_emu_cudaStreamBeginCapture
 #define cudaStreamEndCapture sy_emu_cudaStreamEndCapture
 #define cudaGraphInstantiateWithFlags sy_emu_cudaGraphInstantiateWithFlags

@@ -1,0 +1,1017 @@
+// `switchyard bench`: kernels, transfers and the MLP on every device, with
+// wall time and device time, ceilings, and table/JSON/CSV/SVG output.
+//
+// Ops drive the Device interface directly (no graph, no scheduler): one
+// Program of R identical launches per run, synchronized. Transfers use
+// upload/download (the device's own path: zero-copy or staging) and copies
+// from and to pinned host memory. Models go through the whole runtime: an
+// MLP training step (forward, backward, Adam) and inference.
+//
+// Every run is timed on the host's clock (wall) and, through the profiler, by
+// the device itself (Vulkan timestamp queries, CUDA events, the CPU's clock
+// around each kernel): device time is the sum of the run's kernel and
+// transfer events.
+#include "bench.h"
+
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <fstream>
+#include <functional>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "mlp.h"
+#include "switchyard/optim.h"
+#include "switchyard/profile.h"
+#include "switchyard/switchyard.h"
+
+namespace switchyard::bench {
+
+const char* const kUsage =
+    "usage: switchyard bench [options]\n"
+    "  --devices LIST   devices to compare, e.g. cpu,vulkan:0,cuda:0 (default: every available one)\n"
+    "  --baseline DEV   device the speed-up column compares against (default: cpu)\n"
+    "  --ops LIST       groups to run: gemm,elementwise,reduce,softmax,optim,transfer,model (default: all)\n"
+    "  --sizes LIST     the size of each selected group: GEMM square N, elements in Mi (2^20)\n"
+    "                   for elementwise/reduce/softmax/optim, MiB for transfers, batch for models\n"
+    "  --quick          fewer sizes and runs (under a minute on a 2-core CPU with lavapipe)\n"
+    "  --json FILE      write every figure as JSON ('-': stdout)\n"
+    "  --csv FILE       write every figure as CSV ('-': stdout)\n"
+    "  --svg FILE       write a grouped bar chart (one group per workload, one bar per device)\n"
+    "Figures are the median over repeated runs after warm-up, with the spread (max - min) / median.\n";
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+const std::vector<std::string> kGroups = {"gemm", "elementwise", "reduce", "softmax",
+                                          "optim", "transfer", "model"};
+
+struct BenchOptions {
+  std::vector<std::string> devices;
+  std::string baseline = "cpu";
+  std::set<std::string> groups;
+  std::vector<int64_t> sizes;
+  bool quick = false;
+  std::string json, csv, svg;
+  bool child = false;  // the forced-staging re-run: CSV of transfers only
+};
+
+// One figure: a workload on a device.
+struct Result {
+  std::string group, workload, unit, device;
+  double median = 0, min = 0, max = 0;  // throughput from wall time, in `unit`
+  double device_median = -1;            // throughput from device time; < 0 if none
+  double wall_ms = 0, device_ms = -1;   // median time of one run
+  int runs = 0;
+  double share = -1;    // of the device's ceiling; < 0 if none
+  double speedup = -1;  // against the baseline device; < 0 if none
+  double flop_per_unit = 0;  // models: FLOP per sample, for the compute share
+  std::string ceiling;  // which ceiling the share is of
+};
+
+struct Ceilings {
+  double gflops = 0;  // best GEMM
+  double gbs = 0;     // device-to-device copy, bytes read + written
+};
+
+// A workload: what one run does on a device, and how much work that is.
+struct Prepared {
+  std::function<void()> run;  // one run, finished (synchronized) on return
+  double work = 0;            // per run, in the unit's numerator (FLOP, bytes, samples)
+  std::function<void()> cleanup;
+};
+struct Workload {
+  std::string group, name, unit;
+  double scale = 1e-9;  // unit = work * scale / seconds
+  double flop_per_unit = 0;
+  std::function<bool(Device&)> applies = [](Device&) { return true; };
+  std::function<Prepared(Device&)> prepare;
+};
+
+double seconds_since(Clock::time_point t0) {
+  return std::chrono::duration<double>(Clock::now() - t0).count();
+}
+
+std::vector<std::string> split(const std::string& s, const char* what) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (b <= s.size()) {
+    size_t e = s.find(',', b);
+    if (e == std::string::npos) e = s.size();
+    if (e > b) out.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  if (out.empty()) throw Error(std::string("[bench] ") + what + " expects a comma-separated list, found '" + s + "'");
+  return out;
+}
+
+// ---- measurement ----------------------------------------------------------------------
+struct Timing {
+  std::vector<double> wall, dev;  // seconds per run
+};
+
+double median(std::vector<double> v) {
+  std::sort(v.begin(), v.end());
+  size_t n = v.size();
+  return n % 2 ? v[n / 2] : 0.5 * (v[n / 2 - 1] + v[n / 2]);
+}
+
+// Runs `run` after warm-up until the time budget is spent (between min_runs
+// and max_runs times). Device time is the run's kernel and transfer events on
+// this device, read from the profiler.
+Timing measure(Device& d, const std::function<void()>& run, const BenchOptions& o) {
+  const double budget = o.quick ? 0.15 : 0.6;
+  const int min_runs = o.quick ? 3 : 5, max_runs = o.quick ? 7 : 25;
+  run();  // warm-up: pipelines, recordings, buffer pools
+  run();
+  profile::take();
+  Timing t;
+  const std::string name = d.str();
+  double total = 0;
+  while ((int(t.wall.size()) < min_runs || total < budget) && int(t.wall.size()) < max_runs) {
+    auto t0 = Clock::now();
+    run();
+    double w = seconds_since(t0);
+    total += w;
+    t.wall.push_back(w);
+    int64_t ns = 0;
+    bool any = false;
+    for (const profile::Event& e : profile::take())
+      if (e.device == name && (e.track == profile::Track::kernel || e.track == profile::Track::transfer))
+        ns += e.dur_ns, any = true;
+    if (any) t.dev.push_back(double(ns) * 1e-9);
+  }
+  return t;
+}
+
+Result summarize(const Workload& w, Device& d, const Timing& t, double work) {
+  Result r;
+  r.group = w.group, r.workload = w.name, r.unit = w.unit, r.device = d.str();
+  r.flop_per_unit = w.flop_per_unit;
+  r.runs = int(t.wall.size());
+  double med = median(t.wall);
+  r.wall_ms = med * 1e3;
+  r.median = work * w.scale / med;
+  r.min = work * w.scale / *std::max_element(t.wall.begin(), t.wall.end());
+  r.max = work * w.scale / *std::min_element(t.wall.begin(), t.wall.end());
+  if (t.dev.size() == t.wall.size()) {
+    double dm = median(t.dev);
+    r.device_ms = dm * 1e3;
+    if (dm > 0) r.device_median = work * w.scale / dm;
+  }
+  return r;
+}
+
+// ---- device-level helpers --------------------------------------------------------------
+struct DevBuf {
+  Device* d;
+  Buffer b;
+  DevBuf(Device& dev, size_t bytes) : d(&dev), b(dev.allocate(bytes)) {}
+  ~DevBuf() { d->release(b); }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+};
+
+void upload_random(Device& d, Buffer b, size_t floats, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+  std::vector<float> v(floats);
+  uint32_t x = seed * 2654435761u + 1;
+  for (auto& f : v) {  // a cheap LCG: benchmark inputs need spread, not quality
+    x = x * 1664525u + 1013904223u;
+    f = lo + (hi - lo) * float(x >> 8) * (1.f / 16777216.f);
+  }
+  d.upload(b, 0, v.data(), floats * 4);
+  d.synchronize();
+}
+
+uint64_t next_program_id() {
+  static uint64_t id = 1ull << 40;
+  return id++;
+}
+
+// A workload of one kernel: buffers (bytes each, filled with random values in
+// [lo, hi) unless integer labels), one launch. Runs as a Program of R launches,
+// R chosen from the warm-up so that a run takes a few milliseconds.
+struct KernelCase {
+  Instr ins;
+  std::vector<size_t> bytes;  // per argument
+  std::vector<int> labels;    // arguments holding i32 labels in [0, classes)
+  int classes = 10;
+};
+
+Prepared prepare_kernel(Device& d, KernelCase kc, double work) {
+  auto bufs = std::make_shared<std::vector<std::unique_ptr<DevBuf>>>();
+  std::vector<Binding> bind;
+  for (size_t a = 0; a < kc.bytes.size(); ++a) {
+    bufs->push_back(std::make_unique<DevBuf>(d, std::max<size_t>(kc.bytes[a], 4)));
+    Buffer b = bufs->back()->b;
+    if (std::find(kc.labels.begin(), kc.labels.end(), int(a)) != kc.labels.end()) {
+      std::vector<int32_t> l(kc.bytes[a] / 4);
+      for (size_t k = 0; k < l.size(); ++k) l[k] = int32_t(k * 7 % size_t(kc.classes));
+      d.upload(b, 0, l.data(), l.size() * 4);
+    } else {
+      upload_random(d, b, kc.bytes[a] / 4, uint32_t(a + 1), 0.1f, 1.f);
+    }
+    bind.push_back({b, 0});
+    kc.ins.args[a] = {uint32_t(a), 0, kc.bytes[a]};
+  }
+  kc.ins.nargs = uint8_t(kc.bytes.size());
+  d.synchronize();
+  // R from one launch's time.
+  Program one;
+  one.id = next_program_id();
+  one.num_slots = uint32_t(bind.size());
+  one.instrs = {kc.ins};
+  d.execute(one, bind);  // first: compiles, records
+  d.synchronize();
+  auto t0 = Clock::now();
+  d.execute(one, bind);
+  d.synchronize();
+  double t1 = seconds_since(t0);
+  int reps = int(std::clamp(0.01 / std::max(t1, 1e-7), 1.0, 64.0));
+  auto prog = std::make_shared<Program>();
+  prog->id = next_program_id();
+  prog->num_slots = one.num_slots;
+  prog->instrs.assign(size_t(reps), kc.ins);
+  Prepared p;
+  p.work = work * reps;
+  p.run = [&d, prog, bind, bufs] {
+    d.execute(*prog, bind);
+    d.synchronize();
+  };
+  p.cleanup = [bufs] { bufs->clear(); };
+  return p;
+}
+
+Instr make(Kernel k) {
+  Instr i;
+  i.kernel = k;
+  return i;
+}
+
+std::string fmt_size(int64_t n) {
+  if (n >= (1 << 20) && n % (1 << 20) == 0) return std::to_string(n >> 20) + "M";
+  if (n >= 1024 && n % 1024 == 0) return std::to_string(n >> 10) + "K";
+  return std::to_string(n);
+}
+
+// ---- the workloads ----------------------------------------------------------------------
+constexpr int64_t kMlpIn = 784, kMlpH1 = 256, kMlpH2 = 128, kMlpOut = 10;
+
+std::vector<Workload> workloads(const BenchOptions& o) {
+  std::vector<Workload> w;
+  auto want = [&](const char* g) { return o.groups.count(g) > 0; };
+  auto sizes_or = [&](std::vector<int64_t> full, std::vector<int64_t> quick) {
+    return !o.sizes.empty() ? o.sizes : o.quick ? quick : full;
+  };
+  if (want("gemm")) {
+    struct G { std::string name; int64_t M, N, K; bool ta, tb; };
+    std::vector<G> gs;
+    for (int64_t n : sizes_or({256, 512, 1024, 2048}, {256, 1024}))
+      gs.push_back({"gemm " + std::to_string(n) + "^3", n, n, n, false, false});
+    if (o.sizes.empty()) {
+      // The MLP's first layer at batch 128, in the three transposes its
+      // forward and backward passes use.
+      gs.push_back({"gemm mlp fwd Y=X.W^T 128x256x784", 128, kMlpH1, kMlpIn, false, true});
+      gs.push_back({"gemm mlp bwd dX=dY.W 128x784x256", 128, kMlpIn, kMlpH1, false, false});
+      gs.push_back({"gemm mlp bwd dW=dY^T.X 256x784x128", kMlpH1, kMlpIn, 128, true, false});
+    }
+    for (const G& g : gs)
+      w.push_back({"gemm", g.name, "GFLOP/s", 1e-9, 0, [](Device&) { return true; }, [g](Device& d) {
+        KernelCase kc{make(Kernel::gemm), {size_t(g.M * g.N * 4), size_t(g.M * g.K * 4), size_t(g.K * g.N * 4)}, {}};
+        int64_t* i = kc.ins.params.i;
+        i[0] = g.M, i[1] = g.N, i[2] = g.K, i[3] = g.ta, i[4] = g.tb;
+        kc.ins.params.f[0] = 1.f;
+        return prepare_kernel(d, kc, 2.0 * double(g.M) * double(g.N) * double(g.K));
+      }});
+  }
+  auto elems = [&](std::vector<int64_t> full, std::vector<int64_t> quick) {
+    std::vector<int64_t> n = sizes_or(full, quick);
+    if (!o.sizes.empty())
+      for (auto& x : n) x <<= 20;  // --sizes in Mi elements
+    return n;
+  };
+  // Sizes well beyond the CPU's caches, within Vulkan's 128 MiB binding limit
+  // for one tensor on small devices.
+  if (want("elementwise"))
+    for (int64_t n : elems({4 << 20, 16 << 20}, {16 << 20})) {
+      w.push_back({"elementwise", "add " + fmt_size(n), "GB/s", 1e-9, 0, [](Device&) { return true; }, [n](Device& d) {
+        KernelCase kc{make(Kernel::binary), {size_t(n * 4), size_t(n * 4), size_t(n * 4)}, {}};
+        int64_t* i = kc.ins.params.i;
+        i[0] = 1, i[1] = 1, i[2] = 1, i[3] = n, i[7] = 1, i[11] = 1;
+        kc.ins.params.op = int32_t(Binary::add);
+        return prepare_kernel(d, kc, 3.0 * double(n) * 4);
+      }});
+      w.push_back({"elementwise", "relu " + fmt_size(n), "GB/s", 1e-9, 0, [](Device&) { return true; }, [n](Device& d) {
+        KernelCase kc{make(Kernel::unary), {size_t(n * 4), size_t(n * 4)}, {}};
+        kc.ins.params.op = int32_t(Unary::relu);
+        kc.ins.params.i[0] = n;
+        return prepare_kernel(d, kc, 2.0 * double(n) * 4);
+      }});
+    }
+  if (want("reduce"))
+    for (int64_t n : elems({4 << 20, 16 << 20}, {16 << 20})) {
+      const int64_t rows = 4096, cols = std::max<int64_t>(n / rows, 1);
+      std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
+      w.push_back({"reduce", "sum rows " + shape, "GB/s", 1e-9, 0, [](Device&) { return true; }, [rows, cols](Device& d) {
+        KernelCase kc{make(Kernel::reduce_sum), {size_t(rows * 4), size_t(rows * cols * 4)}, {}};
+        kc.ins.params.i[0] = rows, kc.ins.params.i[1] = cols, kc.ins.params.i[2] = 1;
+        kc.ins.params.f[0] = 1.f;
+        return prepare_kernel(d, kc, double(rows * cols) * 4);
+      }});
+      w.push_back({"reduce", "sum cols " + shape, "GB/s", 1e-9, 0, [](Device&) { return true; }, [rows, cols](Device& d) {
+        KernelCase kc{make(Kernel::reduce_sum), {size_t(cols * 4), size_t(rows * cols * 4)}, {}};
+        kc.ins.params.i[0] = 1, kc.ins.params.i[1] = rows, kc.ins.params.i[2] = cols;
+        kc.ins.params.f[0] = 1.f;
+        return prepare_kernel(d, kc, double(rows * cols) * 4);
+      }});
+    }
+  if (want("softmax"))
+    for (int64_t n : elems({4 << 20, 16 << 20}, {16 << 20})) {
+      const int64_t rows = 4096, cols = std::max<int64_t>(n / rows, 1);
+      w.push_back({"softmax", "softmax " + std::to_string(rows) + "x" + std::to_string(cols), "GB/s", 1e-9, 0,
+                   [](Device&) { return true; }, [rows, cols](Device& d) {
+        KernelCase kc{make(Kernel::softmax), {size_t(rows * cols * 4), size_t(rows * cols * 4)}, {}};
+        kc.ins.params.i[0] = rows, kc.ins.params.i[1] = cols;
+        return prepare_kernel(d, kc, 2.0 * double(rows * cols) * 4);
+      }});
+      // The classifier's loss: 10 classes, as many rows as fit.
+      const int64_t ce_rows = std::max<int64_t>(n / kMlpOut, 1);
+      w.push_back({"softmax", "cross_entropy " + std::to_string(ce_rows) + "x10", "GB/s", 1e-9, 0,
+                   [](Device&) { return true; }, [ce_rows](Device& d) {
+        KernelCase kc{make(Kernel::cross_entropy), {4, size_t(ce_rows * kMlpOut * 4), size_t(ce_rows * 4)}, {2}};
+        kc.ins.params.i[0] = ce_rows, kc.ins.params.i[1] = kMlpOut;
+        return prepare_kernel(d, kc, double(ce_rows) * (kMlpOut + 1) * 4);
+      }});
+      w.push_back({"softmax", "cross_entropy_backward " + std::to_string(ce_rows) + "x10", "GB/s", 1e-9, 0,
+                   [](Device&) { return true; }, [ce_rows](Device& d) {
+        KernelCase kc{make(Kernel::cross_entropy_backward),
+                      {size_t(ce_rows * kMlpOut * 4), size_t(ce_rows * kMlpOut * 4), size_t(ce_rows * 4), 4}, {2}};
+        kc.ins.params.i[0] = ce_rows, kc.ins.params.i[1] = kMlpOut;
+        return prepare_kernel(d, kc, double(ce_rows) * (2 * kMlpOut + 1) * 4);
+      }});
+    }
+  if (want("optim"))
+    for (int64_t n : elems({4 << 20, 16 << 20}, {4 << 20})) {
+      w.push_back({"optim", "sgd momentum " + fmt_size(n), "GB/s", 1e-9, 0, [](Device&) { return true; }, [n](Device& d) {
+        KernelCase kc{make(Kernel::sgd_update), {size_t(n * 4), size_t(n * 4), size_t(n * 4)}, {}};
+        int64_t* i = kc.ins.params.i;
+        i[0] = n, i[3] = 1;
+        kc.ins.params.f[0] = 1e-3f, kc.ins.params.f[1] = 0.9f;
+        return prepare_kernel(d, kc, 5.0 * double(n) * 4);  // reads p, buf, g; writes p, buf
+      }});
+      w.push_back({"optim", "adam " + fmt_size(n), "GB/s", 1e-9, 0, [](Device&) { return true; }, [n](Device& d) {
+        KernelCase kc{make(Kernel::adam_update), {size_t(n * 4), size_t(n * 4), size_t(n * 4), size_t(n * 4), 4}, {}};
+        kc.ins.params.i[0] = n;
+        float f[5] = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.f};
+        std::copy(f, f + 5, kc.ins.params.f);
+        return prepare_kernel(d, kc, 7.0 * double(n) * 4);  // reads p, m, v, g; writes p, m, v
+      }});
+    }
+  if (want("transfer")) {
+    auto gpu = [](Device& d) { return d.info().backend != "cpu"; };
+    for (int64_t mib : sizes_or({1, 4, 16, 64, 256}, {1, 16})) {
+      size_t bytes = size_t(mib) << 20;
+      for (bool up : {true, false}) {
+        // The device's own path for pageable host memory: zero-copy or staging.
+        w.push_back({"transfer", std::string(up ? "upload " : "download ") + "%MODE% " + std::to_string(mib) + " MiB",
+                     "GB/s", 1e-9, 0, gpu, [bytes, up](Device& d) {
+          auto buf = std::make_shared<DevBuf>(d, bytes);
+          auto host = std::make_shared<std::vector<char>>(bytes, 1);
+          Prepared p;
+          p.work = double(bytes);
+          p.run = [&d, buf, host, bytes, up] {
+            if (up) d.upload(buf->b, 0, host->data(), bytes);
+            else d.download(buf->b, 0, host->data(), bytes);
+            d.synchronize();
+          };
+          return p;
+        }});
+        // From and to pinned host memory (Tensor::pin_memory): a device-side copy.
+        w.push_back({"transfer", std::string(up ? "upload " : "download ") + "pinned " + std::to_string(mib) + " MiB",
+                     "GB/s", 1e-9, 0, gpu, [bytes, up](Device& d) {
+          auto buf = std::make_shared<DevBuf>(d, bytes);
+          Buffer h = d.allocate_host(bytes);
+          SY_CHECK(h, "bench", "expected pinned host memory on ", d.str(), ", found none");
+          std::memset(d.host_pointer(h), 1, bytes);
+          Prepared p;
+          p.work = double(bytes);
+          p.run = [&d, buf, h, bytes, up] {
+            if (up) d.copy(h, 0, buf->b, 0, bytes);
+            else d.copy(buf->b, 0, h, 0, bytes);
+            d.synchronize();
+          };
+          p.cleanup = [&d, h] { d.release(h); };
+          return p;
+        }});
+      }
+    }
+  }
+  if (want("model")) {
+    // FLOP per sample: the forward GEMMs; a training step adds the weight
+    // gradients of every layer and the input gradients of all but the first.
+    const double fwd_flop = 2.0 * double(kMlpIn * kMlpH1 + kMlpH1 * kMlpH2 + kMlpH2 * kMlpOut);
+    const double train_flop = 2 * fwd_flop + 2.0 * double(kMlpH1 * kMlpH2 + kMlpH2 * kMlpOut);
+    for (int64_t batch : sizes_or({32, 128, 512}, {32, 128, 512})) {
+      auto setup = [batch](Device& d) {
+        struct M {
+          std::shared_ptr<nn::Sequential> model;
+          std::unique_ptr<optim::Adam> opt;
+          Tensor x, y;
+        };
+        auto m = std::make_shared<M>();
+        manual_seed(1);
+        m->model = models::mlp({kMlpIn, kMlpH1, kMlpH2, kMlpOut});
+        m->model->to(d);
+        m->opt = std::make_unique<optim::Adam>(m->model->parameters(), 1e-3f);
+        m->x = rand({batch, kMlpIn}, Options(d));
+        std::vector<int32_t> labels(static_cast<size_t>(batch));
+        for (size_t k = 0; k < labels.size(); ++k) labels[k] = int32_t(k % kMlpOut);
+        m->y = from_vector(labels, {batch}, Options(d));
+        return m;
+      };
+      // A training step: forward, loss, backward, Adam; the loss read back.
+      w.push_back({"model", "mlp train step batch " + std::to_string(batch),         "samples/s", 1.0, train_flop,
+                   [](Device&) { return true; }, [setup, batch](Device& d) {
+        auto m = setup(d);
+        Prepared p;
+        p.work = double(batch);
+        p.run = [m] {
+          m->opt->zero_grad();
+          Tensor loss = cross_entropy((*m->model)(m->x), m->y);
+          loss.backward();
+          m->opt->step();
+          (void)loss.item();
+        };
+        return p;
+      }});
+      // Inference: forward and the logits read back.
+      w.push_back({"model", "mlp inference batch " + std::to_string(batch), "samples/s", 1.0, fwd_flop,
+                   [](Device&) { return true; }, [setup, batch](Device& d) {
+        auto m = setup(d);
+        m->model->train(false);
+        Prepared p;
+        p.work = double(batch);
+        p.run = [m] {
+          NoGradGuard ng;
+          (void)(*m->model)(m->x).to_vector<float>();
+        };
+        return p;
+      }});
+    }
+  }
+  return w;
+}
+
+// The device's path for pageable host memory, as `switchyard devices` shows it.
+std::string transfer_mode(Device& d) {
+  if (d.info().backend == "cuda") return "staging";
+  for (auto& [k, v] : d.info().properties)
+    if (k == "memory") return v.rfind("zero-copy", 0) == 0 ? "zero-copy" : "staging";
+  return "staging";
+}
+
+// ---- ceilings -----------------------------------------------------------------------------
+Ceilings measure_ceilings(Device& d, const BenchOptions& o) {
+  Ceilings c;
+  // Bandwidth: a device-to-device copy (bytes read + written).
+  {
+    size_t bytes = (o.quick ? 64ull : 256ull) << 20;
+    DevBuf a(d, bytes), b(d, bytes);
+    upload_random(d, a.b, bytes / 4, 7);
+    Timing t = measure(d, [&] {
+      d.copy(a.b, 0, b.b, 0, bytes);
+      d.synchronize();
+    }, o);
+    c.gbs = 2.0 * double(bytes) / median(t.wall) * 1e-9;
+  }
+  // Compute: the best square GEMM.
+  for (int64_t n : o.quick ? std::vector<int64_t>{1024} : std::vector<int64_t>{1024, 2048}) {
+    KernelCase kc{make(Kernel::gemm), {size_t(n * n * 4), size_t(n * n * 4), size_t(n * n * 4)}, {}};
+    int64_t* i = kc.ins.params.i;
+    i[0] = n, i[1] = n, i[2] = n;
+    kc.ins.params.f[0] = 1.f;
+    Prepared p = prepare_kernel(d, kc, 2.0 * double(n) * double(n) * double(n));
+    Timing t = measure(d, p.run, o);
+    c.gflops = std::max(c.gflops, p.work / median(t.wall) * 1e-9);
+    if (p.cleanup) p.cleanup();
+  }
+  return c;
+}
+
+double host_memcpy_gbs(const BenchOptions& o) {
+  size_t bytes = (o.quick ? 64ull : 256ull) << 20;
+  std::vector<char> a(bytes, 1), b(bytes, 0);
+  std::vector<double> t;
+  for (int k = 0; k < (o.quick ? 3 : 5); ++k) {
+    auto t0 = Clock::now();
+    std::memcpy(b.data(), a.data(), bytes);
+    t.push_back(seconds_since(t0));
+  }
+  return double(bytes) / median(t) * 1e-9;
+}
+
+// ---- output -------------------------------------------------------------------------------
+std::string json_str(const std::string& s) {
+  std::string o = "\"";
+  for (char c : s) {
+    if (c == '"' || c == '\\') o += '\\', o += c;
+    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
+    else o += c;
+  }
+  return o + "\"";
+}
+
+std::string num(double v, int prec = 4) {
+  if (!std::isfinite(v)) return "null";
+  char b[64];
+  std::snprintf(b, sizeof b, "%.*g", prec + 2, v);
+  return b;
+}
+
+std::string xml(const std::string& s) {
+  std::string o;
+  for (char c : s) {
+    if (c == '&') o += "&amp;";
+    else if (c == '<') o += "&lt;";
+    else if (c == '>') o += "&gt;";
+    else if (c == '"') o += "&quot;";
+    else o += c;
+  }
+  return o;
+}
+
+struct Report {
+  std::vector<Device*> devices;
+  std::map<std::string, Ceilings> ceilings;
+  double memcpy_gbs = 0;
+  std::vector<std::string> order;  // workloads in the order they ran
+  std::vector<Result> results;
+  std::string baseline;
+  bool quick = false;
+  double seconds = 0;
+};
+
+const Result* find(const Report& r, const std::string& workload, const std::string& device) {
+  for (const Result& x : r.results)
+    if (x.workload == workload && x.device == device) return &x;
+  return nullptr;
+}
+
+void write_file(const std::string& path, const std::string& text, const char* what) {
+  if (path == "-") {
+    std::fwrite(text.data(), 1, text.size(), stdout);
+    return;
+  }
+  std::ofstream f(path, std::ios::binary);
+  f << text;
+  f.close();
+  if (!f)
+    throw Error(std::string("[bench] cannot write the ") + what + ": expected a writable file at '" + path +
+                "', found it cannot be written");
+}
+
+std::string to_json(const Report& r) {
+  std::ostringstream o;
+  o << "{\"bench\":\"switchyard\",\"quick\":" << (r.quick ? "true" : "false")
+    << ",\"baseline\":" << json_str(r.baseline) << ",\"seconds\":" << num(r.seconds)
+    << ",\"host_memcpy_gbs\":" << num(r.memcpy_gbs) << ",\n\"devices\":[";
+  for (size_t k = 0; k < r.devices.size(); ++k) {
+    Device* d = r.devices[k];
+    auto c = r.ceilings.at(d->str());
+    o << (k ? ",\n " : "\n ") << "{\"device\":" << json_str(d->str()) << ",\"backend\":" << json_str(d->info().backend)
+      << ",\"name\":" << json_str(d->info().name) << ",\"type\":" << json_str(device_type_name(d->info().type))
+      << ",\"ceilings\":{\"gemm_gflops\":" << num(c.gflops) << ",\"copy_gbs\":" << num(c.gbs) << "}}";
+  }
+  o << "],\n\"results\":[";
+  for (size_t k = 0; k < r.results.size(); ++k) {
+    const Result& x = r.results[k];
+    auto opt = [&](double v) { return v < 0 ? std::string("null") : num(v); };
+    o << (k ? ",\n " : "\n ") << "{\"group\":" << json_str(x.group) << ",\"workload\":" << json_str(x.workload)
+      << ",\"unit\":" << json_str(x.unit) << ",\"device\":" << json_str(x.device) << ",\"median\":" << num(x.median)
+      << ",\"min\":" << num(x.min) << ",\"max\":" << num(x.max)
+      << ",\"spread_pct\":" << num(x.median > 0 ? (x.max - x.min) / x.median * 100 : 0)
+      << ",\"device_median\":" << opt(x.device_median) << ",\"wall_ms\":" << num(x.wall_ms)
+      << ",\"device_ms\":" << opt(x.device_ms) << ",\"runs\":" << x.runs
+      << ",\"ceiling_share\":" << opt(x.share) << ",\"ceiling\":" << json_str(x.ceiling)
+      << ",\"speedup\":" << opt(x.speedup) << "}";
+  }
+  o << "\n]}\n";
+  return o.str();
+}
+
+std::string csv_field(const std::string& s) {
+  if (s.find_first_of(",\"\n") == std::string::npos) return s;
+  std::string o = "\"";
+  for (char c : s) o += c == '"' ? std::string("\"\"") : std::string(1, c);
+  return o + "\"";
+}
+
+const char* kCsvHeader =
+    "group,workload,unit,device,median,min,max,spread_pct,device_median,wall_ms,device_ms,runs,"
+    "ceiling_share,speedup\n";
+
+std::string to_csv(const Report& r) {
+  std::ostringstream o;
+  o << kCsvHeader;
+  auto opt = [](double v) { return v < 0 ? std::string() : num(v); };
+  for (const Result& x : r.results)
+    o << csv_field(x.group) << "," << csv_field(x.workload) << "," << csv_field(x.unit) << ","
+      << csv_field(x.device) << "," << num(x.median) << "," << num(x.min) << "," << num(x.max) << ","
+      << num(x.median > 0 ? (x.max - x.min) / x.median * 100 : 0) << "," << opt(x.device_median) << ","
+      << num(x.wall_ms) << "," << opt(x.device_ms) << "," << x.runs << "," << opt(x.share) << ","
+      << opt(x.speedup) << "\n";
+  return o.str();
+}
+
+// Parses to_csv's output (the forced-staging child's).
+std::vector<Result> from_csv(const std::string& text) {
+  std::vector<Result> out;
+  std::istringstream in(text);
+  std::string line;
+  bool header = true;
+  while (std::getline(in, line)) {
+    if (header) {
+      header = false;
+      continue;
+    }
+    std::vector<std::string> f;
+    std::string cur;
+    bool q = false;
+    for (char c : line) {
+      if (c == '"') q = !q;
+      else if (c == ',' && !q) f.push_back(cur), cur.clear();
+      else cur += c;
+    }
+    f.push_back(cur);
+    if (f.size() != 14) continue;
+    auto d = [](const std::string& s) { return s.empty() ? -1.0 : std::stod(s); };
+    Result x;
+    x.group = f[0], x.workload = f[1], x.unit = f[2], x.device = f[3];
+    x.median = d(f[4]), x.min = d(f[5]), x.max = d(f[6]);
+    x.device_median = d(f[8]), x.wall_ms = d(f[9]), x.device_ms = d(f[10]);
+    x.runs = int(d(f[11]));
+    out.push_back(x);
+  }
+  return out;
+}
+
+std::string fmt(double v) {
+  char b[32];
+  if (v < 0) return "-";
+  if (v >= 1000) std::snprintf(b, sizeof b, "%.0f", v);
+  else if (v >= 100) std::snprintf(b, sizeof b, "%.1f", v);
+  else if (v >= 10) std::snprintf(b, sizeof b, "%.2f", v);
+  else std::snprintf(b, sizeof b, "%.3f", v);
+  return b;
+}
+
+std::string to_table(const Report& r) {
+  std::ostringstream o;
+  char line[512];
+  o << "\nceilings (measured once per device)\n";
+  std::snprintf(line, sizeof line, "  %-34s", "");
+  o << line;
+  for (Device* d : r.devices) {
+    std::snprintf(line, sizeof line, " %12s", d->str().c_str());
+    o << line;
+  }
+  o << "\n";
+  std::snprintf(line, sizeof line, "  %-34s", "compute: best GEMM (GFLOP/s)");
+  o << line;
+  for (Device* d : r.devices) o << " " << std::string(12 - std::min<size_t>(12, fmt(r.ceilings.at(d->str()).gflops).size()), ' ') << fmt(r.ceilings.at(d->str()).gflops);
+  o << "\n";
+  std::snprintf(line, sizeof line, "  %-34s", "bandwidth: device copy (GB/s)");
+  o << line;
+  for (Device* d : r.devices) o << " " << std::string(12 - std::min<size_t>(12, fmt(r.ceilings.at(d->str()).gbs).size()), ' ') << fmt(r.ceilings.at(d->str()).gbs);
+  o << "\n";
+  std::snprintf(line, sizeof line, "  %-34s %12s   (the ceiling for transfers)\n", "host memcpy (GB/s)",
+                fmt(r.memcpy_gbs).c_str());
+  o << line;
+
+  // Per device: median, spread, device-time figure, share of ceiling, and
+  // (besides the baseline) the speed-up.
+  o << "\nmedian: from wall time; +-: (max - min) / median; device: from device time; "
+       "peak: share of the ceiling; vs " << r.baseline << ": speed-up\n";
+  std::snprintf(line, sizeof line, "%-38s %-9s", "workload", "unit");
+  o << line;
+  for (Device* d : r.devices) {
+    bool base = d->str() == r.baseline;
+    std::string h = "| " + d->str();
+    std::snprintf(line, sizeof line, " %-*s", base ? 35 : 44, h.c_str());
+    o << line;
+  }
+  o << "\n";
+  std::snprintf(line, sizeof line, "%-38s %-9s", "", "");
+  o << line;
+  for (Device* d : r.devices) {
+    bool base = d->str() == r.baseline;
+    std::snprintf(line, sizeof line, " | %8s %5s %8s %6s", "median", "+-", "device", "peak");
+    o << line;
+    if (!base) {
+      std::snprintf(line, sizeof line, " %8s", ("vs " + r.baseline).substr(0, 8).c_str());
+      o << line;
+    }
+  }
+  o << "\n";
+  std::string group;
+  for (const std::string& w : r.order) {
+    const Result* any = nullptr;
+    for (Device* d : r.devices)
+      if (!any) any = find(r, w, d->str());
+    if (!any) continue;
+    if (any->group != group) {
+      group = any->group;
+      o << "-- " << group << "\n";
+    }
+    std::snprintf(line, sizeof line, "%-38s %-9s", w.substr(0, 38).c_str(), any->unit.c_str());
+    o << line;
+    for (Device* d : r.devices) {
+      bool base = d->str() == r.baseline;
+      const Result* x = find(r, w, d->str());
+      if (!x) {
+        std::snprintf(line, sizeof line, " | %8s %5s %8s %6s", "-", "", "-", "-");
+        o << line;
+        if (!base) o << std::string(9, ' ');
+        continue;
+      }
+      char spread[16], share[16];
+      std::snprintf(spread, sizeof spread, "%.0f%%", x->median > 0 ? (x->max - x->min) / x->median * 100 : 0.0);
+      if (x->share >= 0) std::snprintf(share, sizeof share, "%.0f%%", x->share * 100);
+      else std::snprintf(share, sizeof share, "-");
+      std::snprintf(line, sizeof line, " | %8s %5s %8s %6s", fmt(x->median).c_str(), spread,
+                    fmt(x->device_median).c_str(), share);
+      o << line;
+      if (!base) {
+        char sp[16] = "-";
+        if (x->speedup >= 0) std::snprintf(sp, sizeof sp, "%.2fx", x->speedup);
+        std::snprintf(line, sizeof line, " %8s", sp);
+        o << line;
+      }
+    }
+    o << "\n";
+  }
+  return o.str();
+}
+
+// A horizontal grouped bar chart: one group per workload, one bar per device,
+// labelled with the figure itself. Units differ between sections (gemm,
+// transfer, ...), so each bar's length is its throughput relative to the
+// largest figure in its section.
+std::string to_svg(const Report& r) {
+  static const char* colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1"};
+  const int W = 980, label_w = 300, chart_w = 520, bar_h = 14, bar_gap = 2, group_gap = 10, top = 92;
+  std::vector<std::string> ws;
+  for (const std::string& w : r.order)
+    for (Device* d : r.devices)
+      if (find(r, w, d->str())) {
+        ws.push_back(w);
+        break;
+      }
+  const int nd = int(r.devices.size());
+  const int group_h = nd * (bar_h + bar_gap) + group_gap;
+  std::set<std::string> groups_seen;
+  int headers = 0;
+  {
+    std::string g;
+    for (const std::string& w : ws)
+      for (Device* d : r.devices)
+        if (const Result* x = find(r, w, d->str())) {
+          if (x->group != g) g = x->group, headers++;
+          break;
+        }
+  }
+  const int H = top + int(ws.size()) * group_h + headers * 22 + 40;
+  std::ostringstream o;
+  o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
+    << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" viewBox=\"0 0 " << W
+    << " " << H << "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
+    << "<rect x=\"0\" y=\"0\" width=\"" << W << "\" height=\"" << H << "\" fill=\"white\"/>\n"
+    << "<text x=\"16\" y=\"26\" font-size=\"17\" font-weight=\"bold\">switchyard bench" << (r.quick ? " --quick" : "")
+    << ": throughput per workload (longer is faster)</text>\n"
+    << "<text x=\"16\" y=\"46\" fill=\"#555\">Bars are scaled to the largest figure in their section; the label "
+       "is the median over runs, from wall time.</text>\n";
+  for (int k = 0; k < nd; ++k) {
+    int x = 16 + k * 300;
+    o << "<rect x=\"" << x << "\" y=\"60\" width=\"14\" height=\"14\" fill=\"" << colors[k % 7] << "\"/>\n"
+      << "<text x=\"" << x + 20 << "\" y=\"72\">" << xml(r.devices[k]->str() + " (" + r.devices[k]->info().name.substr(0, 30) + ")")
+      << "</text>\n";
+  }
+  int y = top;
+  std::string group;
+  for (const std::string& w : ws) {
+    std::vector<const Result*> xs;
+    double best = 0;
+    for (Device* d : r.devices) {
+      const Result* x = find(r, w, d->str());
+      xs.push_back(x);
+      if (x)
+        for (const Result& y : r.results)
+          if (y.group == x->group) best = std::max(best, y.median);
+      if (x && x->group != group) {
+        group = x->group;
+        y += 6;
+        o << "<text x=\"16\" y=\"" << y + 10 << "\" font-weight=\"bold\" fill=\"#333\">" << xml(group) << "</text>\n"
+          << "<line x1=\"16\" y1=\"" << y + 14 << "\" x2=\"" << W - 16 << "\" y2=\"" << y + 14
+          << "\" stroke=\"#ccc\"/>\n";
+        y += 16;
+      }
+    }
+    o << "<text x=\"" << label_w - 8 << "\" y=\"" << y + (nd * (bar_h + bar_gap)) / 2 + 4
+      << "\" text-anchor=\"end\">" << xml(w) << "</text>\n";
+    for (int k = 0; k < nd; ++k) {
+      int by = y + k * (bar_h + bar_gap);
+      const Result* x = xs[size_t(k)];
+      if (!x) {
+        o << "<text x=\"" << label_w + 4 << "\" y=\"" << by + 11 << "\" fill=\"#999\">n/a on "
+          << xml(r.devices[size_t(k)]->str()) << "</text>\n";
+        continue;
+      }
+      double len = best > 0 ? x->median / best * chart_w : 0;
+      o << "<rect class=\"bar\" data-device=\"" << xml(x->device) << "\" data-workload=\"" << xml(w) << "\" x=\""
+        << label_w << "\" y=\"" << by << "\" width=\"" << num(std::max(len, 1.0), 3) << "\" height=\"" << bar_h
+        << "\" fill=\"" << colors[k % 7] << "\"><title>" << xml(x->device + ": " + fmt(x->median) + " " + x->unit)
+        << "</title></rect>\n"
+        << "<text x=\"" << label_w + int(len) + 6 << "\" y=\"" << by + 11 << "\" font-size=\"11\">"
+        << xml(fmt(x->median) + " " + x->unit) << "</text>\n";
+    }
+    y += group_h;
+  }
+  o << "</svg>\n";
+  return o.str();
+}
+
+// ---- driver -------------------------------------------------------------------------------
+BenchOptions parse(const std::vector<std::string>& args) {
+  BenchOptions o;
+  for (size_t i = 0; i < args.size(); ++i) {
+    const std::string& a = args[i];
+    auto value = [&]() -> const std::string& {
+      if (i + 1 >= args.size()) throw Error("[bench] option " + a + " expects a value");
+      return args[++i];
+    };
+    if (a == "--devices") o.devices = split(value(), "--devices");
+    else if (a == "--baseline") o.baseline = value();
+    else if (a == "--ops") {
+      for (auto& g : split(value(), "--ops")) {
+        if (std::find(kGroups.begin(), kGroups.end(), g) == kGroups.end())
+          throw Error("[bench] --ops: expected some of gemm,elementwise,reduce,softmax,optim,transfer,model, found '" +
+                      g + "'");
+        o.groups.insert(g);
+      }
+    } else if (a == "--sizes") {
+      for (auto& s : split(value(), "--sizes")) {
+        size_t used = 0;
+        long long v = 0;
+        try {
+          v = std::stoll(s, &used);
+        } catch (const std::exception&) {
+        }
+        if (used != s.size() || v <= 0)
+          throw Error("[bench] --sizes expects positive integers, found '" + s + "'");
+        o.sizes.push_back(v);
+      }
+    } else if (a == "--quick") o.quick = true;
+    else if (a == "--json") o.json = value();
+    else if (a == "--csv") o.csv = value();
+    else if (a == "--svg") o.svg = value();
+    else if (a == "--staging-child") o.child = true;
+    else throw Error("[bench] unknown option '" + a + "'\n" + kUsage);
+  }
+  if (o.groups.empty()) o.groups.insert(kGroups.begin(), kGroups.end());
+  return o;
+}
+
+// Vulkan devices in zero-copy mode also have a staging path; it is measured
+// by this program run again with SWITCHYARD_VK_FORCE_STAGING=1.
+std::vector<Result> staging_rerun(const BenchOptions& o, const std::vector<Device*>& devs) {
+  std::string list;
+  for (Device* d : devs)
+    if (d->info().backend == "vulkan" && transfer_mode(*d) == "zero-copy") list += (list.empty() ? "" : ",") + d->str();
+  if (list.empty() || std::getenv("SWITCHYARD_VK_FORCE_STAGING")) return {};
+  char exe[4096];
+  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
+  if (n <= 0) return {};
+  exe[n] = 0;
+  std::string cmd = std::string("SWITCHYARD_VK_FORCE_STAGING=1 '") + exe + "' bench --staging-child --ops transfer --devices " +
+                    list + " --csv -" + (o.quick ? " --quick" : "");
+  if (!o.sizes.empty()) {
+    cmd += " --sizes ";
+    for (size_t k = 0; k < o.sizes.size(); ++k) cmd += (k ? "," : "") + std::to_string(o.sizes[k]);
+  }
+  std::fprintf(stderr, "bench: measuring the staging path of %s in a second process\n", list.c_str());
+  FILE* p = popen(cmd.c_str(), "r");
+  if (!p) return {};
+  std::string out;
+  char buf[4096];
+  while (size_t k = std::fread(buf, 1, sizeof buf, p)) out.append(buf, k);
+  int st = pclose(p);
+  if (st != 0) throw Error("[bench] the staging-path run failed (status " + std::to_string(st) + "): " + cmd);
+  std::vector<Result> rs;
+  for (Result& x : from_csv(out))
+    if (x.workload.find("staging") != std::string::npos) rs.push_back(x);
+  return rs;
+}
+
+}  // namespace
+
+int run(const std::vector<std::string>& args) {
+  BenchOptions o = parse(args);
+  auto t_start = Clock::now();
+  std::vector<Device*> devs;
+  if (o.devices.empty()) devs = switchyard::devices();
+  else
+    for (auto& n : o.devices) devs.push_back(&device(n));
+  if (o.child) o.baseline.clear();
+  else if (std::none_of(devs.begin(), devs.end(), [&](Device* d) { return d->str() == o.baseline; })) {
+    // The baseline joins the comparison when it names a device.
+    Device& b = device(o.baseline);
+    devs.insert(devs.begin(), &b);
+  }
+  bool was_on = profile::enabled();
+  profile::set_enabled(true);
+  profile::take();
+
+  Report rep;
+  rep.devices = devs;
+  rep.baseline = o.child ? "" : device(o.baseline).str();
+  rep.quick = o.quick;
+  FILE* log = o.child || o.json == "-" || o.csv == "-" ? stderr : stdout;
+  if (!o.child) {
+    std::fprintf(log, "# switchyard bench%s\n", o.quick ? " --quick" : "");
+    for (Device* d : devs) std::fprintf(log, "# %-10s %s\n", d->str().c_str(), d->info().name.c_str());
+    rep.memcpy_gbs = host_memcpy_gbs(o);
+    for (Device* d : devs) {
+      std::fprintf(stderr, "bench: ceilings of %s\n", d->str().c_str());
+      rep.ceilings[d->str()] = measure_ceilings(*d, o);
+    }
+  }
+  std::vector<Workload> ws = workloads(o);
+  for (Workload& w : ws) {
+    for (Device* d : devs) {
+      if (!w.applies(*d)) continue;
+      Workload wd = w;
+      std::string mode = transfer_mode(*d);
+      if (auto p = wd.name.find("%MODE%"); p != std::string::npos) wd.name.replace(p, 6, mode);
+      std::fprintf(stderr, "bench: %-40s on %s\n", wd.name.c_str(), d->str().c_str());
+      Prepared p = wd.prepare(*d);
+      Timing t = measure(*d, p.run, o);
+      if (p.cleanup) p.cleanup();
+      Result r = summarize(wd, *d, t, p.work);
+      p = {};  // buffers go before the next workload's
+      rep.results.push_back(r);
+      if (std::find(rep.order.begin(), rep.order.end(), wd.name) == rep.order.end()) rep.order.push_back(wd.name);
+    }
+  }
+  profile::take();
+  profile::set_enabled(was_on);
+  if (o.child) {
+    write_file("-", to_csv(rep), "CSV");
+    return 0;
+  }
+  for (Result& x : staging_rerun(o, devs)) {
+    if (std::find(rep.order.begin(), rep.order.end(), x.workload) == rep.order.end()) {
+      // After the same size's other transfers.
+      auto at = rep.order.end();
+      // After the same direction and size ("upload ... 16 MiB").
+      std::string size = x.workload.substr(x.workload.rfind(' ', x.workload.size() - 5));
+      std::string dir = x.workload.substr(0, x.workload.find(' '));
+      for (auto it = rep.order.begin(); it != rep.order.end(); ++it)
+        if (it->size() >= size.size() && it->compare(it->size() - size.size(), size.size(), size) == 0 &&
+            it->rfind(dir, 0) == 0)
+          at = it;
+      rep.order.insert(at == rep.order.end() ? at : at + 1, x.workload);
+    }
+    rep.results.push_back(x);
+  }
+  // Ceilings: the best GEMM includes every GEMM measured.
+  for (const Result& x : rep.results)
+    if (x.group == "gemm") rep.ceilings[x.device].gflops = std::max(rep.ceilings[x.device].gflops, x.median);
+  for (Result& x : rep.results) {
+    const Ceilings& c = rep.ceilings[x.device];
+    if (x.unit == "GFLOP/s" && c.gflops > 0) x.share = x.median / c.gflops, x.ceiling = "gemm";
+    else if (x.group == "transfer" && rep.memcpy_gbs > 0) x.share = x.median / rep.memcpy_gbs, x.ceiling = "host memcpy";
+    else if (x.unit == "GB/s" && c.gbs > 0) x.share = x.median / c.gbs, x.ceiling = "copy";
+    else if (x.unit == "samples/s" && c.gflops > 0 && x.flop_per_unit > 0)
+      x.share = x.median * x.flop_per_unit * 1e-9 / c.gflops, x.ceiling = "gemm";
+    if (const Result* b = find(rep, x.workload, rep.baseline); b && b->median > 0) x.speedup = x.median / b->median;
+  }
+  rep.seconds = seconds_since(t_start);
+  std::fputs(to_table(rep).c_str(), log);
+  std::fprintf(log, "\nbench: %zu figures on %zu devices in %.1f s\n", rep.results.size(), devs.size(), rep.seconds);
+  if (!o.json.empty()) write_file(o.json, to_json(rep), "JSON");
+  if (!o.csv.empty()) write_file(o.csv, to_csv(rep), "CSV");
+  if (!o.svg.empty()) write_file(o.svg, to_svg(rep), "SVG");
+  return 0;
+}
+
+}  // namespace switchyard::bench
