@@ -102,12 +102,20 @@ fi
 
 echo "== benchmark"
 t=$(date +%s)
-if "$BUILD_DIR/tools/switchyard" bench --devices cpu,cuda:0,vulkan:0 >"$LOG/bench.txt" 2>&1; then
-  row "benchmark" ok "$(secs "$t") s, $LOG/bench.txt"
-  gemm=$(grep -E "^square 1024" "$LOG/bench.txt" | head -1 | awk '{print "cpu "$3", cuda:0 "$4", vulkan:0 "$5" GFLOP/s"}')
-  [[ -n "$gemm" ]] && row "GEMM 1024" ok "$gemm"
-  add=$(grep -E "^add " "$LOG/bench.txt" | head -1 | awk '{print "cpu "$4", cuda:0 "$5", vulkan:0 "$6" GB/s"}')
-  [[ -n "$add" ]] && row "add (elementwise)" ok "$add"
+if "$BUILD_DIR/tools/switchyard" bench --devices cpu,cuda:0,vulkan:0 --json "$LOG/bench.json" \
+     --csv "$LOG/bench.csv" --svg "$LOG/bench.svg" >"$LOG/bench.txt" 2>&1; then
+  row "benchmark" ok "$(secs "$t") s, $LOG/bench.txt, chart $LOG/bench.svg"
+  for w in "gemm 1024^3" "add 16M" "mlp train step batch 128"; do
+    line=$(python3 - "$LOG/bench.json" "$w" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+xs = [x for x in r["results"] if x["workload"] == sys.argv[2]]
+if xs:
+    print(", ".join("%s %.4g" % (x["device"], x["median"]) for x in xs) + " " + xs[0]["unit"])
+PY
+)
+    [[ -n "$line" ]] && row "$w" ok "$line"
+  done
 else
   row "benchmark" FAIL "see $LOG/bench.txt"
 fi

@@ -7,10 +7,10 @@
 #   bash scripts/install-deps.sh --bench  also PyTorch, for bench/compare_pytorch.sh
 set -euo pipefail
 
-pkgs=(cmake g++ make pkg-config libgtest-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist
+pkgs=(cmake g++ make pkg-config libgtest-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist python3
       libvulkan1 libvulkan-dev glslc spirv-tools vulkan-validationlayers mesa-vulkan-drivers)
 if [[ "${1:-}" == "--bench" ]]; then
-  pkgs+=(python3 python3-numpy python3-torch libopenblas0-pthread)
+  pkgs+=(python3-numpy python3-torch libopenblas0-pthread)
 fi
 
 missing=()
