@@ -30,6 +30,7 @@
 #include <sstream>
 
 #include "mlp.h"
+#include "switchyard/json.h"
 #include "switchyard/optim.h"
 #include "switchyard/profile.h"
 #include "switchyard/switchyard.h"
@@ -47,6 +48,7 @@ const char* const kUsage =
     "  --json FILE      write every figure as JSON ('-': stdout)\n"
     "  --csv FILE       write every figure as CSV ('-': stdout)\n"
     "  --svg FILE       write a grouped bar chart (one group per workload, one bar per device)\n"
+    "  --title TEXT     a line saying where the figures come from, in the chart and the outputs\n"
     "Figures are the median over repeated runs after warm-up, with the spread (max - min) / median.\n";
 
 namespace {
@@ -62,7 +64,7 @@ struct BenchOptions {
   std::set<std::string> groups;
   std::vector<int64_t> sizes;
   bool quick = false;
-  std::string json, csv, svg;
+  std::string json, csv, svg, title;
   bool child = false;  // the forced-staging re-run: CSV of transfers only
 };
 
@@ -127,16 +129,17 @@ double median(std::vector<double> v) {
 }
 
 // Runs `run` after warm-up until the time budget is spent (between min_runs
-// and max_runs times). Device time is the run's kernel and transfer events on
-// this device, read from the profiler.
+// and max_runs times): the wall times. Then a few more runs with the
+// profiler on give the device times: the run's kernel and transfer events on
+// this device. Profiling changes the host's path (Vulkan records each run
+// anew, CUDA runs eagerly), so it stays off while wall time is measured.
 Timing measure(Device& d, const std::function<void()>& run, const BenchOptions& o) {
   const double budget = o.quick ? 0.15 : 0.6;
   const int min_runs = o.quick ? 3 : 5, max_runs = o.quick ? 7 : 25;
-  run();  // warm-up: pipelines, recordings, buffer pools
+  profile::set_enabled(false);
+  run();  // warm-up: pipelines, recordings, graphs, buffer pools
   run();
-  profile::take();
   Timing t;
-  const std::string name = d.str();
   double total = 0;
   while ((int(t.wall.size()) < min_runs || total < budget) && int(t.wall.size()) < max_runs) {
     auto t0 = Clock::now();
@@ -144,6 +147,13 @@ Timing measure(Device& d, const std::function<void()>& run, const BenchOptions& 
     double w = seconds_since(t0);
     total += w;
     t.wall.push_back(w);
+  }
+  const std::string name = d.str();
+  profile::set_enabled(true);
+  run();  // warm-up of the profiled path
+  profile::take();
+  for (size_t k = 0; k < t.wall.size(); ++k) {
+    run();
     int64_t ns = 0;
     bool any = false;
     for (const profile::Event& e : profile::take())
@@ -151,6 +161,7 @@ Timing measure(Device& d, const std::function<void()>& run, const BenchOptions& 
         ns += e.dur_ns, any = true;
     if (any) t.dev.push_back(double(ns) * 1e-9);
   }
+  profile::set_enabled(false);
   return t;
 }
 
@@ -164,7 +175,7 @@ Result summarize(const Workload& w, Device& d, const Timing& t, double work) {
   r.median = work * w.scale / med;
   r.min = work * w.scale / *std::max_element(t.wall.begin(), t.wall.end());
   r.max = work * w.scale / *std::min_element(t.wall.begin(), t.wall.end());
-  if (t.dev.size() == t.wall.size()) {
+  if (!t.dev.empty()) {
     double dm = median(t.dev);
     r.device_ms = dm * 1e3;
     if (dm > 0) r.device_median = work * w.scale / dm;
@@ -512,7 +523,8 @@ double host_memcpy_gbs(const BenchOptions& o) {
   size_t bytes = (o.quick ? 64ull : 256ull) << 20;
   std::vector<char> a(bytes, 1), b(bytes, 0);
   std::vector<double> t;
-  for (int k = 0; k < (o.quick ? 3 : 5); ++k) {
+  std::memcpy(b.data(), a.data(), bytes);  // warm-up
+  for (int k = 0; k < (o.quick ? 5 : 9); ++k) {
     auto t0 = Clock::now();
     std::memcpy(b.data(), a.data(), bytes);
     t.push_back(seconds_since(t0));
@@ -521,16 +533,6 @@ double host_memcpy_gbs(const BenchOptions& o) {
 }
 
 // ---- output -------------------------------------------------------------------------------
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (static_cast<unsigned char>(c) < 0x20) o += ' ';
-    else o += c;
-  }
-  return o + "\"";
-}
-
 std::string num(double v, int prec = 4) {
   if (!std::isfinite(v)) return "null";
   char b[64];
@@ -556,7 +558,7 @@ struct Report {
   double memcpy_gbs = 0;
   std::vector<std::string> order;  // workloads in the order they ran
   std::vector<Result> results;
-  std::string baseline;
+  std::string baseline, title;
   bool quick = false;
   double seconds = 0;
 };
@@ -583,26 +585,27 @@ void write_file(const std::string& path, const std::string& text, const char* wh
 std::string to_json(const Report& r) {
   std::ostringstream o;
   o << "{\"bench\":\"switchyard\",\"quick\":" << (r.quick ? "true" : "false")
-    << ",\"baseline\":" << json_str(r.baseline) << ",\"seconds\":" << num(r.seconds)
+    << ",\"baseline\":" << json_quote(r.baseline) << ",\"title\":" << json_quote(r.title)
+    << ",\"seconds\":" << num(r.seconds)
     << ",\"host_memcpy_gbs\":" << num(r.memcpy_gbs) << ",\n\"devices\":[";
   for (size_t k = 0; k < r.devices.size(); ++k) {
     Device* d = r.devices[k];
     auto c = r.ceilings.at(d->str());
-    o << (k ? ",\n " : "\n ") << "{\"device\":" << json_str(d->str()) << ",\"backend\":" << json_str(d->info().backend)
-      << ",\"name\":" << json_str(d->info().name) << ",\"type\":" << json_str(device_type_name(d->info().type))
+    o << (k ? ",\n " : "\n ") << "{\"device\":" << json_quote(d->str()) << ",\"backend\":" << json_quote(d->info().backend)
+      << ",\"name\":" << json_quote(d->info().name) << ",\"type\":" << json_quote(device_type_name(d->info().type))
       << ",\"ceilings\":{\"gemm_gflops\":" << num(c.gflops) << ",\"copy_gbs\":" << num(c.gbs) << "}}";
   }
   o << "],\n\"results\":[";
   for (size_t k = 0; k < r.results.size(); ++k) {
     const Result& x = r.results[k];
     auto opt = [&](double v) { return v < 0 ? std::string("null") : num(v); };
-    o << (k ? ",\n " : "\n ") << "{\"group\":" << json_str(x.group) << ",\"workload\":" << json_str(x.workload)
-      << ",\"unit\":" << json_str(x.unit) << ",\"device\":" << json_str(x.device) << ",\"median\":" << num(x.median)
+    o << (k ? ",\n " : "\n ") << "{\"group\":" << json_quote(x.group) << ",\"workload\":" << json_quote(x.workload)
+      << ",\"unit\":" << json_quote(x.unit) << ",\"device\":" << json_quote(x.device) << ",\"median\":" << num(x.median)
       << ",\"min\":" << num(x.min) << ",\"max\":" << num(x.max)
       << ",\"spread_pct\":" << num(x.median > 0 ? (x.max - x.min) / x.median * 100 : 0)
       << ",\"device_median\":" << opt(x.device_median) << ",\"wall_ms\":" << num(x.wall_ms)
       << ",\"device_ms\":" << opt(x.device_ms) << ",\"runs\":" << x.runs
-      << ",\"ceiling_share\":" << opt(x.share) << ",\"ceiling\":" << json_str(x.ceiling)
+      << ",\"ceiling_share\":" << opt(x.share) << ",\"ceiling\":" << json_quote(x.ceiling)
       << ",\"speedup\":" << opt(x.speedup) << "}";
   }
   o << "\n]}\n";
@@ -760,7 +763,15 @@ std::string to_table(const Report& r) {
     }
     o << "\n";
   }
-  return o.str();
+  std::string text = o.str(), out;  // without the padding at line ends
+  for (size_t b = 0; b < text.size();) {
+    size_t e = text.find('\n', b);
+    std::string line = text.substr(b, e - b);
+    line.erase(line.find_last_not_of(' ') + 1);
+    out += line + "\n";
+    b = e + 1;
+  }
+  return out;
 }
 
 // A horizontal grouped bar chart: one group per workload, one bar per device,
@@ -769,7 +780,8 @@ std::string to_table(const Report& r) {
 // largest figure in its section.
 std::string to_svg(const Report& r) {
   static const char* colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1"};
-  const int W = 980, label_w = 300, chart_w = 520, bar_h = 14, bar_gap = 2, group_gap = 10, top = 92;
+  const int W = 980, label_w = 300, chart_w = 520, bar_h = 14, bar_gap = 2, group_gap = 10;
+  const int top = r.title.empty() ? 92 : 110;
   std::vector<std::string> ws;
   for (const std::string& w : r.order)
     for (Device* d : r.devices)
@@ -800,10 +812,12 @@ std::string to_svg(const Report& r) {
     << ": throughput per workload (longer is faster)</text>\n"
     << "<text x=\"16\" y=\"46\" fill=\"#555\">Bars are scaled to the largest figure in their section; the label "
        "is the median over runs, from wall time.</text>\n";
+  const int legend_y = r.title.empty() ? 60 : 78;
+  if (!r.title.empty()) o << "<text x=\"16\" y=\"64\" font-weight=\"bold\" fill=\"#a33\">" << xml(r.title) << "</text>\n";
   for (int k = 0; k < nd; ++k) {
     int x = 16 + k * 300;
-    o << "<rect x=\"" << x << "\" y=\"60\" width=\"14\" height=\"14\" fill=\"" << colors[k % 7] << "\"/>\n"
-      << "<text x=\"" << x + 20 << "\" y=\"72\">" << xml(r.devices[k]->str() + " (" + r.devices[k]->info().name.substr(0, 30) + ")")
+    o << "<rect x=\"" << x << "\" y=\"" << legend_y << "\" width=\"14\" height=\"14\" fill=\"" << colors[k % 7] << "\"/>\n"
+      << "<text x=\"" << x + 20 << "\" y=\"" << legend_y + 12 << "\">" << xml(r.devices[k]->str() + " (" + r.devices[k]->info().name.substr(0, 30) + ")")
       << "</text>\n";
   }
   int y = top;
@@ -884,6 +898,7 @@ BenchOptions parse(const std::vector<std::string>& args) {
     else if (a == "--json") o.json = value();
     else if (a == "--csv") o.csv = value();
     else if (a == "--svg") o.svg = value();
+    else if (a == "--title") o.title = value();
     else if (a == "--staging-child") o.child = true;
     else throw Error("[bench] unknown option '" + a + "'\n" + kUsage);
   }
@@ -938,16 +953,20 @@ int run(const std::vector<std::string>& args) {
     devs.insert(devs.begin(), &b);
   }
   bool was_on = profile::enabled();
-  profile::set_enabled(true);
   profile::take();
 
   Report rep;
   rep.devices = devs;
   rep.baseline = o.child ? "" : device(o.baseline).str();
   rep.quick = o.quick;
+  rep.title = o.title;
   FILE* log = o.child || o.json == "-" || o.csv == "-" ? stderr : stdout;
+  // First, while this process is idle: its own threads (OpenBLAS's, the CPU
+  // pool's) still spinning after work would slow the second process down.
+  std::vector<Result> staged = o.child || !o.groups.count("transfer") ? std::vector<Result>{} : staging_rerun(o, devs);
   if (!o.child) {
     std::fprintf(log, "# switchyard bench%s\n", o.quick ? " --quick" : "");
+    if (!o.title.empty()) std::fprintf(log, "# %s\n", o.title.c_str());
     for (Device* d : devs) std::fprintf(log, "# %-10s %s\n", d->str().c_str(), d->info().name.c_str());
     rep.memcpy_gbs = host_memcpy_gbs(o);
     for (Device* d : devs) {
@@ -978,7 +997,7 @@ int run(const std::vector<std::string>& args) {
     write_file("-", to_csv(rep), "CSV");
     return 0;
   }
-  for (Result& x : staging_rerun(o, devs)) {
+  for (Result& x : staged) {
     if (std::find(rep.order.begin(), rep.order.end(), x.workload) == rep.order.end()) {
       // After the same size's other transfers.
       auto at = rep.order.end();

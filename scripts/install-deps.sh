@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # Installs what Switchyard needs on Debian/Ubuntu, only when it is missing.
-#   bash scripts/install-deps.sh          build, tests, Fashion-MNIST, and the Vulkan
+#   bash scripts/install-deps.sh          build, tests (python3 checks the bench's and
+#                                         the profiler's outputs), Fashion-MNIST, and the Vulkan
 #                                         backend: headers, glslc, spirv-val, the
 #                                         validation layers and Mesa's drivers
 #                                         (lavapipe runs Vulkan on the CPU)

@@ -11,6 +11,7 @@
 
 #include "bench.h"
 #include "mlp.h"
+#include "switchyard/json.h"
 #include "switchyard/profile.h"
 #include "switchyard/switchyard.h"
 #include "trainer.h"
@@ -18,19 +19,6 @@
 namespace sy = switchyard;
 
 namespace {
-
-std::string json_escape(const std::string& s) {
-  std::string o;
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      o += b;
-    } else o += c;
-  }
-  return o;
-}
 
 double peak_rss_mb() {
   rusage u{};
@@ -71,18 +59,18 @@ int cmd_devices(const std::vector<std::string>& args) {
     for (auto& b : sy::backends()) {
       if (b.devices.empty()) {
         o << (first ? "" : ",") << "{\"backend\":\"" << b.name
-          << "\",\"available\":false,\"reason\":\"" << json_escape(b.reason) << "\"}";
+          << "\",\"available\":false,\"reason\":" << sy::json_quote(b.reason) << "}";
         first = false;
       }
       for (auto& d : b.devices) {
         auto& i = d->info();
         o << (first ? "" : ",") << "{\"device\":\"" << i.str() << "\",\"backend\":\"" << i.backend
-          << "\",\"available\":true,\"name\":\"" << json_escape(i.name) << "\",\"type\":\""
+          << "\",\"available\":true,\"name\":" << sy::json_quote(i.name) << ",\"type\":\""
           << sy::device_type_name(i.type) << "\",\"memory_bytes\":" << i.memory_bytes
           << ",\"properties\":{";
         for (size_t k = 0; k < i.properties.size(); ++k)
-          o << (k ? "," : "") << "\"" << json_escape(i.properties[k].first) << "\":\""
-            << json_escape(i.properties[k].second) << "\"";
+          o << (k ? "," : "") << sy::json_quote(i.properties[k].first) << ":"
+            << sy::json_quote(i.properties[k].second);
         o << "}}";
         first = false;
       }

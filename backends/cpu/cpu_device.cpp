@@ -60,15 +60,7 @@ class CpuDevice final : public Device {
   // The CPU's "device time" is its own clock around each memcpy and kernel
   // (execution is synchronous).
   void timed(profile::Track t, const char* name, size_t bytes, int64_t t0) {
-    profile::Event e;
-    e.track = t;
-    e.device = str();
-    e.name = name;
-    e.start_ns = t0;
-    e.dur_ns = profile::now_ns() - t0;
-    e.bytes = bytes;
-    e.device_clock = true;
-    profile::record(std::move(e));
+    profile::record_since(t, *this, name, t0, bytes, true);
   }
   void upload_impl(Buffer dst, size_t off, const void* src, size_t n) override {
     int64_t t0 = profile::enabled() ? profile::now_ns() : -1;

@@ -433,14 +433,7 @@ cudaEvent_t CudaDevice::timing_event() {
 }
 
 void CudaDevice::host_transfer(const char* kind, size_t bytes, int64_t t0) {
-  profile::Event e;
-  e.track = profile::Track::transfer;
-  e.device = str();
-  e.name = kind;
-  e.start_ns = t0;
-  e.dur_ns = profile::now_ns() - t0;
-  e.bytes = bytes;
-  profile::record(std::move(e));
+  profile::record_since(profile::Track::transfer, *this, kind, t0, bytes);
 }
 
 cudaEvent_t CudaDevice::prof_begin() {

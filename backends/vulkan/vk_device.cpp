@@ -699,15 +699,9 @@ class VulkanDevice final : public Device {
 
   // A host-side transfer (zero-copy memcpy): timed on the host's clock.
   void host_transfer(const char* kind, size_t bytes, int64_t t0) {
-    profile::Event e;
-    e.track = profile::Track::transfer;
-    e.device = str();
-    e.name = kind;
-    e.start_ns = t0;
-    e.dur_ns = profile::now_ns() - t0;
-    e.bytes = bytes;
-    profile::record(std::move(e));
+    profile::record_since(profile::Track::transfer, *this, kind, t0, bytes);
   }
+
 
   // Work is submitted in batches: the command buffers recorded since the
   // last vkQueueSubmit (transfers, at most one Program, the transfers after

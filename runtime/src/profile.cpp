@@ -13,6 +13,7 @@
 
 #include "switchyard/device.h"
 #include "switchyard/error.h"
+#include "switchyard/json.h"
 
 namespace switchyard::profile {
 namespace detail {
@@ -32,19 +33,6 @@ struct Store {
 Store& store() {
   static Store* s = new Store;  // never destroyed: atexit reports read it
   return *s;
-}
-
-std::string json_str(const std::string& s) {
-  std::string o = "\"";
-  for (char c : s) {
-    if (c == '"' || c == '\\') o += '\\', o += c;
-    else if (static_cast<unsigned char>(c) < 0x20) {
-      char b[8];
-      std::snprintf(b, sizeof b, "\\u%04x", c);
-      o += b;
-    } else o += c;
-  }
-  return o + "\"";
 }
 
 void report_at_exit() {
@@ -124,6 +112,18 @@ void clear() {
   std::lock_guard lock(s.mu);
   s.events.clear();
   s.dropped = 0;
+}
+
+void record_since(Track t, const Device& d, const char* name, int64_t t0, uint64_t bytes, bool device_clock) {
+  Event e;
+  e.track = t;
+  e.device = d.str();
+  e.name = name;
+  e.start_ns = t0;
+  e.dur_ns = now_ns() - t0;
+  e.bytes = bytes;
+  e.device_clock = device_clock;
+  record(std::move(e));
 }
 
 Span::Span(Track t, const char* name, const Device* d)
@@ -273,7 +273,7 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
   bool first = true;
   auto meta = [&](int pid, int tid, const char* what, const std::string& name) {
     f << (first ? "" : ",\n") << "{\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":" << tid
-      << ",\"name\":\"" << what << "\",\"args\":{\"name\":" << json_str(name) << "}}";
+      << ",\"name\":\"" << what << "\",\"args\":{\"name\":" << json_quote(name) << "}}";
     first = false;
   };
   std::map<std::pair<int, int>, bool> named;
@@ -301,10 +301,10 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
     int64_t dur = std::max<int64_t>(0, stop - start);
     ends.push_back(start + dur);
     f << ",\n{\"ph\":\"X\",\"pid\":" << pid << ",\"tid\":" << tid << ",\"cat\":\""
-      << track_name(e->track) << "\",\"name\":" << json_str(e->name);
+      << track_name(e->track) << "\",\"name\":" << json_quote(e->name);
     std::snprintf(num, sizeof num, ",\"ts\":%.3f,\"dur\":%.3f", double(start) * 1e-3,
                   double(dur) * 1e-3);
-    f << num << ",\"args\":{\"device\":" << json_str(e->device)
+    f << num << ",\"args\":{\"device\":" << json_quote(e->device)
       << ",\"clock\":\"" << (e->device_clock ? "device" : "host") << "\"";
     if (e->bytes) f << ",\"bytes\":" << e->bytes;
     std::snprintf(num, sizeof num, ",\"measured_us\":%.3f}}", double(e->dur_ns) * 1e-3);

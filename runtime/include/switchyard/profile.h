@@ -58,6 +58,11 @@ void set_enabled(bool on);
 int64_t now_ns();
 
 void record(Event e);
+// Records work on `d` that began at `t0` (now_ns()) and ends now, timed by
+// the host's clock: a kernel or memcpy the host itself runs (device_clock:
+// the host is that device, as for the CPU backend).
+void record_since(Track t, const Device& d, const char* name, int64_t t0, uint64_t bytes = 0,
+                  bool device_clock = false);
 // Every event recorded so far (a copy), or taken out (cleared).
 std::vector<Event> events();
 std::vector<Event> take();
