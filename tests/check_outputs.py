@@ -39,6 +39,10 @@ def run(cmd, env=None):
     sys.stdout.write(p.stdout[-6000:])
     sys.stdout.write(p.stderr[-3000:])
     check(p.returncode == 0, "%s exited with %d" % (cmd[0], p.returncode))
+    # Only the end of stderr is echoed above, so the Vulkan validation layer's
+    # reports are looked for here, in all of it.
+    bad = [l for l in p.stderr.splitlines() if "[vulkan validation]" in l]
+    check(not bad, "%s: the validation layer reported: %s" % (cmd[0], "\n".join(bad[:5])))
     return p
 
 
@@ -117,6 +121,16 @@ def check_bench(exe, out):
         check(float(b.get("width")) > 0, "bar width")
     print("bench: %d figures, %d workloads, %d devices, %.1f s" % (len(results), len(workloads), len(devices),
                                                                      r["seconds"]))
+
+    # One device named two ways ("vulkan" is "vulkan:0") is measured once,
+    # and a baseline named either way is that device.
+    for gpu in gpus[:1]:
+        alias = gpu.split(":")[0]
+        r = json.loads(run([exe, "bench", "--quick", "--ops", "gemm", "--sizes", "64", "--devices",
+                            alias + "," + gpu, "--baseline", alias, "--json", "-"]).stdout)
+        check([d["device"] for d in r["devices"]] == [gpu], "%s,%s is one device: %s" % (alias, gpu, r["devices"]))
+        check(r["baseline"] == gpu, "baseline %s is %s, found %s" % (alias, gpu, r["baseline"]))
+        check(r["results"] and all(abs(x["speedup"] - 1) < 1e-9 for x in r["results"]), "the baseline's speed-up is 1")
 
 
 def check_trace_file(path, device, launches):

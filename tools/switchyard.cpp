@@ -168,11 +168,14 @@ int cmd_train(const std::vector<std::string>& args) {
   if (prof) {
     dev.synchronize();  // every timestamp read back
     auto events = sy::profile::events();
-    std::printf("%s", sy::profile::format_summary(sy::profile::summarize(events)).c_str());
+    // With --json, stdout holds JSON lines only; the table goes to stderr.
+    FILE* table = json ? stderr : stdout;
+    std::fprintf(table, "%s", sy::profile::format_summary(sy::profile::summarize(events)).c_str());
     if (!trace.empty()) {
       sy::profile::write_chrome_trace(trace, events);
-      std::printf("profile: wrote Chrome trace %s (%zu events)\n", trace.c_str(), events.size());
+      std::fprintf(table, "profile: wrote Chrome trace %s (%zu events)\n", trace.c_str(), events.size());
     }
+    std::fflush(table);
     // What the device ran, by its own counters: the trace's kernel events
     // must match these.
     for (size_t k = 0; k < size_t(sy::Kernel::count_); ++k)

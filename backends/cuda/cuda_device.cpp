@@ -345,7 +345,7 @@ void CudaDevice::upload_impl(Buffer dst, size_t off, const void* src, size_t n) 
     size_t c = std::min(kChunk, n - done);
     size_t r = ring_reserve(c);
     std::memcpy(ring_ + r, s + done, c);
-    cudaEvent_t t0 = prof_begin();
+    ProfRec* t0 = prof_begin();
     SY_CUDA("upload", cudaMemcpyAsync(d + done, ring_ + r, c, cudaMemcpyHostToDevice, stream_));
     prof_end(t0, "upload (staging)", c);
     record_segment(r, r + c);
@@ -367,7 +367,7 @@ void CudaDevice::download_impl(Buffer src, size_t off, void* dst, size_t n) {
   }
   // Into pinned memory of ours: straight there (complete by synchronize()).
   if (HostAlloc* h = host_alloc_containing(d, n)) {
-    cudaEvent_t t0 = prof_begin();
+    ProfRec* t0 = prof_begin();
     SY_CUDA("download", cudaMemcpyAsync(d, s, n, cudaMemcpyDeviceToHost, stream_));
     prof_end(t0, "download (to pinned)", n);
     note_host_use(h);
@@ -376,7 +376,7 @@ void CudaDevice::download_impl(Buffer src, size_t off, void* dst, size_t n) {
   for (size_t done = 0; done < n;) {
     size_t c = std::min(kChunk, n - done);
     size_t r = ring_reserve(c);
-    cudaEvent_t t0 = prof_begin();
+    ProfRec* t0 = prof_begin();
     SY_CUDA("download", cudaMemcpyAsync(ring_ + r, s + done, c, cudaMemcpyDeviceToHost, stream_));
     prof_end(t0, "download (staging)", c);
     host_copies_.push_back({next_serial_, ring_ + r, d + done, c});
@@ -402,7 +402,7 @@ void CudaDevice::copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t
     // is one): go through a temporary, reusable at once (stream order).
     void* tmp = alloc_.allocate(n);
     if (!tmp) throw_oom("copy", n);
-    cudaEvent_t t0 = prof_begin();
+    ProfRec* t0 = prof_begin();
     cudaError_t e1 = cudaMemcpyAsync(tmp, s, n, cudaMemcpyDefault, stream_);
     cudaError_t e2 = e1 == cudaSuccess ? cudaMemcpyAsync(d, tmp, n, cudaMemcpyDefault, stream_) : e1;
     alloc_.free(tmp);
@@ -412,7 +412,7 @@ void CudaDevice::copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t
     note_host_use(host_alloc(dst.handle));
     return;
   }
-  cudaEvent_t t0 = prof_begin();
+  ProfRec* t0 = prof_begin();
   SY_CUDA("copy", cudaMemcpyAsync(d, s, n, cudaMemcpyDefault, stream_));
   prof_end(t0, copy_kind(src, dst), n);
   note_host_use(host_alloc(src.handle));  // a pinned source or destination
@@ -436,26 +436,28 @@ void CudaDevice::host_transfer(const char* kind, size_t bytes, int64_t t0) {
   profile::record_since(profile::Track::transfer, *this, kind, t0, bytes);
 }
 
-cudaEvent_t CudaDevice::prof_begin() {
+CudaDevice::ProfRec* CudaDevice::prof_begin() {
   if (!profile::enabled()) return nullptr;
   if (prof_.size() >= 4096) {  // bound what waits: harvest what is done
     SY_CUDA("profile", cudaStreamSynchronize(stream_));
     harvest();
   }
-  cudaEvent_t e = timing_event();
-  SY_CUDA("profile", cudaEventRecord(e, stream_));
-  return e;
+  ProfRec& r = prof_.emplace_back();
+  r.host_ns = profile::now_ns();
+  prof_mark(&r);
+  return &r;
 }
 
-void CudaDevice::prof_end(cudaEvent_t begin, const char* name, uint64_t bytes) {
-  if (!begin) return;
-  ProfRec r;
-  r.ev = {begin, timing_event()};
-  SY_CUDA("profile", cudaEventRecord(r.ev[1], stream_));
-  r.name = name;
-  r.bytes = bytes;
-  r.host_ns = profile::now_ns();
-  prof_.push_back(std::move(r));
+void CudaDevice::prof_mark(ProfRec* r) {
+  r->ev.push_back(timing_event());
+  SY_CUDA("profile", cudaEventRecord(r->ev.back(), stream_));
+}
+
+void CudaDevice::prof_end(ProfRec* r, const char* name, uint64_t bytes) {
+  if (!r) return;
+  r->name = name;
+  r->bytes = bytes;
+  prof_mark(r);
 }
 
 // After the stream is idle: elapsed times between each record's events,
@@ -557,18 +559,14 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
     register_exit_teardown();
   }
   ++runs_;
-  if (cudaEvent_t t0 = p.instrs.empty() ? nullptr : prof_begin()) {
-    // Profiled: eagerly, with an event after each launch.
-    ProfRec r;
-    r.ev.push_back(t0);
-    r.host_ns = profile::now_ns();
+  if (ProfRec* r = p.instrs.empty() ? nullptr : prof_begin()) {
+    // Profiled: eagerly, with an event after each launch (harvest() reads
+    // one kernel per event after the first, whatever was reached).
     for (size_t i = 0; i < p.instrs.size(); ++i) {
       dispatch(p.instrs[i], &ptrs_[i * 5], gemm_, env_);
-      r.ev.push_back(timing_event());
-      SY_CUDA("profile", cudaEventRecord(r.ev.back(), stream_));
-      r.kernels.push_back(p.instrs[i].kernel);
+      r->kernels.push_back(p.instrs[i].kernel);
+      prof_mark(r);
     }
-    prof_.push_back(std::move(r));
     counters_.queue_submits += p.instrs.size();
     return;
   }

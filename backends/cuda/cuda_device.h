@@ -104,8 +104,12 @@ class CudaDevice final : public Device {
   };
   cudaEvent_t timing_event();
   const char* copy_kind(Buffer src, Buffer dst);
-  cudaEvent_t prof_begin();  // nullptr when the profiler is off
-  void prof_end(cudaEvent_t begin, const char* name, uint64_t bytes);
+  // A record with its first event enqueued, already in prof_ (so an
+  // exception before prof_end loses no event); nullptr when the profiler is
+  // off. Valid until the next prof_begin.
+  ProfRec* prof_begin();
+  void prof_mark(ProfRec* r);  // enqueues the record's next event
+  void prof_end(ProfRec* r, const char* name, uint64_t bytes);
   void host_transfer(const char* kind, size_t bytes, int64_t t0);  // a host memcpy, host-timed
   void harvest();
 

@@ -510,6 +510,8 @@ class VulkanDevice final : public Device {
     query_segs_.clear();
     batch_prof_.clear();
     query_head_ = 0;
+    ts_anchored_ = false;
+    ts_offset_ = 0;
     pipelines_.clear();
     pipeline_index_.clear();
     desc_pools_.clear();
@@ -1339,7 +1341,11 @@ class VulkanDevice final : public Device {
     if (fr.sets.size() != n) allocate_sets(fr, n);
     // Without update-after-bind, writing a set invalidates the recording.
     if (write_sets(fr, n) && !uab_) fr.recorded = false;
-    // While profiling, each run is recorded anew with its own queries.
+    // While profiling, each run is recorded anew with its own queries. The
+    // queries are tagged with the next serial, so the Program waiting in the
+    // batch goes first (enqueue_program would submit it anyway), and this one
+    // runs as that serial.
+    if (profiling() && batch_has_program_) flush();
     int64_t query = profiling() ? query_reserve(uint32_t(n + 1)) : -1;
     if (query >= 0 || fr.profiled) fr.recorded = false;
     if (!fr.recorded) record(fr, prog, key, query);

@@ -104,6 +104,7 @@ std::vector<Event> take() {
   std::lock_guard lock(s.mu);
   std::vector<Event> out;
   out.swap(s.events);
+  s.dropped = 0;
   return out;
 }
 

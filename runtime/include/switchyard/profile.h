@@ -7,6 +7,10 @@
 // profile::set_enabled(true), `switchyard train --profile`, or
 // SWITCHYARD_PROFILE=1 for any program: then at exit the summary table goes to
 // stderr, and SWITCHYARD_TRACE=FILE also writes a Chrome trace there.
+// Device time is read back when the work completes and the device notices
+// (a synchronize(), a download, a wait for a reused resource): the exit
+// report leaves out work the program never waited for, so a program that
+// wants all of it calls synchronize() on its devices before it returns.
 //
 // Events carry host-clock times (steady_clock ns since the profiler started).
 // Device timestamps are mapped onto that clock per submission: a submission's
@@ -67,8 +71,9 @@ void record_since(Track t, const Device& d, const char* name, int64_t t0, uint64
 std::vector<Event> events();
 std::vector<Event> take();
 void clear();
-// Events beyond this many are counted in the summary but left out of the
-// trace (a long run would otherwise grow without bound).
+// Events beyond this many are not kept (a long run would otherwise grow
+// without bound): the summary and the trace cover the first this many, and
+// format_summary says how many were dropped.
 constexpr size_t kMaxTraceEvents = 2'000'000;
 
 // Times a host span on the given track while enabled.
