@@ -13,9 +13,11 @@
 // transfer events.
 #include "bench.h"
 
+#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -930,18 +932,21 @@ std::vector<Result> staging_rerun(const BenchOptions& o, const std::vector<Devic
     for (size_t k = 0; k < o.sizes.size(); ++k) cmd += (k ? "," : "") + std::to_string(o.sizes[k]);
   }
   std::fprintf(stderr, "bench: measuring the staging path of %s in a second process\n", list.c_str());
+  // The rest of the benchmark stands without these figures if this fails.
+  auto skipped = [&](const std::string& why) {
+    std::fprintf(stderr, "bench: warning: the staging-path run %s, its figures are left out: %s\n", why.c_str(),
+                 cmd.c_str());
+    return std::vector<Result>{};
+  };
   FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return {};
+  if (!p) return skipped(std::string("could not start (") + std::strerror(errno) + ")");
   std::string out;
   char buf[4096];
   while (size_t k = std::fread(buf, 1, sizeof buf, p)) out.append(buf, k);
   int st = pclose(p);
-  if (st != 0) {
-    // The rest of the benchmark stands without these figures.
-    std::fprintf(stderr, "bench: warning: the staging-path run failed (status %d), its figures are left out: %s\n", st,
-                 cmd.c_str());
-    return {};
-  }
+  if (st == -1) return skipped("could not be waited for");
+  if (WIFSIGNALED(st)) return skipped("was killed by signal " + std::to_string(WTERMSIG(st)));
+  if (WEXITSTATUS(st) != 0) return skipped("failed (exit code " + std::to_string(WEXITSTATUS(st)) + ")");
   std::vector<Result> rs;
   for (Result& x : from_csv(out))
     if (x.workload.find("staging") != std::string::npos) rs.push_back(x);

@@ -96,7 +96,7 @@ def check_bench(exe, out):
         check(x["ceiling_share"] is not None and x["ceiling_share"] > 0, "%s: share of a ceiling" % name)
         check(x["unit"] in ("GFLOP/s", "GB/s", "samples/s"), "%s: unit %s" % (name, x["unit"]))
         if x["device"] == "cpu":
-            check(abs(x["speedup"] - 1) < 1e-9, "%s: the baseline's speed-up is 1" % name)
+            check(x["speedup"] is not None and abs(x["speedup"] - 1) < 1e-9, "%s: the baseline's speed-up is 1" % name)
         elif x["group"] != "transfer":
             check(x["speedup"] is not None and x["speedup"] > 0, "%s: speed-up against cpu" % name)
 
@@ -130,7 +130,7 @@ def check_bench(exe, out):
                             alias + "," + gpu, "--baseline", alias, "--json", "-"]).stdout)
         check([d["device"] for d in r["devices"]] == [gpu], "%s,%s is one device: %s" % (alias, gpu, r["devices"]))
         check(r["baseline"] == gpu, "baseline %s is %s, found %s" % (alias, gpu, r["baseline"]))
-        check(r["results"] and all(abs(x["speedup"] - 1) < 1e-9 for x in r["results"]), "the baseline's speed-up is 1")
+        check(r["results"] and all(x["speedup"] is not None and abs(x["speedup"] - 1) < 1e-9 for x in r["results"]), "the baseline's speed-up is 1")
 
 
 def check_trace_file(path, device, launches):

@@ -1345,8 +1345,9 @@ class VulkanDevice final : public Device {
     // queries are tagged with the next serial, so the Program waiting in the
     // batch goes first (enqueue_program would submit it anyway), and this one
     // runs as that serial.
-    if (profiling() && batch_has_program_) flush();
-    int64_t query = profiling() ? query_reserve(uint32_t(n + 1)) : -1;
+    const bool prof = profiling();
+    if (prof && batch_has_program_) flush();
+    int64_t query = prof ? query_reserve(uint32_t(n + 1)) : -1;
     if (query >= 0 || fr.profiled) fr.recorded = false;
     if (!fr.recorded) record(fr, prog, key, query);
     fr.serial = enqueue_program(fr.cb);
