@@ -96,7 +96,8 @@ def check_bench(exe, out):
         check(x["ceiling_share"] is not None and x["ceiling_share"] > 0, "%s: share of a ceiling" % name)
         check(x["unit"] in ("GFLOP/s", "GB/s", "samples/s"), "%s: unit %s" % (name, x["unit"]))
         if x["device"] == "cpu":
-            check(x["speedup"] is not None and abs(x["speedup"] - 1) < 1e-9, "%s: the baseline's speed-up is 1" % name)
+            check(x["speedup"] is not None and abs(x["speedup"] - 1) < 1e-9,
+                  "%s: the baseline's speed-up is 1" % name)
         elif x["group"] != "transfer":
             check(x["speedup"] is not None and x["speedup"] > 0, "%s: speed-up against cpu" % name)
 
@@ -130,7 +131,8 @@ def check_bench(exe, out):
                             alias + "," + gpu, "--baseline", alias, "--json", "-"]).stdout)
         check([d["device"] for d in r["devices"]] == [gpu], "%s,%s is one device: %s" % (alias, gpu, r["devices"]))
         check(r["baseline"] == gpu, "baseline %s is %s, found %s" % (alias, gpu, r["baseline"]))
-        check(r["results"] and all(x["speedup"] is not None and abs(x["speedup"] - 1) < 1e-9 for x in r["results"]), "the baseline's speed-up is 1")
+        check(r["results"] and all(x["speedup"] is not None and abs(x["speedup"] - 1) < 1e-9 for x in r["results"]),
+              "the baseline's speed-up is 1")
 
 
 def check_trace_file(path, device, launches):
@@ -191,7 +193,15 @@ def check_env(exe, out):
             env={"SWITCHYARD_PROFILE": "1", "SWITCHYARD_TRACE": path})
     check("profile: device time per kernel and transfer kind" in p.stderr, "the table at exit, on stderr")
     check_trace_file(path, "cpu", None)
-    print("env: table printed at exit, trace written")
+    # train --json --profile: stdout stays JSON lines, the table goes to stderr.
+    p = run([exe, "train", "--device", "cpu", "--epochs", "1", "--limit", "512", "--json", "--profile"])
+    for line in p.stdout.splitlines():
+        try:
+            json.loads(line)
+        except ValueError:
+            fail("train --json --profile: a stdout line that is not JSON: %r" % line)
+    check("profile: device time per kernel and transfer kind" in p.stderr, "--json --profile: the table on stderr")
+    print("env: table printed at exit, trace written; --json --profile keeps stdout JSON")
 
 
 def main():
