@@ -13,6 +13,8 @@
 // transfer events.
 #include "bench.h"
 
+#include <CLI/CLI.hpp>
+
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -31,25 +33,33 @@
 
 #include "mlp.h"
 #include "report.h"
+#include "switchyard/backend/device.h"
 #include "switchyard/optim.h"
 #include "switchyard/profile.h"
 #include "switchyard/switchyard.h"
 
 namespace switchyard::bench {
 
-const char* const kUsage =
-    "usage: switchyard bench [options]\n"
-    "  --devices LIST   devices to compare, e.g. cpu,vulkan:0,cuda:0 (default: every available one)\n"
-    "  --baseline DEV   device the speed-up column compares against (default: cpu)\n"
-    "  --ops LIST       groups to run: gemm,elementwise,reduce,softmax,optim,transfer,model (default: all)\n"
-    "  --sizes LIST     the size of each selected group: GEMM square N, elements in Mi (2^20)\n"
-    "                   for elementwise/reduce/softmax/optim, MiB for transfers, batch for models\n"
-    "  --quick          fewer sizes and runs (under a minute on a 2-core CPU with lavapipe)\n"
-    "  --json FILE      write every figure as JSON ('-': stdout)\n"
-    "  --csv FILE       write every figure as CSV ('-': stdout)\n"
-    "  --svg FILE       write a grouped bar chart (one group per workload, one bar per device)\n"
-    "  --title TEXT     a line saying where the figures come from, in the chart and the outputs\n"
-    "Figures are the median over repeated runs after warm-up, with the spread (max - min) / median.\n";
+std::string closest_option(const std::string& word, const std::vector<std::string>& known) {
+  auto dist = [](const std::string& a, const std::string& b) {
+    std::vector<size_t> d(b.size() + 1);
+    for (size_t j = 0; j <= b.size(); ++j) d[j] = j;
+    for (size_t i = 1; i <= a.size(); ++i) {
+      size_t prev = d[0]++;
+      for (size_t j = 1; j <= b.size(); ++j) {
+        size_t cur = d[j];
+        d[j] = std::min({d[j] + 1, d[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1)});
+        prev = cur;
+      }
+    }
+    return d[b.size()];
+  };
+  std::string best;
+  size_t best_d = 3;  // at most two edits away
+  for (const auto& k : known)
+    if (size_t d = dist(word, k); d < best_d) best = k, best_d = d;
+  return best;
+}
 
 namespace {
 
@@ -78,8 +88,8 @@ struct Workload {
   std::string group, name, unit;
   double scale = 1e-9;  // unit = work * scale / seconds
   double flop_per_unit = 0;
-  std::function<bool(Device&)> applies = [](Device&) { return true; };
-  std::function<Prepared(Device&)> prepare;
+  std::function<bool(BackendDevice&)> applies = [](BackendDevice&) { return true; };
+  std::function<Prepared(BackendDevice&)> prepare;
 };
 
 double seconds_since(Clock::time_point t0) {
@@ -115,7 +125,7 @@ double median(std::vector<double> v) {
 // profiler on give the device times: the run's kernel and transfer events on
 // this device. Profiling changes the host's path (Vulkan records each run
 // anew, CUDA runs eagerly), so it stays off while wall time is measured.
-Timing measure(Device& d, const std::function<void()>& run, const BenchOptions& o) {
+Timing measure(BackendDevice& d, const std::function<void()>& run, const BenchOptions& o) {
   const double budget = o.quick ? 0.15 : 0.6;
   const int min_runs = o.quick ? 3 : 5, max_runs = o.quick ? 7 : 25;
   profile::set_enabled(false);
@@ -147,7 +157,7 @@ Timing measure(Device& d, const std::function<void()>& run, const BenchOptions& 
   return t;
 }
 
-Result summarize(const Workload& w, Device& d, const Timing& t, double work) {
+Result summarize(const Workload& w, BackendDevice& d, const Timing& t, double work) {
   Result r;
   r.group = w.group, r.workload = w.name, r.unit = w.unit, r.device = d.str();
   r.flop_per_unit = w.flop_per_unit;
@@ -167,15 +177,15 @@ Result summarize(const Workload& w, Device& d, const Timing& t, double work) {
 
 // ---- device-level helpers --------------------------------------------------------------
 struct DevBuf {
-  Device* d;
+  BackendDevice* d;
   Buffer b;
-  DevBuf(Device& dev, size_t bytes) : d(&dev), b(dev.allocate(bytes)) {}
+  DevBuf(BackendDevice& dev, size_t bytes) : d(&dev), b(dev.allocate(bytes)) {}
   ~DevBuf() { d->release(b); }
   DevBuf(const DevBuf&) = delete;
   DevBuf& operator=(const DevBuf&) = delete;
 };
 
-void upload_random(Device& d, Buffer b, size_t floats, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+void upload_random(BackendDevice& d, Buffer b, size_t floats, uint32_t seed, float lo = -1.f, float hi = 1.f) {
   std::vector<float> v(floats);
   uint32_t x = seed * 2654435761u + 1;
   for (auto& f : v) {  // a cheap LCG: benchmark inputs need spread, not quality
@@ -201,7 +211,7 @@ struct KernelCase {
   int classes = 10;
 };
 
-Prepared prepare_kernel(Device& d, KernelCase kc, double work) {
+Prepared prepare_kernel(BackendDevice& d, KernelCase kc, double work) {
   auto bufs = std::make_shared<std::vector<std::unique_ptr<DevBuf>>>();
   std::vector<Binding> bind;
   for (size_t a = 0; a < kc.bytes.size(); ++a) {
@@ -245,9 +255,11 @@ Prepared prepare_kernel(Device& d, KernelCase kc, double work) {
   return p;
 }
 
-Instr make(Kernel k) {
+// A launch of the kernel `p` belongs to.
+Instr make(const KernelParams& p) {
   Instr i;
-  i.kernel = k;
+  i.kernel = p.kernel();
+  i.params = p;
   return i;
 }
 
@@ -279,11 +291,9 @@ std::vector<Workload> workloads(const BenchOptions& o) {
       gs.push_back({"gemm mlp bwd dW=dY^T.X 256x784x128", kMlpH1, kMlpIn, 128, true, false});
     }
     for (const G& g : gs)
-      w.push_back({"gemm", g.name, "GFLOP/s", 1e-9, 0, [](Device&) { return true; }, [g](Device& d) {
-        KernelCase kc{make(Kernel::gemm), {size_t(g.M * g.N * 4), size_t(g.M * g.K * 4), size_t(g.K * g.N * 4)}, {}};
-        int64_t* i = kc.ins.params.i;
-        i[0] = g.M, i[1] = g.N, i[2] = g.K, i[3] = g.ta, i[4] = g.tb;
-        kc.ins.params.f[0] = 1.f;
+      w.push_back({"gemm", g.name, "GFLOP/s", 1e-9, 0, [](BackendDevice&) { return true; }, [g](BackendDevice& d) {
+        GemmParams p{.m = g.M, .n = g.N, .k = g.K, .trans_a = g.ta, .trans_b = g.tb, .alpha = 1.f};
+        KernelCase kc{make(p), {size_t(g.M * g.N * 4), size_t(g.M * g.K * 4), size_t(g.K * g.N * 4)}, {}};
         return prepare_kernel(d, kc, 2.0 * double(g.M) * double(g.N) * double(g.K));
       }});
   }
@@ -297,17 +307,13 @@ std::vector<Workload> workloads(const BenchOptions& o) {
   // for one tensor on small devices.
   if (want("elementwise"))
     for (int64_t n : elems({4 << 20, 16 << 20}, {16 << 20})) {
-      w.push_back({"elementwise", "add " + fmt_size(n), "GB/s", 1e-9, 0, [](Device&) { return true; }, [n](Device& d) {
-        KernelCase kc{make(Kernel::binary), {size_t(n * 4), size_t(n * 4), size_t(n * 4)}, {}};
-        int64_t* i = kc.ins.params.i;
-        i[0] = 1, i[1] = 1, i[2] = 1, i[3] = n, i[7] = 1, i[11] = 1;
-        kc.ins.params.op = int32_t(Binary::add);
+      w.push_back({"elementwise", "add " + fmt_size(n), "GB/s", 1e-9, 0, [](BackendDevice&) { return true; }, [n](BackendDevice& d) {
+        BinaryParams p{.op = Binary::add, .dims = {1, 1, 1, n}, .a_strides = {0, 0, 0, 1}, .b_strides = {0, 0, 0, 1}};
+        KernelCase kc{make(p), {size_t(n * 4), size_t(n * 4), size_t(n * 4)}, {}};
         return prepare_kernel(d, kc, 3.0 * double(n) * 4);
       }});
-      w.push_back({"elementwise", "relu " + fmt_size(n), "GB/s", 1e-9, 0, [](Device&) { return true; }, [n](Device& d) {
-        KernelCase kc{make(Kernel::unary), {size_t(n * 4), size_t(n * 4)}, {}};
-        kc.ins.params.op = int32_t(Unary::relu);
-        kc.ins.params.i[0] = n;
+      w.push_back({"elementwise", "relu " + fmt_size(n), "GB/s", 1e-9, 0, [](BackendDevice&) { return true; }, [n](BackendDevice& d) {
+        KernelCase kc{make(UnaryParams{.op = Unary::relu, .n = n}), {size_t(n * 4), size_t(n * 4)}, {}};
         return prepare_kernel(d, kc, 2.0 * double(n) * 4);
       }});
     }
@@ -315,16 +321,14 @@ std::vector<Workload> workloads(const BenchOptions& o) {
     for (int64_t n : elems({4 << 20, 16 << 20}, {16 << 20})) {
       const int64_t rows = 4096, cols = std::max<int64_t>(n / rows, 1);
       std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
-      w.push_back({"reduce", "sum rows " + shape, "GB/s", 1e-9, 0, [](Device&) { return true; }, [rows, cols](Device& d) {
-        KernelCase kc{make(Kernel::reduce_sum), {size_t(rows * 4), size_t(rows * cols * 4)}, {}};
-        kc.ins.params.i[0] = rows, kc.ins.params.i[1] = cols, kc.ins.params.i[2] = 1;
-        kc.ins.params.f[0] = 1.f;
+      w.push_back({"reduce", "sum rows " + shape, "GB/s", 1e-9, 0, [](BackendDevice&) { return true; }, [rows, cols](BackendDevice& d) {
+        ReduceSumParams p{.outer = rows, .len = cols, .inner = 1, .scale = 1.f};
+        KernelCase kc{make(p), {size_t(rows * 4), size_t(rows * cols * 4)}, {}};
         return prepare_kernel(d, kc, double(rows * cols) * 4);
       }});
-      w.push_back({"reduce", "sum cols " + shape, "GB/s", 1e-9, 0, [](Device&) { return true; }, [rows, cols](Device& d) {
-        KernelCase kc{make(Kernel::reduce_sum), {size_t(cols * 4), size_t(rows * cols * 4)}, {}};
-        kc.ins.params.i[0] = 1, kc.ins.params.i[1] = rows, kc.ins.params.i[2] = cols;
-        kc.ins.params.f[0] = 1.f;
+      w.push_back({"reduce", "sum cols " + shape, "GB/s", 1e-9, 0, [](BackendDevice&) { return true; }, [rows, cols](BackendDevice& d) {
+        ReduceSumParams p{.outer = 1, .len = rows, .inner = cols, .scale = 1.f};
+        KernelCase kc{make(p), {size_t(cols * 4), size_t(rows * cols * 4)}, {}};
         return prepare_kernel(d, kc, double(rows * cols) * 4);
       }});
     }
@@ -332,52 +336,48 @@ std::vector<Workload> workloads(const BenchOptions& o) {
     for (int64_t n : elems({4 << 20, 16 << 20}, {16 << 20})) {
       const int64_t rows = 4096, cols = std::max<int64_t>(n / rows, 1);
       w.push_back({"softmax", "softmax " + std::to_string(rows) + "x" + std::to_string(cols), "GB/s", 1e-9, 0,
-                   [](Device&) { return true; }, [rows, cols](Device& d) {
-        KernelCase kc{make(Kernel::softmax), {size_t(rows * cols * 4), size_t(rows * cols * 4)}, {}};
-        kc.ins.params.i[0] = rows, kc.ins.params.i[1] = cols;
+                   [](BackendDevice&) { return true; }, [rows, cols](BackendDevice& d) {
+        KernelCase kc{make(SoftmaxParams{.rows = rows, .cols = cols}), {size_t(rows * cols * 4), size_t(rows * cols * 4)},
+                      {}};
         return prepare_kernel(d, kc, 2.0 * double(rows * cols) * 4);
       }});
       // The classifier's loss: 10 classes, as many rows as fit.
       const int64_t ce_rows = std::max<int64_t>(n / kMlpOut, 1);
       w.push_back({"softmax", "cross_entropy " + std::to_string(ce_rows) + "x10", "GB/s", 1e-9, 0,
-                   [](Device&) { return true; }, [ce_rows](Device& d) {
-        KernelCase kc{make(Kernel::cross_entropy), {4, size_t(ce_rows * kMlpOut * 4), size_t(ce_rows * 4)}, {2}};
-        kc.ins.params.i[0] = ce_rows, kc.ins.params.i[1] = kMlpOut;
+                   [](BackendDevice&) { return true; }, [ce_rows](BackendDevice& d) {
+        KernelCase kc{make(CrossEntropyParams{.rows = ce_rows, .cols = kMlpOut}),
+                      {4, size_t(ce_rows * kMlpOut * 4), size_t(ce_rows * 4)},
+                      {2}};
         return prepare_kernel(d, kc, double(ce_rows) * (kMlpOut + 1) * 4);
       }});
       w.push_back({"softmax", "cross_entropy_backward " + std::to_string(ce_rows) + "x10", "GB/s", 1e-9, 0,
-                   [](Device&) { return true; }, [ce_rows](Device& d) {
-        KernelCase kc{make(Kernel::cross_entropy_backward),
+                   [](BackendDevice&) { return true; }, [ce_rows](BackendDevice& d) {
+        KernelCase kc{make(CrossEntropyBackwardParams{.rows = ce_rows, .cols = kMlpOut}),
                       {size_t(ce_rows * kMlpOut * 4), size_t(ce_rows * kMlpOut * 4), size_t(ce_rows * 4), 4}, {2}};
-        kc.ins.params.i[0] = ce_rows, kc.ins.params.i[1] = kMlpOut;
         return prepare_kernel(d, kc, double(ce_rows) * (2 * kMlpOut + 1) * 4);
       }});
     }
   if (want("optim"))
     for (int64_t n : elems({4 << 20, 16 << 20}, {4 << 20})) {
-      w.push_back({"optim", "sgd momentum " + fmt_size(n), "GB/s", 1e-9, 0, [](Device&) { return true; }, [n](Device& d) {
-        KernelCase kc{make(Kernel::sgd_update), {size_t(n * 4), size_t(n * 4), size_t(n * 4)}, {}};
-        int64_t* i = kc.ins.params.i;
-        i[0] = n, i[3] = 1;
-        kc.ins.params.f[0] = 1e-3f, kc.ins.params.f[1] = 0.9f;
+      w.push_back({"optim", "sgd momentum " + fmt_size(n), "GB/s", 1e-9, 0, [](BackendDevice&) { return true; }, [n](BackendDevice& d) {
+        SgdMomentumParams p{.n = n, .lr = 1e-3f, .momentum = 0.9f};
+        KernelCase kc{make(p), {size_t(n * 4), size_t(n * 4), size_t(n * 4)}, {}};
         return prepare_kernel(d, kc, 5.0 * double(n) * 4);  // reads p, buf, g; writes p, buf
       }});
-      w.push_back({"optim", "adam " + fmt_size(n), "GB/s", 1e-9, 0, [](Device&) { return true; }, [n](Device& d) {
-        KernelCase kc{make(Kernel::adam_update), {size_t(n * 4), size_t(n * 4), size_t(n * 4), size_t(n * 4), 4}, {}};
-        kc.ins.params.i[0] = n;
-        float f[5] = {1e-3f, 0.9f, 0.999f, 1e-8f, 0.f};
-        std::copy(f, f + 5, kc.ins.params.f);
+      w.push_back({"optim", "adam " + fmt_size(n), "GB/s", 1e-9, 0, [](BackendDevice&) { return true; }, [n](BackendDevice& d) {
+        AdamParams p{.n = n, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+        KernelCase kc{make(p), {size_t(n * 4), size_t(n * 4), size_t(n * 4), size_t(n * 4), 4}, {}};
         return prepare_kernel(d, kc, 7.0 * double(n) * 4);  // reads p, m, v, g; writes p, m, v
       }});
     }
   if (want("transfer")) {
-    auto gpu = [](Device& d) { return d.info().backend != "cpu"; };
+    auto gpu = [](BackendDevice& d) { return d.info().backend != "cpu"; };
     for (int64_t mib : sizes_or({1, 4, 16, 64, 256}, {1, 16})) {
       size_t bytes = size_t(mib) << 20;
       for (bool up : {true, false}) {
         // The device's own path for pageable host memory: zero-copy or staging.
         w.push_back({"transfer", std::string(up ? "upload " : "download ") + "%MODE% " + std::to_string(mib) + " MiB",
-                     "GB/s", 1e-9, 0, gpu, [bytes, up](Device& d) {
+                     "GB/s", 1e-9, 0, gpu, [bytes, up](BackendDevice& d) {
           auto buf = std::make_shared<DevBuf>(d, bytes);
           auto host = std::make_shared<std::vector<char>>(bytes, 1);
           Prepared p;
@@ -391,7 +391,7 @@ std::vector<Workload> workloads(const BenchOptions& o) {
         }});
         // From and to pinned host memory (Tensor::pin_memory): a device-side copy.
         w.push_back({"transfer", std::string(up ? "upload " : "download ") + "pinned " + std::to_string(mib) + " MiB",
-                     "GB/s", 1e-9, 0, gpu, [bytes, up](Device& d) {
+                     "GB/s", 1e-9, 0, gpu, [bytes, up](BackendDevice& d) {
           auto buf = std::make_shared<DevBuf>(d, bytes);
           Buffer h = d.allocate_host(bytes);
           SY_CHECK(h, "bench", "expected pinned host memory on ", d.str(), ", found none");
@@ -415,7 +415,7 @@ std::vector<Workload> workloads(const BenchOptions& o) {
     const double fwd_flop = 2.0 * double(kMlpIn * kMlpH1 + kMlpH1 * kMlpH2 + kMlpH2 * kMlpOut);
     const double train_flop = 2 * fwd_flop + 2.0 * double(kMlpH1 * kMlpH2 + kMlpH2 * kMlpOut);
     for (int64_t batch : sizes_or({32, 128, 512}, {32, 128, 512})) {
-      auto setup = [batch](Device& d) {
+      auto setup = [batch](BackendDevice& d) {
         struct M {
           std::shared_ptr<nn::Sequential> model;
           std::unique_ptr<optim::Adam> opt;
@@ -434,7 +434,7 @@ std::vector<Workload> workloads(const BenchOptions& o) {
       };
       // A training step: forward, loss, backward, Adam; the loss read back.
       w.push_back({"model", "mlp train step batch " + std::to_string(batch),         "samples/s", 1.0, train_flop,
-                   [](Device&) { return true; }, [setup, batch](Device& d) {
+                   [](BackendDevice&) { return true; }, [setup, batch](BackendDevice& d) {
         auto m = setup(d);
         Prepared p;
         p.work = double(batch);
@@ -449,7 +449,7 @@ std::vector<Workload> workloads(const BenchOptions& o) {
       }});
       // Inference: forward and the logits read back.
       w.push_back({"model", "mlp inference batch " + std::to_string(batch), "samples/s", 1.0, fwd_flop,
-                   [](Device&) { return true; }, [setup, batch](Device& d) {
+                   [](BackendDevice&) { return true; }, [setup, batch](BackendDevice& d) {
         auto m = setup(d);
         m->model->train(false);
         Prepared p;
@@ -466,7 +466,7 @@ std::vector<Workload> workloads(const BenchOptions& o) {
 }
 
 // The device's path for pageable host memory, as `switchyard devices` shows it.
-std::string transfer_mode(Device& d) {
+std::string transfer_mode(BackendDevice& d) {
   if (d.info().backend == "cuda") return "staging";
   for (auto& [k, v] : d.info().properties)
     if (k == "memory") return v.rfind("zero-copy", 0) == 0 ? "zero-copy" : "staging";
@@ -474,7 +474,7 @@ std::string transfer_mode(Device& d) {
 }
 
 // ---- ceilings -----------------------------------------------------------------------------
-Ceilings measure_ceilings(Device& d, const BenchOptions& o) {
+Ceilings measure_ceilings(BackendDevice& d, const BenchOptions& o) {
   Ceilings c;
   // Bandwidth: a device-to-device copy (bytes read + written).
   {
@@ -489,10 +489,9 @@ Ceilings measure_ceilings(Device& d, const BenchOptions& o) {
   }
   // Compute: the best square GEMM.
   for (int64_t n : o.quick ? std::vector<int64_t>{1024} : std::vector<int64_t>{1024, 2048}) {
-    KernelCase kc{make(Kernel::gemm), {size_t(n * n * 4), size_t(n * n * 4), size_t(n * n * 4)}, {}};
-    int64_t* i = kc.ins.params.i;
-    i[0] = n, i[1] = n, i[2] = n;
-    kc.ins.params.f[0] = 1.f;
+    KernelCase kc{make(GemmParams{.m = n, .n = n, .k = n, .alpha = 1.f}),
+                  {size_t(n * n * 4), size_t(n * n * 4), size_t(n * n * 4)},
+                  {}};
     Prepared p = prepare_kernel(d, kc, 2.0 * double(n) * double(n) * double(n));
     Timing t = measure(d, p.run, o);
     c.gflops = std::max(c.gflops, p.work / median(t.wall) * 1e-9);
@@ -515,52 +514,68 @@ double host_memcpy_gbs(const BenchOptions& o) {
 }
 
 // ---- driver -------------------------------------------------------------------------------
-BenchOptions parse(const std::vector<std::string>& args) {
+// The options, with CLI11; nullopt when --help was asked (printed here).
+std::optional<BenchOptions> parse(const std::vector<std::string>& args) {
   BenchOptions o;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw Error("[bench] option " + a + " expects a value");
-      return args[++i];
-    };
-    if (a == "--devices") o.devices = split(value(), "--devices");
-    else if (a == "--baseline") o.baseline = value();
-    else if (a == "--ops") {
-      for (auto& g : split(value(), "--ops")) {
-        if (std::find(kGroups.begin(), kGroups.end(), g) == kGroups.end())
-          throw Error("[bench] --ops: expected some of gemm,elementwise,reduce,softmax,optim,transfer,model, found '" +
-                      g + "'");
-        o.groups.insert(g);
-      }
-    } else if (a == "--sizes") {
-      for (auto& s : split(value(), "--sizes")) {
-        size_t used = 0;
-        long long v = 0;
-        try {
-          v = std::stoll(s, &used);
-        } catch (const std::exception&) {
-        }
-        if (used != s.size() || v <= 0)
-          throw Error("[bench] --sizes expects positive integers, found '" + s + "'");
-        o.sizes.push_back(v);
-      }
-    } else if (a == "--quick") o.quick = true;
-    else if (a == "--json") o.json = value();
-    else if (a == "--csv") o.csv = value();
-    else if (a == "--svg") o.svg = value();
-    else if (a == "--title") o.title = value();
-    else if (a == "--staging-child") o.child = true;
-    else throw Error("[bench] unknown option '" + a + "'\n" + kUsage);
+  CLI::App app{"The same workloads on every device, side by side. Figures are the median over repeated runs "
+               "after warm-up, with the spread (max - min) / median.",
+               "switchyard bench"};
+  std::string devices, ops, sizes;
+  app.add_option("--devices", devices, "devices to compare, e.g. cpu,vulkan:0,cuda:0 (default: every available one)");
+  app.add_option("--baseline", o.baseline, "device the speed-up column compares against")->capture_default_str();
+  app.add_option("--ops", ops, "groups to run: gemm,elementwise,reduce,softmax,optim,transfer,model (default: all)");
+  app.add_option("--sizes", sizes,
+                 "the size of each selected group: GEMM square N, elements in Mi (2^20) for "
+                 "elementwise/reduce/softmax/optim, MiB for transfers, batch for models");
+  app.add_flag("--quick", o.quick, "fewer sizes and runs (under a minute on a 2-core CPU with lavapipe)");
+  app.add_option("--json", o.json, "write every figure as JSON ('-': stdout)");
+  app.add_option("--csv", o.csv, "write every figure as CSV ('-': stdout)");
+  app.add_option("--svg", o.svg, "write a grouped bar chart (one group per workload, one bar per device)");
+  app.add_option("--title", o.title, "a line saying where the figures come from, in the chart and the outputs");
+  app.add_flag("--staging-child", o.child)->group("");  // internal: the forced-staging re-run
+  std::vector<std::string> rev(args.rbegin(), args.rend());  // CLI11 takes them last first
+  try {
+    app.parse(rev);
+  } catch (const CLI::CallForHelp&) {
+    std::fputs(app.help().c_str(), stdout);
+    return std::nullopt;
+  } catch (const CLI::ParseError& e) {
+    std::string msg = e.what();
+    std::vector<std::string> known;
+    for (const CLI::Option* opt : app.get_options())
+      for (const std::string& n : opt->get_lnames()) known.push_back("--" + n);
+    for (const std::string& extra : app.remaining())
+      if (std::string c = closest_option(extra, known); !c.empty()) msg += " (did you mean " + c + "?)";
+    throw Error("[bench] " + msg + "; see switchyard bench --help");
   }
+  if (!devices.empty()) o.devices = split(devices, "--devices");
+  if (!ops.empty())
+    for (auto& g : split(ops, "--ops")) {
+      if (std::find(kGroups.begin(), kGroups.end(), g) == kGroups.end())
+        throw Error("[bench] --ops: expected some of gemm,elementwise,reduce,softmax,optim,transfer,model, found '" +
+                    g + "'");
+      o.groups.insert(g);
+    }
+  if (!sizes.empty())
+    for (auto& sz : split(sizes, "--sizes")) {
+      size_t used = 0;
+      long long v = 0;
+      try {
+        v = std::stoll(sz, &used);
+      } catch (const std::exception&) {
+      }
+      if (used != sz.size() || v <= 0) throw Error("[bench] --sizes expects positive integers, found '" + sz + "'");
+      o.sizes.push_back(v);
+    }
   if (o.groups.empty()) o.groups.insert(kGroups.begin(), kGroups.end());
   return o;
 }
 
 // Vulkan devices in zero-copy mode also have a staging path; it is measured
 // by this program run again with SWITCHYARD_VK_FORCE_STAGING=1.
-std::vector<Result> staging_rerun(const BenchOptions& o, const std::vector<Device*>& devs) {
+std::vector<Result> staging_rerun(const BenchOptions& o, const std::vector<BackendDevice*>& devs) {
   std::string list;
-  for (Device* d : devs)
+  for (BackendDevice* d : devs)
     if (d->info().backend == "vulkan" && transfer_mode(*d) == "zero-copy") list += (list.empty() ? "" : ",") + d->str();
   if (list.empty() || std::getenv("SWITCHYARD_VK_FORCE_STAGING")) return {};
   char exe[4096];
@@ -600,21 +615,24 @@ std::vector<Result> staging_rerun(const BenchOptions& o, const std::vector<Devic
 }  // namespace
 
 int run(const std::vector<std::string>& args) {
-  BenchOptions o = parse(args);
+  std::optional<BenchOptions> parsed = parse(args);
+  if (!parsed) return 0;  // --help
+  const BenchOptions& o = *parsed;
   auto t_start = Clock::now();
-  std::vector<Device*> devs;
-  if (o.devices.empty()) devs = switchyard::devices();
+  std::vector<BackendDevice*> devs;
+  if (o.devices.empty())
+    for (Device* d : switchyard::devices()) devs.push_back(&backend_of(*d));
   else
     for (auto& n : o.devices)  // "vulkan" and "vulkan:0" are one device, measured once
-      if (Device* d = &device(n); std::find(devs.begin(), devs.end(), d) == devs.end()) devs.push_back(d);
-  Device* base = o.child ? nullptr : &device(o.baseline);
+      if (BackendDevice* d = &backend_of(device(n)); std::find(devs.begin(), devs.end(), d) == devs.end()) devs.push_back(d);
+  BackendDevice* base = o.child ? nullptr : &backend_of(device(o.baseline));
   if (base && std::find(devs.begin(), devs.end(), base) == devs.end())
     devs.insert(devs.begin(), base);  // the baseline joins the comparison
   bool was_on = profile::enabled();
   profile::take();
 
   Report rep;
-  rep.devices = devs;
+  rep.devices.assign(devs.begin(), devs.end());
   rep.baseline = base ? base->str() : "";
   rep.quick = o.quick;
   rep.title = o.title;
@@ -625,16 +643,16 @@ int run(const std::vector<std::string>& args) {
   if (!o.child) {
     std::fprintf(log, "# switchyard bench%s\n", o.quick ? " --quick" : "");
     if (!o.title.empty()) std::fprintf(log, "# %s\n", o.title.c_str());
-    for (Device* d : devs) std::fprintf(log, "# %-10s %s\n", d->str().c_str(), d->info().name.c_str());
+    for (BackendDevice* d : devs) std::fprintf(log, "# %-10s %s\n", d->str().c_str(), d->info().name.c_str());
     rep.memcpy_gbs = host_memcpy_gbs(o);
-    for (Device* d : devs) {
+    for (BackendDevice* d : devs) {
       std::fprintf(stderr, "bench: ceilings of %s\n", d->str().c_str());
       rep.ceilings[d->str()] = measure_ceilings(*d, o);
     }
   }
   std::vector<Workload> ws = workloads(o);
   for (Workload& w : ws) {
-    for (Device* d : devs) {
+    for (BackendDevice* d : devs) {
       if (!w.applies(*d)) continue;
       Workload wd = w;
       std::string mode = transfer_mode(*d);

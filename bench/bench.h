@@ -5,9 +5,12 @@
 
 namespace switchyard::bench {
 
-extern const char* const kUsage;
 // Runs the benchmark with the command's arguments (after "bench"); returns
-// the exit status. Throws Error on bad arguments or a failing device.
+// the exit status. --help prints the options. Throws Error on bad arguments
+// or a failing device.
 int run(const std::vector<std::string>& args);
+
+// The known option closest to a misspelt one (at most two edits away), or "".
+std::string closest_option(const std::string& word, const std::vector<std::string>& known);
 
 }  // namespace switchyard::bench

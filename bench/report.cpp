@@ -8,7 +8,8 @@
 #include <set>
 #include <sstream>
 
-#include "switchyard/json.h"
+#include <nlohmann/json.hpp>
+
 
 namespace switchyard::bench {
 
@@ -76,33 +77,43 @@ void write_file(const std::string& path, const std::string& text, const char* wh
 }
 
 std::string to_json(const Report& r) {
-  std::ostringstream o;
-  o << "{\"bench\":\"switchyard\",\"quick\":" << (r.quick ? "true" : "false")
-    << ",\"baseline\":" << json_quote(r.baseline) << ",\"title\":" << json_quote(r.title)
-    << ",\"seconds\":" << num(r.seconds)
-    << ",\"host_memcpy_gbs\":" << num(r.memcpy_gbs) << ",\n\"devices\":[";
-  for (size_t k = 0; k < r.devices.size(); ++k) {
-    Device* d = r.devices[k];
+  using nlohmann::ordered_json;
+  // Six significant digits, as in the table; NaN and infinities as null.
+  auto fig = [](double v) -> ordered_json {
+    if (!std::isfinite(v)) return nullptr;
+    return std::stod(num(v));
+  };
+  auto opt = [&](double v) -> ordered_json { return v < 0 ? ordered_json(nullptr) : fig(v); };
+  ordered_json devices = ordered_json::array(), results = ordered_json::array();
+  for (Device* d : r.devices) {
     auto c = r.ceilings.at(d->str());
-    o << (k ? ",\n " : "\n ") << "{\"device\":" << json_quote(d->str()) << ",\"backend\":" << json_quote(d->info().backend)
-      << ",\"name\":" << json_quote(d->info().name) << ",\"type\":" << json_quote(device_type_name(d->info().type))
-      << ",\"ceilings\":{\"gemm_gflops\":" << num(c.gflops) << ",\"copy_gbs\":" << num(c.gbs) << "}}";
+    devices.push_back({{"device", d->str()},
+                       {"backend", d->info().backend},
+                       {"name", d->info().name},
+                       {"type", device_type_name(d->info().type)},
+                       {"ceilings", {{"gemm_gflops", fig(c.gflops)}, {"copy_gbs", fig(c.gbs)}}}});
   }
-  o << "],\n\"results\":[";
-  for (size_t k = 0; k < r.results.size(); ++k) {
-    const Result& x = r.results[k];
-    auto opt = [&](double v) { return v < 0 ? std::string("null") : num(v); };
-    o << (k ? ",\n " : "\n ") << "{\"group\":" << json_quote(x.group) << ",\"workload\":" << json_quote(x.workload)
-      << ",\"unit\":" << json_quote(x.unit) << ",\"device\":" << json_quote(x.device) << ",\"median\":" << num(x.median)
-      << ",\"min\":" << num(x.min) << ",\"max\":" << num(x.max)
-      << ",\"spread_pct\":" << num(x.median > 0 ? (x.max - x.min) / x.median * 100 : 0)
-      << ",\"device_median\":" << opt(x.device_median) << ",\"wall_ms\":" << num(x.wall_ms)
-      << ",\"device_ms\":" << opt(x.device_ms) << ",\"runs\":" << x.runs
-      << ",\"ceiling_share\":" << opt(x.share) << ",\"ceiling\":" << json_quote(x.ceiling)
-      << ",\"speedup\":" << opt(x.speedup) << "}";
-  }
-  o << "\n]}\n";
-  return o.str();
+  for (const Result& x : r.results)
+    results.push_back({{"group", x.group},
+                       {"workload", x.workload},
+                       {"unit", x.unit},
+                       {"device", x.device},
+                       {"median", fig(x.median)},
+                       {"min", fig(x.min)},
+                       {"max", fig(x.max)},
+                       {"spread_pct", fig(x.median > 0 ? (x.max - x.min) / x.median * 100 : 0)},
+                       {"device_median", opt(x.device_median)},
+                       {"wall_ms", fig(x.wall_ms)},
+                       {"device_ms", opt(x.device_ms)},
+                       {"runs", x.runs},
+                       {"ceiling_share", opt(x.share)},
+                       {"ceiling", x.ceiling},
+                       {"speedup", opt(x.speedup)}});
+  ordered_json out = {{"bench", "switchyard"},   {"quick", r.quick},
+                      {"baseline", r.baseline},  {"title", r.title},
+                      {"seconds", fig(r.seconds)}, {"host_memcpy_gbs", fig(r.memcpy_gbs)},
+                      {"devices", devices},      {"results", results}};
+  return out.dump(1) + "\n";
 }
 
 std::string to_csv(const Report& r) {

@@ -8,7 +8,8 @@
 #   bash scripts/install-deps.sh --bench  also PyTorch, for bench/compare_pytorch.sh
 set -euo pipefail
 
-pkgs=(cmake g++ make pkg-config libgtest-dev libopenblas-dev zlib1g-dev dataset-fashion-mnist python3
+pkgs=(cmake g++ make pkg-config libgtest-dev libopenblas-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
+      dataset-fashion-mnist python3 clang-format
       libvulkan1 libvulkan-dev glslc spirv-tools vulkan-validationlayers mesa-vulkan-drivers)
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(python3-numpy python3-torch libopenblas0-pthread)

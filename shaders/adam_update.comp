@@ -1,6 +1,5 @@
-// adam_update, IN PLACE on p, m, v: Adam, or AdamW when i[1]=1 (decoupled
-// weight decay). args p, m, v, g, step[1] (f32, already incremented).
-// f[0]=lr f[1]=beta1 f[2]=beta2 f[3]=eps f[4]=weight_decay; i[0]=n. One
+// adam_update, IN PLACE on p, m, v: Adam, or AdamW when `decoupled`. args
+// p, m, v, g, step[1] (f32, already incremented); AdamParams. One
 // invocation per 4 elements, vec4 when aligned. The bias corrections are
 // computed per invocation from step (a device value, so the recorded command
 // buffer never changes).
@@ -41,15 +40,16 @@ void one_item(Op p, uint j) {
 }
 void main() {
   Op p = load_op();
-  float lr = p.f[0], wd = p.f[4];
+  AdamParams q = load_AdamParams();
+  float lr = q.lr, wd = q.weight_decay;
   float t = F(4)[O(4)];
-  adam.b1 = p.f[1];
-  adam.b2 = p.f[2];
-  adam.eps = p.f[3];
+  adam.b1 = q.beta1;
+  adam.b2 = q.beta2;
+  adam.eps = q.eps;
   float bc1 = 1.0 - powi(adam.b1, t), bc2 = 1.0 - powi(adam.b2, t);
   adam.step = lr / bc1;
   adam.inv_sqrt_bc2 = 1.0 / sqrt(bc2);
-  adam.keep = p.i[1] != 0 ? 1.0 - lr * wd : 1.0;
-  adam.l2 = p.i[1] != 0 ? 0.0 : wd;
-  ELEMENTWISE(p, uint(p.i[0]))
+  adam.keep = q.decoupled ? 1.0 - lr * wd : 1.0;
+  adam.l2 = q.decoupled ? 0.0 : wd;
+  ELEMENTWISE(p, uint(q.n))
 }

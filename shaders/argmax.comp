@@ -1,12 +1,13 @@
-// argmax: out[r] = index of the first maximum of row r (i32). i[0]=rows
-// i[1]=cols. One invocation per row.
+// argmax: out[r] = index of the first maximum of row r (i32); ArgmaxParams.
+// One invocation per row.
 #version 450
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1)
 void main() {
   Op p = load_op();
-  uint cols = uint(p.i[1]);
-  FOR_ITEMS(r, p.i[0]) {
+  ArgmaxParams q = load_ArgmaxParams();
+  uint cols = uint(q.cols);
+  FOR_ITEMS(r, q.rows) {
     uint x0 = O(1) + r * cols;
     float best = cols > 0u ? F(1)[x0] : 0.0;
     int arg = 0;

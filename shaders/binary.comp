@@ -1,5 +1,6 @@
-// binary: out = a (op) b with broadcasting over up to 4 dims; op = Binary code.
-// i[0..3] = out dims, i[4..7] = a strides, i[8..11] = b strides (0 = broadcast).
+// binary: out = a (op) b with broadcasting over up to 4 dims (BinaryParams:
+// out `dims`, element strides of a and b, 0 along a broadcast dimension;
+// SPEC_OP = op).
 // flags bit 1: a and b are contiguous and the same shape as out (plain vec4
 // loop). One invocation per 4 consecutive output elements.
 #version 450
@@ -7,22 +8,20 @@
 ARG_RW(0) ARG_RO(1) ARG_RO(2)
 float apply(int op, float a, float b) {
   switch (op) {
-    case 0: return a + b;
-    case 1: return a - b;
-    case 2: return a * b;
-    case 3: return a / b;
-    case 4: return a < b ? b : a;
-    case 5: return b < a ? b : a;
-    case 6: return a == b ? 1.0 : 0.0;
+    case B_ADD: return a + b;
+    case B_SUB: return a - b;
+    case B_MUL: return a * b;
+    case B_DIV: return a / b;
+    case B_EQ: return a == b ? 1.0 : 0.0;
   }
   return 0.0;
 }
 vec4 apply4(int op, vec4 a, vec4 b) {
   switch (op) {
-    case 0: return a + b;
-    case 1: return a - b;
-    case 2: return a * b;
-    case 3: return a / b;
+    case B_ADD: return a + b;
+    case B_SUB: return a - b;
+    case B_MUL: return a * b;
+    case B_DIV: return a / b;
   }
   return vec4(apply(op, a.x, b.x), apply(op, a.y, b.y), apply(op, a.z, b.z), apply(op, a.w, b.w));
 }
@@ -30,8 +29,9 @@ void vec_item(Op p, uint k) { V(0)[VO(0) + k] = apply4(p.op, V(1)[VO(1) + k], V(
 void one_item(Op p, uint j) { F(0)[O(0) + j] = apply(p.op, F(1)[O(1) + j], F(2)[O(2) + j]); }
 void main() {
   Op p = load_op();
-  uint d1 = uint(p.i[1]), d2 = uint(p.i[2]), d3 = uint(p.i[3]);
-  uint n = uint(p.i[0]) * d1 * d2 * d3;
+  BinaryParams q = load_BinaryParams();
+  uint d1 = uint(q.dims[1]), d2 = uint(q.dims[2]), d3 = uint(q.dims[3]);
+  uint n = uint(q.dims[0]) * d1 * d2 * d3;
   if ((p.flags & 2u) != 0u) {  // a and b laid out like out: a plain elementwise loop
     ELEMENTWISE(p, n)
     return;
@@ -41,8 +41,10 @@ void main() {
       uint i3 = j % d3, r = j / d3;
       uint i2 = r % d2; r /= d2;
       uint i1 = r % d1, i0 = r / d1;
-      int ia = int(i0) * p.i[4] + int(i1) * p.i[5] + int(i2) * p.i[6] + int(i3) * p.i[7];
-      int ib = int(i0) * p.i[8] + int(i1) * p.i[9] + int(i2) * p.i[10] + int(i3) * p.i[11];
+      int ia = int(i0) * q.a_strides[0] + int(i1) * q.a_strides[1] + int(i2) * q.a_strides[2] +
+               int(i3) * q.a_strides[3];
+      int ib = int(i0) * q.b_strides[0] + int(i1) * q.b_strides[1] + int(i2) * q.b_strides[2] +
+               int(i3) * q.b_strides[3];
       F(0)[O(0) + j] = apply(p.op, F(1)[int(O(1)) + ia], F(2)[int(O(2)) + ib]);
     }
   }

@@ -1,12 +1,13 @@
-// cast: out = in converted from dtype i[1] to i[2] (0 f32, 1 i32, 2 u8).
-// i[0]=n. One invocation per element.
+// cast: out = in converted from dtype `from` to `to` (0 f32, 1 i32, 2 u8),
+// n elements (CastParams; SPEC_OP = from*4 + to). One invocation per element.
 #version 450
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1)
 void main() {
   Op p = load_op();
-  const int from = SPEC_OP / 4, to = SPEC_OP % 4;  // = i[1], i[2]
-  FOR_ITEMS(k, p.i[0]) {
+  const int from = SPEC_OP / 4, to = SPEC_OP % 4;
+  int n = load_CastParams().n;
+  FOR_ITEMS(k, n) {
     float fv = 0.0;
     int iv = 0;
     if (from == 0) { fv = F(1)[O(1) + k]; iv = int(fv); }

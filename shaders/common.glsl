@@ -6,7 +6,9 @@
 // declares the ones it uses with ARG_RO (read) or ARG_RW (written). Binding 5
 // is the launch's entry in the launch table (a uniform block): the kernel
 // table's scalar params plus each argument's byte offset from its
-// descriptor's (aligned) start. The host rewrites the table before each
+// descriptor's (aligned) start. Shaders read the params through the struct
+// and loader generated for their kernel (kernel_params.glsl, from the C++
+// kernel table): e.g. `SoftmaxParams q = load_SoftmaxParams();`. The host rewrites the table before each
 // submission, so a recorded command buffer stays valid when the scalars
 // change. Binding 6 is a status word kernels set when they find bad input;
 // the host turns it into an exception.
@@ -43,23 +45,23 @@ layout(constant_id = 11) const uint SPEC_FLAGS = 0u;
 #define ALIGNED4 ((SPEC_FLAGS & 1u) != 0u)
 
 // The launch's table entry: a uniform block bound at this launch's entry
-// (112 bytes, std140; mirrors OpParams in vk_device.cpp). Uniform reads at
+// (128 bytes, std140; mirrors OpParams in vk_launch.h). Uniform reads at
 // constant offsets are cheap everywhere (one scalar load on CPU drivers).
 layout(set = 0, binding = 5) uniform OpBlock {
   uvec4 u_off;    // byte offset of arguments 0-3 from their binding's start
   uvec4 u_misc;   // offset of argument 4, flags, op
-  ivec4 u_i[3];   // the kernel table's i[0..11] (32-bit)
-  vec4 u_f[2];    // f[0..7]
+  ivec4 u_i[4];   // integer parameter slots (32-bit)
+  vec4 u_f[2];    // float parameter slots
 };
+#include "kernel_params.glsl"
 // Only the kernels that check their input declare STATUS.
 #define STATUS layout(set = 0, binding = 6) buffer Status { uint status[]; };
 
+// The launch itself: where its arguments start, its flags and its mode.
 struct Op {
   uint off[5];
   uint flags;   // = SPEC_FLAGS
   int op;       // = SPEC_OP
-  int i[12];
-  float f[8];
 };
 Op load_op() {
   Op p;
@@ -67,10 +69,6 @@ Op load_op() {
   p.off[4] = u_misc.x;
   p.flags = SPEC_FLAGS;  // the table holds them too (u_misc.yz), for debugging
   p.op = SPEC_OP;
-  for (int k = 0; k < 3; ++k)
-    for (int c = 0; c < 4; ++c) p.i[4 * k + c] = u_i[k][c];
-  for (int k = 0; k < 2; ++k)
-    for (int c = 0; c < 4; ++c) p.f[4 * k + c] = u_f[k][c];
   return p;
 }
 
@@ -89,7 +87,8 @@ Op load_op() {
 #define FOR_ITEMS(k, n) for (uint k = gl_GlobalInvocationID.x; k < uint(n); k += gl_NumWorkGroups.x * WG)
 
 // An elementwise kernel over n elements: vec_item(p, k) computes vec4
-// number k, one_item(p, j) element j (both defined by the shader). When every
+// number k, one_item(p, j) element j (both defined by the shader; they read
+// the kernel's params from a global the shader sets before the loop). When every
 // argument is 16-byte aligned (the same answer for the whole launch, so all
 // invocations take one path) the launch runs vec4s, and invocation 0 the
 // remainder; otherwise each invocation takes 4 consecutive elements.
@@ -113,19 +112,6 @@ Op load_op() {
     atomicOr(U(n)[b_ >> 2], (uint(v) & 0xffu) << s_);       \
   }
 
-// Unary codes, as the kernel table's `Unary` enum.
-#define U_NONE 0
-#define U_RELU 1
-#define U_GELU 2
-#define U_TANH 3
-#define U_SIGMOID 4
-#define U_EXP 5
-#define U_LOG 6
-#define U_NEG 7
-#define U_SQRT 8
-#define U_SQUARE 9
-#define U_ABS 10
-
 const float kGeluC = 0.7978845608028654;
 
 // tanh that stays finite for large |x| (some drivers compute it from exp).
@@ -139,7 +125,6 @@ float unary_apply(int op, float x) {
     case U_SIGMOID: return 1.0 / (1.0 + exp(-x));
     case U_EXP: return exp(x);
     case U_LOG: return log(x);
-    case U_NEG: return -x;
     case U_SQRT: return sqrt(x);
     case U_SQUARE: return x * x;
     case U_ABS: return abs(x);

@@ -1,5 +1,5 @@
 // cross_entropy: loss[0] = mean_r (logsumexp(x_r) - x_r[label_r]). args loss,
-// x, labels (i32). i[0]=rows i[1]=cols. One workgroup: each invocation takes
+// x, labels (i32); CrossEntropyParams. One workgroup: each invocation takes
 // rows t, t+WG, ..., then a workgroup sum. A label outside [0, cols) sets the
 // status word's bad-label bit and makes the loss NaN.
 #version 450
@@ -8,7 +8,8 @@ ARG_RW(0) ARG_RO(1) ARG_RO(2) STATUS
 #include "reduce.glsl"
 void main() {
   Op p = load_op();
-  uint rows = uint(p.i[0]), cols = uint(p.i[1]);
+  CrossEntropyParams q = load_CrossEntropyParams();
+  uint rows = uint(q.rows), cols = uint(q.cols);
   float total = 0.0;
   for (uint r = gl_LocalInvocationID.x; r < rows; r += WG) {
     uint x0 = O(1) + r * cols;

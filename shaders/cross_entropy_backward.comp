@@ -1,12 +1,13 @@
 // cross_entropy_backward: dx = (softmax(x) - onehot(label)) * dloss / rows.
-// args dx, x, labels (i32), dloss[1]. i[0]=rows i[1]=cols. One invocation per
+// args dx, x, labels (i32), dloss[1]; CrossEntropyBackwardParams. One invocation per
 // row. A bad label sets the status word and writes NaN.
 #version 450
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3) STATUS
 void main() {
   Op p = load_op();
-  uint rows = uint(p.i[0]), cols = uint(p.i[1]);
+  CrossEntropyBackwardParams q = load_CrossEntropyBackwardParams();
+  uint rows = uint(q.rows), cols = uint(q.cols);
   float scale = F(3)[O(3)] / float(rows);
   FOR_ITEMS(r, rows) {
     uint x0 = O(1) + r * cols, d0 = O(0) + r * cols;

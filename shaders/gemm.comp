@@ -1,6 +1,5 @@
-// gemm: C[M,N] = f[0] * op(A) op(B) (+ bias[N]), then activation i[6].
-// args C, A, B[, bias]. i[0]=M i[1]=N i[2]=K i[3]=transA i[4]=transB
-// i[5]=has_bias i[6]=Unary code (0 none). A is [M,K] row-major, or [K,M] when
+// gemm: C[M,N] = alpha * op(A) op(B) (+ bias[N]), then activation `act`
+// (SPEC_OP). args C, A, B[, bias]; GemmParams. A is [M,K] row-major, or [K,M] when
 // transposed; B is [K,N], or [N,K] when transposed. This covers the linear
 // layer's Y = X W^T + b (tb), dX = dY W and dW = dY^T X (ta).
 //
@@ -49,8 +48,9 @@ vec4 load4_b(uint src, uint left, bool vec) {
 
 void main() {
   Op p = load_op();
-  uint M = uint(p.i[0]), N = uint(p.i[1]), K = uint(p.i[2]);
-  bool ta = p.i[3] != 0, tb = p.i[4] != 0;
+  GemmParams prm = load_GemmParams();
+  uint M = uint(prm.m), N = uint(prm.n), K = uint(prm.k);
+  bool ta = prm.trans_a, tb = prm.trans_b;
   bool va = (p.flags & 4u) != 0u, vb = (p.flags & 8u) != 0u;
   uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
   uint t = gl_LocalInvocationID.x;
@@ -131,8 +131,8 @@ void main() {
     barrier();
   }
 
-  float alpha = p.f[0];
-  bool bias = (p.flags & 16u) != 0u;  // = i[5]
+  float alpha = prm.alpha;
+  bool bias = (p.flags & 16u) != 0u;  // = has_bias, specialized
   uint gn0 = n0 + TN * tx;
   for (uint i = 0u; i < TM; ++i) {
     uint gm = m0 + TM * ty + i;
@@ -142,7 +142,7 @@ void main() {
       if (gn >= N) continue;
       float v = alpha * acc[i][j / 4u][j % 4u];
       if (bias) v += F(3)[O(3) + gn];
-      F(0)[O(0) + gm * N + gn] = unary_apply(p.op, v);  // p.op = SPEC_OP = i[6]
+      F(0)[O(0) + gm * N + gn] = unary_apply(p.op, v);  // p.op = SPEC_OP = act
     }
   }
 }

@@ -1,6 +1,6 @@
 // Philox4x32-10 (Salmon et al. 2011), bit-identical to the CPU backend's.
-// Counter = (k lo, k hi, offset lo, offset hi), key = seed (i[1], i[2]);
-// the 64-bit offset arrives split as i[3] (lo) and i[4] (hi).
+// Counter = (k lo, k hi, offset lo, offset hi), key = (seed lo, seed hi);
+// both 64-bit words arrive as uvec2(lo, hi).
 uvec4 philox(uvec4 c, uint k0, uint k1) {
   for (int r = 0; r < 10; ++r) {
     uint hi0, lo0, hi1, lo1;
@@ -12,7 +12,7 @@ uvec4 philox(uvec4 c, uint k0, uint k1) {
   }
   return c;
 }
-uvec4 philox_at(Op p, uint k) {
-  return philox(uvec4(k, 0u, uint(p.i[3]), uint(p.i[4])), uint(p.i[1]), uint(p.i[2]));
+uvec4 philox_at(uvec2 seed, uvec2 offset, uint k) {
+  return philox(uvec4(k, 0u, offset.x, offset.y), seed.x, seed.y);
 }
 const float kTwoPow24 = 1.0 / 16777216.0;

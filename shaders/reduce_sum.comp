@@ -1,5 +1,5 @@
-// reduce_sum: out[o, i] = f[0] * sum_l in[o, l, i]. i[0]=outer i[1]=len
-// i[2]=inner. inner == 1: one workgroup per row (grid-stride over rows), a
+// reduce_sum: out[o, i] = scale * sum_l in[o, l, i] over (outer, len, inner)
+// (ReduceSumParams). inner == 1: one workgroup per row (grid-stride over rows), a
 // workgroup reduction. inner > 1: one invocation per output (o, i), summing
 // down the column (consecutive invocations read consecutive addresses).
 #version 450
@@ -8,7 +8,8 @@ ARG_RW(0) ARG_RO(1)
 #include "reduce.glsl"
 void main() {
   Op p = load_op();
-  uint outer = uint(p.i[0]), len = uint(p.i[1]), inner = uint(p.i[2]);
+  ReduceSumParams q = load_ReduceSumParams();
+  uint outer = uint(q.outer), len = uint(q.len), inner = uint(q.inner);
   if (inner == 1u) {
     for (uint r = gl_WorkGroupID.x; r < outer; r += gl_NumWorkGroups.x) {
       float s = 0.0;
@@ -21,7 +22,7 @@ void main() {
         for (uint l = gl_LocalInvocationID.x; l < len; l += WG) s += F(1)[base + l];
       }
       s = wg_sum(s);
-      if (gl_LocalInvocationID.x == 0u) F(0)[O(0) + r] = s * p.f[0];
+      if (gl_LocalInvocationID.x == 0u) F(0)[O(0) + r] = s * q.scale;
     }
     return;
   }
@@ -35,6 +36,6 @@ void main() {
       c = (t - s) - y;
       s = t;
     }
-    F(0)[O(0) + k] = s * p.f[0];
+    F(0)[O(0) + k] = s * q.scale;
   }
 }

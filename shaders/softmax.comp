@@ -1,5 +1,5 @@
-// softmax (op 0) or log_softmax (op 1) of each row. i[0]=rows i[1]=cols. One
-// workgroup per row (grid-stride over rows); max and sum are workgroup
+// softmax, or log_softmax when `log` (SPEC_OP = 1), of each row;
+// SoftmaxParams. One workgroup per row (grid-stride over rows); max and sum are workgroup
 // reductions.
 #version 450
 #include "common.glsl"
@@ -7,7 +7,8 @@ ARG_RW(0) ARG_RO(1)
 #include "reduce.glsl"
 void main() {
   Op p = load_op();
-  uint rows = uint(p.i[0]), cols = uint(p.i[1]);
+  SoftmaxParams q = load_SoftmaxParams();
+  uint rows = uint(q.rows), cols = uint(q.cols);
   uint t = gl_LocalInvocationID.x;
   // flags bit 1: rows of whole, aligned vec4s (cols % 4 == 0): vec4 loads.
   bool v4 = (p.flags & 2u) != 0u;

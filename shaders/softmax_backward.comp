@@ -1,13 +1,14 @@
-// softmax_backward: args dx, dy, y (y = forward output). op 0 (softmax):
-// dx = y * (dy - sum(dy*y)); op 1 (log_softmax): dx = dy - exp(y) * sum(dy).
-// i[0]=rows i[1]=cols. One workgroup per row.
+// softmax_backward: args dx, dy, y (y = forward output). softmax:
+// dx = y * (dy - sum(dy*y)); log_softmax (SPEC_OP = `log` = 1): dx = dy -
+// exp(y) * sum(dy). SoftmaxBackwardParams. One workgroup per row.
 #version 450
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RO(2)
 #include "reduce.glsl"
 void main() {
   Op p = load_op();
-  uint rows = uint(p.i[0]), cols = uint(p.i[1]);
+  SoftmaxBackwardParams q = load_SoftmaxBackwardParams();
+  uint rows = uint(q.rows), cols = uint(q.cols);
   uint t = gl_LocalInvocationID.x;
   for (uint r = gl_WorkGroupID.x; r < rows; r += gl_NumWorkGroups.x) {
     uint b = r * cols;

@@ -1,12 +1,13 @@
-// transpose: out[c, r] = in[r, c]. i[0]=rows R of in, i[1]=cols C of in,
-// i[2]=element size (4, or 1 for u8). One invocation per output element;
+// transpose: out[c, r] = in[r, c] for in of R rows and C cols of elem_size
+// bytes (4, or 1 for u8; SPEC_OP = elem_size); TransposeParams. One invocation per output element;
 // consecutive invocations write consecutive outputs.
 #version 450
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1)
 void main() {
   Op p = load_op();
-  uint R = uint(p.i[0]), C = uint(p.i[1]);
+  TransposeParams q = load_TransposeParams();
+  uint R = uint(q.rows), C = uint(q.cols);
   FOR_ITEMS(k, R * C) {
     uint c = k / R, r = k % R;  // out is [C, R]
     uint src = r * C + c;

@@ -1,5 +1,5 @@
-// unary_backward: dx = dy * op'(x, y). args dx, dy, x, y (y = op(x)).
-// i[0]=n. One invocation per 4 elements.
+// unary_backward: dx = dy * op'(x, y). args dx, dy, x, y (y = op(x)), n
+// elements (UnaryBackwardParams; SPEC_OP = op). One invocation per 4 elements.
 #version 450
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3)
@@ -14,7 +14,6 @@ float grad(int op, float x, float y) {
     case U_SIGMOID: return y * (1.0 - y);
     case U_EXP: return y;
     case U_LOG: return 1.0 / x;
-    case U_NEG: return -1.0;
     case U_SQRT: return 0.5 / y;
     case U_SQUARE: return 2.0 * x;
     case U_ABS: return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : 0.0);
@@ -33,5 +32,6 @@ void vec_item(Op p, uint k) {
 void one_item(Op p, uint j) { F(0)[O(0) + j] = F(1)[O(1) + j] * grad(p.op, F(2)[O(2) + j], F(3)[O(3) + j]); }
 void main() {
   Op p = load_op();
-  ELEMENTWISE(p, uint(p.i[0]))
+  uint n = uint(load_UnaryBackwardParams().n);
+  ELEMENTWISE(p, n)
 }

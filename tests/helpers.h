@@ -43,10 +43,10 @@ inline double nse(const std::vector<float>& a, const std::vector<double>& b) {
 inline std::vector<double> to_d(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
 // A second device: a CPU device registered as backend "mock".
-inline sy::Device& mock_device() {
-  static sy::Device* d = [] {
+inline sy::BackendDevice& mock_device() {
+  static sy::BackendDevice* d = [] {
     sy::register_backend({"mock", true, "", {sy::detail::make_cpu_device("mock", 0)}});
-    return &sy::device("mock:0");
+    return &sy::backend_device("mock:0");
   }();
   return *d;
 }
@@ -58,7 +58,7 @@ inline std::string unavailable_reason(const std::string& name) {
     if (b.name != backend) continue;
     if (!b.available) return b.reason;
     try {
-      (void)sy::device(name);
+      (void)sy::backend_device(name);
       return "";
     } catch (const std::exception& e) {
       return e.what();
@@ -104,9 +104,10 @@ inline std::vector<std::string> conformance_devices() {
   std::vector<std::string> names;
   for (sy::Device* d : sy::devices())
     if (d->info().backend != "mock") names.push_back(d->str());
-#ifdef SWITCHYARD_TEST_CUDA
-  if (std::find(names.begin(), names.end(), "cuda:0") == names.end()) names.push_back("cuda:0");
-#endif
+  for (const auto& g : sy::detail::gpu_backends())
+    if (std::string first = std::string(g.name) + ":0";
+        g.probe && std::find(names.begin(), names.end(), first) == names.end())
+      names.push_back(first);
   names.push_back(mock_device().str());
   return names;
 }
@@ -118,12 +119,8 @@ inline std::vector<std::string> gpu_devices() {
 #ifdef SWITCHYARD_TEST_CUDA_EMU
   return {sy::cuda_impl::emulated_cuda_device().str()};
 #endif
-#ifdef SWITCHYARD_TEST_CUDA
-  names.push_back("cuda:0");
-#endif
-#ifdef SWITCHYARD_TEST_VULKAN
-  names.push_back("vulkan:0");
-#endif
+  for (const auto& g : sy::detail::gpu_backends())
+    if (g.probe) names.push_back(std::string(g.name) + ":0");
   return names;
 }
 
@@ -136,19 +133,19 @@ inline std::string device_param_name(std::string n) {
 class OnDevice : public ::testing::TestWithParam<std::string> {
  protected:
   void SetUp() override { SKIP_UNLESS_AVAILABLE(GetParam()); }
-  sy::Device& D() const { return sy::device(GetParam()); }
+  sy::BackendDevice& D() const { return sy::backend_device(GetParam()); }
 };
 
 template <class P>
 class DeviceTest : public ::testing::TestWithParam<std::tuple<std::string, P>> {
  protected:
   void SetUp() override { SKIP_UNLESS_AVAILABLE(std::get<0>(this->GetParam())); }
-  sy::Device& D() const { return sy::device(std::get<0>(this->GetParam())); }
+  sy::BackendDevice& D() const { return sy::backend_device(std::get<0>(this->GetParam())); }
   const P& C() const { return std::get<1>(this->GetParam()); }
 };
 
 // A device's backend-specific property ("" when it has none by that name).
-inline std::string device_property(const sy::Device& d, const std::string& key) {
+inline std::string device_property(const sy::BackendDevice& d, const std::string& key) {
   for (auto& [k, v] : d.info().properties)
     if (k == key) return v;
   return "";

@@ -71,7 +71,7 @@ TEST(Autograd, BackwardOnTensorWithoutGradIsAnError) {
 }
 
 TEST(Autograd, ForwardBackwardAndUpdateEvaluateLazilyInOneSubmission) {
-  sy::Device& d = sy::cpu();
+  sy::BackendDevice& d = sy::backend_of(sy::cpu());
   Tensor w = sy::from_vector(random_vec(12, 1), {3, 4}).requires_grad_();
   Tensor x = sy::from_vector(random_vec(8, 2), {2, 4});
   auto before = d.counters().submissions;

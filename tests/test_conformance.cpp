@@ -62,19 +62,27 @@ HostArg out(sy::DType t, std::vector<double> expect) {
 HostArg outf(std::vector<double> e) { return out(sy::DType::f32, std::move(e)); }
 
 
-Case make(std::string name, Kernel k, std::vector<HostArg> args, std::initializer_list<int64_t> i = {},
-          std::initializer_list<float> f = {}, int32_t op = 0) {
+// A case of the kernel `p` belongs to.
+Case make(std::string name, std::vector<HostArg> args, const sy::KernelParams& p) {
   Case c;
   c.name = std::move(name);
-  c.ins.kernel = k;
+  c.ins.kernel = p.kernel();
   c.ins.nargs = uint8_t(args.size());
-  c.ins.params.op = op;
-  int j = 0;
-  for (int64_t v : i) c.ins.params.i[j++] = v;
-  j = 0;
-  for (float v : f) c.ins.params.f[j++] = v;
+  c.ins.params = p;
   c.args = std::move(args);
   return c;
+}
+
+const char* unary_name(int op) {
+  static const char* names[] = {
+#define SY_NAME(name) #name,
+      SWITCHYARD_UNARY_OPS(SY_NAME)};
+  return names[op];
+}
+const char* binary_name(int op) {
+  static const char* names[] = {SWITCHYARD_BINARY_OPS(SY_NAME)};
+#undef SY_NAME
+  return names[op];
 }
 
 std::string sz(std::initializer_list<int64_t> dims) {
@@ -108,7 +116,6 @@ double unary_ref(int op, double x) {
     case sy::Unary::sigmoid: return 1 / (1 + std::exp(-x));
     case sy::Unary::exp: return std::exp(x);
     case sy::Unary::log: return std::log(x);
-    case sy::Unary::neg: return -x;
     case sy::Unary::sqrt: return std::sqrt(x);
     case sy::Unary::square: return x * x;
     case sy::Unary::abs: return std::fabs(x);
@@ -129,7 +136,6 @@ double unary_grad_ref(int op, double x, double y) {
     case sy::Unary::sigmoid: return y * (1 - y);
     case sy::Unary::exp: return y;
     case sy::Unary::log: return 1 / x;
-    case sy::Unary::neg: return -1;
     case sy::Unary::sqrt: return 0.5 / y;
     case sy::Unary::square: return 2 * x;
     case sy::Unary::abs: return x > 0 ? 1 : (x < 0 ? -1 : 0);
@@ -150,17 +156,22 @@ std::vector<Case> cases_for(Kernel k) {
   switch (k) {
     case Kernel::fill:
       for (int64_t n : kSizes) {
-        cs.push_back(make("f32 " + sz({n}), k, {outf(std::vector<double>(size_t(n), 2.5))}, {n, 0}, {2.5f}));
-        cs.push_back(make("i32 " + sz({n}), k, {out(sy::DType::i32, std::vector<double>(size_t(n), -7))}, {n, 1}, {-7.f}));
-        cs.push_back(make("u8 " + sz({n}), k, {out(sy::DType::u8, std::vector<double>(size_t(n), 7))}, {n, 2}, {7.f}));
+        cs.push_back(make("f32 " + sz({n}), {outf(std::vector<double>(size_t(n), 2.5))},
+                          sy::FillParams{.n = n, .dtype = sy::DType::f32, .value = 2.5f}));
+        cs.push_back(make("i32 " + sz({n}), {out(sy::DType::i32, std::vector<double>(size_t(n), -7))},
+                          sy::FillParams{.n = n, .dtype = sy::DType::i32, .value = -7.f}));
+        cs.push_back(make("u8 " + sz({n}), {out(sy::DType::u8, std::vector<double>(size_t(n), 7))},
+                          sy::FillParams{.n = n, .dtype = sy::DType::u8, .value = 7.f}));
       }
       break;
     case Kernel::arange:
       for (int64_t n : kSizes) {
         std::vector<double> ef(static_cast<size_t>(n)), ei(static_cast<size_t>(n));
         for (int64_t j = 0; j < n; ++j) ef[size_t(j)] = -1.5 + 0.25 * double(j), ei[size_t(j)] = 3 + 2 * j;
-        cs.push_back(make("f32 " + sz({n}), k, {outf(ef)}, {n, 0}, {-1.5f, 0.25f}));
-        cs.push_back(make("i32 " + sz({n}), k, {out(sy::DType::i32, ei)}, {n, 1}, {3.f, 2.f}));
+        cs.push_back(make("f32 " + sz({n}), {outf(ef)},
+                          sy::ArangeParams{.n = n, .dtype = sy::DType::f32, .start = -1.5f, .step = 0.25f}));
+        cs.push_back(make("i32 " + sz({n}), {out(sy::DType::i32, ei)},
+                          sy::ArangeParams{.n = n, .dtype = sy::DType::i32, .start = 3.f, .step = 2.f}));
       }
       break;
     case Kernel::rand_uniform:
@@ -174,9 +185,12 @@ std::vector<Case> cases_for(Kernel k) {
           e[size_t(j)] = k == Kernel::rand_uniform ? -2.0 + 4.0 * u1
                                                    : 0.5 + 2.0 * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
         }
-        Case c = make(sz({n}), k, {outf(e)}, {n, 1234, 99, int64_t(off)},
-                      k == Kernel::rand_uniform ? std::initializer_list<float>{-2.f, 2.f}
-                                                : std::initializer_list<float>{0.5f, 2.f});
+        const uint64_t seed = (uint64_t(99) << 32) | 1234;
+        Case c = k == Kernel::rand_uniform
+                     ? make(sz({n}), {outf(e)},
+                            sy::RandUniformParams{.n = n, .seed = seed, .offset = off, .low = -2.f, .high = 2.f})
+                     : make(sz({n}), {outf(e)},
+                            sy::RandNormalParams{.n = n, .seed = seed, .offset = off, .mean = 0.5f, .std = 2.f});
         c.bound = 1e-9;
         cs.push_back(c);
       }
@@ -193,13 +207,15 @@ std::vector<Case> cases_for(Kernel k) {
           asf[j] = double(iv[j]);
           bv[j] = uint8_t(j * 13);
         }
-        cs.push_back(make("f32->i32 " + sz({n}), k, {out(sy::DType::i32, trunc), f32(v)}, {n, 0, 1}));
-        cs.push_back(make("i32->f32 " + sz({n}), k, {outf(asf), i32(iv)}, {n, 1, 0}));
+        using sy::DType;
+        auto cast = [n](DType from, DType to) { return sy::CastParams{.n = n, .from = from, .to = to}; };
+        cs.push_back(make("f32->i32 " + sz({n}), {out(DType::i32, trunc), f32(v)}, cast(DType::f32, DType::i32)));
+        cs.push_back(make("i32->f32 " + sz({n}), {outf(asf), i32(iv)}, cast(DType::i32, DType::f32)));
         std::vector<double> b2f(bv.begin(), bv.end());
-        cs.push_back(make("u8->f32 " + sz({n}), k, {outf(b2f), u8(bv)}, {n, 2, 0}));
+        cs.push_back(make("u8->f32 " + sz({n}), {outf(b2f), u8(bv)}, cast(DType::u8, DType::f32)));
         std::vector<float> small(static_cast<size_t>(n));
         for (size_t j = 0; j < size_t(n); ++j) small[j] = float(bv[j]) + 0.25f;
-        cs.push_back(make("f32->u8 " + sz({n}), k, {out(sy::DType::u8, b2f), f32(small)}, {n, 0, 2}));
+        cs.push_back(make("f32->u8 " + sz({n}), {out(DType::u8, b2f), f32(small)}, cast(DType::f32, DType::u8)));
       }
       break;
     case Kernel::transpose:
@@ -214,8 +230,9 @@ std::vector<Case> cases_for(Kernel k) {
             b[size_t(r * C + c)] = uint8_t(r * 31 + c);
             eb[size_t(c * R + r)] = uint8_t(r * 31 + c);
           }
-        cs.push_back(make("f32 " + sz({R, C}), k, {outf(e), f32(v)}, {R, C, 4}));
-        cs.push_back(make("u8 " + sz({R, C}), k, {out(sy::DType::u8, eb), u8(b)}, {R, C, 1}));
+        cs.push_back(make("f32 " + sz({R, C}), {outf(e), f32(v)}, sy::TransposeParams{.rows = R, .cols = C, .elem_size = 4}));
+        cs.push_back(make("u8 " + sz({R, C}), {out(sy::DType::u8, eb), u8(b)},
+                          sy::TransposeParams{.rows = R, .cols = C, .elem_size = 1}));
       }
       break;
     case Kernel::pad:
@@ -224,7 +241,7 @@ std::vector<Case> cases_for(Kernel k) {
         auto v = random_vec(size_t(len), 9);
         std::vector<double> e(static_cast<size_t>(total), 0.0);
         for (int64_t j = 0; j < len; ++j) e[size_t(lo + j)] = v[size_t(j)];
-        cs.push_back(make(sz({total, lo, len}), k, {outf(e), f32(v)}, {lo, len, total}));
+        cs.push_back(make(sz({total, lo, len}), {outf(e), f32(v)}, sy::PadParams{.begin = lo, .len = len, .total = total}));
       }
       break;
     case Kernel::gemm: {
@@ -253,8 +270,10 @@ std::vector<Case> cases_for(Kernel k) {
           std::vector<HostArg> args = {outf(e), f32(A), f32(B)};
           if (bias) args.push_back(f32(bv));
           cs.push_back(make(sz({M, N, K}) + (ta ? " At" : "") + (tb ? " Bt" : "") + (bias ? " +bias" : "") +
-                                (act ? " act" : ""),
-                            k, args, {M, N, K, ta, tb, bias, act}, {alpha}));
+                                (act ? std::string(" ") + unary_name(act) : ""),
+                            args,
+                            sy::GemmParams{.m = M, .n = N, .k = K, .trans_a = ta, .trans_b = tb, .has_bias = bias,
+                                           .act = sy::Unary(act), .alpha = alpha}));
           // Views: every operand 4 or 12 bytes into its buffer, so none is
           // 16-byte aligned (GPU GEMM libraries pick kernels by alignment).
           if (bias && (M == 17 || M == 64 || M == 128) && t != 1) {
@@ -276,7 +295,7 @@ std::vector<Case> cases_for(Kernel k) {
       shapes.push_back({{1, 1, 3, 1000}, {0, 0, 1000, 1}, {0, 0, 0, 0}});  // a + scalar
       shapes.push_back({{2, 5, 3, 4}, {0, 0, 4, 1}, {12, 0, 0, 1}});       // both broadcast
       for (auto& s : shapes)
-        for (int op = 0; op <= int(sy::Binary::eq); ++op) {
+        for (int op = 0; op < sy::kNumBinary; ++op) {
           int64_t n = s.d[0] * s.d[1] * s.d[2] * s.d[3];
           auto extent = [&](const std::array<int64_t, 4>& st) {
             int64_t e = 1;
@@ -300,17 +319,15 @@ std::vector<Case> cases_for(Kernel k) {
               case sy::Binary::sub: v = x - y; break;
               case sy::Binary::mul: v = x * y; break;
               case sy::Binary::div: v = x / y; break;
-              case sy::Binary::max: v = std::max(x, y); break;
-              case sy::Binary::min: v = std::min(x, y); break;
               case sy::Binary::eq: v = x == y; break;
             }
             e[size_t(j)] = v;
           }
-          cs.push_back(make("op" + std::to_string(op) + " " + sz({s.d[0], s.d[1], s.d[2], s.d[3]}), k,
-                            {outf(e), f32(a), f32(b)},
-                            {s.d[0], s.d[1], s.d[2], s.d[3], s.sa[0], s.sa[1], s.sa[2], s.sa[3], s.sb[0], s.sb[1],
-                             s.sb[2], s.sb[3]},
-                            {}, op));
+          sy::BinaryParams bp{.op = sy::Binary(op)};
+          for (int j = 0; j < 4; ++j)
+            bp.dims[j] = s.d[size_t(j)], bp.a_strides[j] = s.sa[size_t(j)], bp.b_strides[j] = s.sb[size_t(j)];
+          cs.push_back(make(std::string(binary_name(op)) + " " + sz({s.d[0], s.d[1], s.d[2], s.d[3]}),
+                            {outf(e), f32(a), f32(b)}, bp));
         }
       break;
     }
@@ -319,24 +336,26 @@ std::vector<Case> cases_for(Kernel k) {
         auto v = random_vec(size_t(n), 11);
         std::vector<double> e(static_cast<size_t>(n));
         for (size_t j = 0; j < e.size(); ++j) e[j] = 1.5 * double(v[j]) - 0.5;
-        cs.push_back(make(sz({n}), k, {outf(e), f32(v)}, {n}, {1.5f, -0.5f}));
+        cs.push_back(make(sz({n}), {outf(e), f32(v)}, sy::AffineParams{.n = n, .scale = 1.5f, .shift = -0.5f}));
       }
       break;
     case Kernel::unary:
     case Kernel::unary_backward:
-      for (int op = 0; op <= int(sy::Unary::abs); ++op)
+      for (int op = 0; op < sy::kNumUnary; ++op)
         for (int64_t n : {int64_t(3), int64_t(17), int64_t(1000)}) {
           auto x = unary_input(op, n, uint32_t(op * 7 + 1));
           std::vector<double> e(static_cast<size_t>(n));
           if (k == Kernel::unary) {
             for (size_t j = 0; j < e.size(); ++j) e[j] = unary_ref(op, x[j]);
-            cs.push_back(make("op" + std::to_string(op) + " " + sz({n}), k, {outf(e), f32(x)}, {n}, {}, op));
+            cs.push_back(make(std::string(unary_name(op)) + " " + sz({n}), {outf(e), f32(x)},
+                              sy::UnaryParams{.op = sy::Unary(op), .n = n}));
           } else {
             std::vector<float> y(static_cast<size_t>(n));
             for (size_t j = 0; j < y.size(); ++j) y[j] = float(unary_ref(op, x[j]));
             auto dy = random_vec(size_t(n), 13);
             for (size_t j = 0; j < e.size(); ++j) e[j] = dy[j] * unary_grad_ref(op, x[j], y[j]);
-            Case c = make("op" + std::to_string(op) + " " + sz({n}), k, {outf(e), f32(dy), f32(x), f32(y)}, {n}, {}, op);
+            Case c = make(std::string(unary_name(op)) + " " + sz({n}), {outf(e), f32(dy), f32(x), f32(y)},
+                          sy::UnaryBackwardParams{.op = sy::Unary(op), .n = n});
             c.bound = 1e-9;
             cs.push_back(c);
           }
@@ -350,7 +369,8 @@ std::vector<Case> cases_for(Kernel k) {
         for (int64_t a = 0; a < o; ++a)
           for (int64_t b = 0; b < l; ++b)
             for (int64_t c = 0; c < in; ++c) e[size_t(a * in + c)] += 0.5 * v[size_t((a * l + b) * in + c)];
-        cs.push_back(make(sz({o, l, in}), k, {outf(e), f32(v)}, {o, l, in}, {0.5f}));
+        cs.push_back(make(sz({o, l, in}), {outf(e), f32(v)},
+                          sy::ReduceSumParams{.outer = o, .len = l, .inner = in, .scale = 0.5f}));
       }
       break;
     case Kernel::expand:
@@ -360,7 +380,7 @@ std::vector<Case> cases_for(Kernel k) {
         for (int64_t a = 0; a < o; ++a)
           for (int64_t b = 0; b < l; ++b)
             for (int64_t c = 0; c < in; ++c) e[size_t((a * l + b) * in + c)] = 2.0 * v[size_t(a * in + c)];
-        cs.push_back(make(sz({o, l, in}), k, {outf(e), f32(v)}, {o, l, in}, {2.f}));
+        cs.push_back(make(sz({o, l, in}), {outf(e), f32(v)}, sy::ExpandParams{.outer = o, .len = l, .inner = in, .scale = 2.f}));
       }
       break;
     case Kernel::softmax:
@@ -386,7 +406,7 @@ std::vector<Case> cases_for(Kernel k) {
           for (int op : {0, 1}) {
             std::vector<double> e(static_cast<size_t>(R * C));
             for (size_t j = 0; j < e.size(); ++j) e[j] = op ? x[j] - lse[j / size_t(C)] : sm[j];
-            cs.push_back(make((op ? "log " : "") + name, k, {outf(e), f32(x)}, {R, C}, {}, op));
+            cs.push_back(make((op ? "log " : "") + name, {outf(e), f32(x)}, sy::SoftmaxParams{.rows = R, .cols = C, .log = op == 1}));
           }
         } else if (k == Kernel::softmax_backward) {
           for (int op : {0, 1}) {
@@ -403,38 +423,42 @@ std::vector<Case> cases_for(Kernel k) {
                 e[j] = op ? dy[j] - std::exp(double(y[j])) * s : y[j] * (dy[j] - s);
               }
             }
-            Case c = make((op ? "log " : "") + name, k, {outf(e), f32(dy), f32(y)}, {R, C}, {}, op);
+            Case c = make((op ? "log " : "") + name, {outf(e), f32(dy), f32(y)},
+                          sy::SoftmaxBackwardParams{.rows = R, .cols = C, .log = op == 1});
             c.bound = 1e-9;
             cs.push_back(c);
           }
         } else if (k == Kernel::cross_entropy) {
           double loss = 0;
           for (int64_t r = 0; r < R; ++r) loss += lse[size_t(r)] - x[size_t(r * C + lab[size_t(r)])];
-          cs.push_back(make(name, k, {outf({loss / double(R)}), f32(x), i32(lab)}, {R, C}));
+          cs.push_back(make(name, {outf({loss / double(R)}), f32(x), i32(lab)}, sy::CrossEntropyParams{.rows = R, .cols = C}));
         } else if (k == Kernel::cross_entropy_backward) {
           std::vector<double> e(static_cast<size_t>(R * C));
           double scale = 0.7 / double(R);
           for (int64_t r = 0; r < R; ++r)
             for (int64_t c = 0; c < C; ++c)
               e[size_t(r * C + c)] = (sm[size_t(r * C + c)] - (c == lab[size_t(r)])) * scale;
-          cs.push_back(make(name, k, {outf(e), f32(x), i32(lab), f32({0.7f})}, {R, C}));
+          cs.push_back(make(name, {outf(e), f32(x), i32(lab), f32({0.7f})},
+                            sy::CrossEntropyBackwardParams{.rows = R, .cols = C}));
         } else {
           std::vector<double> e(static_cast<size_t>(R));
           for (int64_t r = 0; r < R; ++r)
             e[size_t(r)] = double(std::max_element(x.begin() + r * C, x.begin() + (r + 1) * C) - (x.begin() + r * C));
-          cs.push_back(make(name, k, {out(sy::DType::i32, e), f32(x)}, {R, C}));
+          cs.push_back(make(name, {out(sy::DType::i32, e), f32(x)}, sy::ArgmaxParams{.rows = R, .cols = C}));
           // Whole numbers in [-4, 4]: every row has ties, and the first max wins.
           std::vector<float> q(x.size());
           for (size_t j = 0; j < q.size(); ++j) q[j] = std::round(x[j]);
           for (int64_t r = 0; r < R; ++r)
             e[size_t(r)] = double(std::max_element(q.begin() + r * C, q.begin() + (r + 1) * C) - (q.begin() + r * C));
-          cs.push_back(make(name + " ties", k, {out(sy::DType::i32, e), f32(q)}, {R, C}));
+          cs.push_back(make(name + " ties", {out(sy::DType::i32, e), f32(q)}, sy::ArgmaxParams{.rows = R, .cols = C}));
         }
       }
       break;
     case Kernel::sgd_update:
+    case Kernel::sgd_momentum_update:
       for (int64_t n : kSizes)
-        for (int variant = 0; variant < 4; ++variant) {  // plain, momentum first step, momentum, nesterov
+        for (int variant = k == Kernel::sgd_update ? 0 : 1; variant < (k == Kernel::sgd_update ? 1 : 4);
+             ++variant) {  // plain; momentum: first step, later step, nesterov
           auto w = random_vec(size_t(n), 29), g = random_vec(size_t(n), 31), buf = random_vec(size_t(n), 37);
           const double lr = 0.1, mom = 0.9, damp = 0.1, wd = 0.01;
           bool has_buf = variant > 0, first = variant == 1, nest = variant == 3;
@@ -458,8 +482,17 @@ std::vector<Case> cases_for(Kernel k) {
             args.push_back(pb);
           }
           args.push_back(f32(g));
-          Case c = make("v" + std::to_string(variant) + " " + sz({n}), k, args, {n, nest, first, has_buf},
-                        {float(lr), float(mom), float(damp), float(wd)});
+          const char* names[] = {"plain ", "first step ", "momentum ", "nesterov "};
+          Case c = has_buf ? make(names[variant] + sz({n}), args,
+                                  sy::SgdMomentumParams{.n = n,
+                                                        .nesterov = nest,
+                                                        .first_step = first,
+                                                        .lr = float(lr),
+                                                        .momentum = float(mom),
+                                                        .dampening = float(damp),
+                                                        .weight_decay = float(wd)})
+                           : make(names[variant] + sz({n}), args,
+                                  sy::SgdParams{.n = n, .lr = float(lr), .weight_decay = float(wd)});
           c.bound = 1e-12;
           cs.push_back(c);
         }
@@ -481,19 +514,24 @@ std::vector<Case> cases_for(Kernel k) {
           }
           HostArg pw = f32(w), pm = f32(m), pv = f32(v);
           pw.expect = ew, pm.expect = em, pv.expect = ev;
-          Case c = make((adamw ? "adamw " : "adam ") + sz({n}), k, {pw, pm, pv, f32(g), f32({float(t)})}, {n, adamw},
-                        {float(lr), float(b1), float(b2), float(eps), float(wd)});
+          Case c = make((adamw ? "adamw " : "adam ") + sz({n}), {pw, pm, pv, f32(g), f32({float(t)})},
+                        sy::AdamParams{.n = n,
+                                       .decoupled = adamw == 1,
+                                       .lr = float(lr),
+                                       .beta1 = float(b1),
+                                       .beta2 = float(b2),
+                                       .eps = float(eps),
+                                       .weight_decay = float(wd)});
           c.bound = 1e-10;
           cs.push_back(c);
         }
       break;
-    case Kernel::count_: break;
   }
   return cs;
 }
 
 // Runs one case on a device; returns "" or what went wrong.
-std::string run_case(sy::Device& dev, const Case& c) {
+std::string run_case(sy::BackendDevice& dev, const Case& c) {
   std::vector<sy::Buffer> bufs;
   std::vector<sy::Binding> bind;
   sy::Program p;
@@ -550,7 +588,7 @@ class Conformance : public ::testing::TestWithParam<KernelParam> {};
 
 TEST_P(Conformance, KernelMatchesDoublePrecisionReference) {
   SKIP_UNLESS_AVAILABLE(std::get<0>(GetParam()));
-  sy::Device& dev = sy::device(std::get<0>(GetParam()));
+  sy::BackendDevice& dev = sy::backend_device(std::get<0>(GetParam()));
   Kernel k = Kernel(std::get<1>(GetParam()));
   auto cases = cases_for(k);
   ASSERT_FALSE(cases.empty()) << "no conformance cases for kernel " << sy::kernel_name(k);
@@ -571,14 +609,14 @@ TEST_P(Conformance, KernelMatchesDoublePrecisionReference) {
 std::vector<KernelParam> all_params() {
   std::vector<KernelParam> v;
   std::string d = sy::cuda_impl::emulated_cuda_device().str();
-  for (int k = 0; k < int(Kernel::count_); ++k) v.emplace_back(d, k);
+  for (int k = 0; k < sy::kNumKernels; ++k) v.emplace_back(d, k);
   return v;
 }
 #else
 std::vector<KernelParam> all_params() {
   std::vector<KernelParam> v;
   for (const std::string& d : conformance_devices())
-    for (int k = 0; k < int(Kernel::count_); ++k) v.emplace_back(d, k);
+    for (int k = 0; k < sy::kNumKernels; ++k) v.emplace_back(d, k);
   return v;
 }
 #endif

@@ -188,20 +188,20 @@ TEST(Cuda, AbsentDevicesComeWithAReason) {
   ASSERT_NE(cuda, nullptr) << "the cuda backend is always listed";
   if (cuda->available) {
     EXPECT_FALSE(cuda->devices.empty());
-    EXPECT_EQ(sy::device("auto").str(), "cuda:0") << "auto prefers CUDA";
+    EXPECT_EQ(sy::backend_device("auto").str(), "cuda:0") << "auto prefers CUDA";
     return;
   }
   EXPECT_TRUE(cuda->devices.empty());
   EXPECT_FALSE(cuda->reason.empty());
   EXPECT_EQ(cuda->reason.find("not built"), std::string::npos) << "this binary has the backend: " << cuda->reason;
-  expect_error([] { (void)sy::device("cuda"); }, {"'cuda' is not available", cuda->reason});
-  expect_error([] { (void)sy::device("cuda:1"); }, {"'cuda:1' is not available"});
-  EXPECT_NE(sy::device("auto").info().backend, "cuda");
+  expect_error([] { (void)sy::backend_device("cuda"); }, {"'cuda' is not available", cuda->reason});
+  expect_error([] { (void)sy::backend_device("cuda:1"); }, {"'cuda:1' is not available"});
+  EXPECT_NE(sy::backend_device("auto").info().backend, "cuda");
 }
 
 TEST(Cuda, DeviceReportsItsProperties) {
   SKIP_UNLESS_AVAILABLE(cuda_test_device());
-  sy::Device& d = sy::device(cuda_test_device());
+  sy::BackendDevice& d = sy::backend_device(cuda_test_device());
   EXPECT_FALSE(d.info().name.empty());
   EXPECT_GT(d.info().memory_bytes, 0u);
   for (const char* k : {"compute_capability", "sms", "driver", "runtime", "cublaslt"})
@@ -212,7 +212,7 @@ TEST(Cuda, DeviceReportsItsProperties) {
 
 TEST(Cuda, CachingAllocatorServesATrainingLoopFromItsCache) {
   SKIP_UNLESS_AVAILABLE(cuda_test_device());
-  sy::Device& d = sy::device(cuda_test_device());
+  sy::BackendDevice& d = sy::backend_device(cuda_test_device());
   std::vector<sy::Buffer> bufs;
   for (size_t n : {size_t(1000), size_t(1) << 20, size_t(5) << 20}) bufs.push_back(d.allocate(n));
   for (auto& b : bufs) d.release(b);
@@ -229,7 +229,7 @@ TEST(Cuda, CachingAllocatorServesATrainingLoopFromItsCache) {
 
 TEST(Cuda, GraphReplayFollowsNewBindingsAndParams) {
   SKIP_UNLESS_AVAILABLE(cuda_test_device());
-  sy::Device& d = sy::device(cuda_test_device());
+  sy::BackendDevice& d = sy::backend_device(cuda_test_device());
   // One Program (one id), run with alternating buffers and scalars: every
   // run must use its own, whether eager, captured or replayed.
   sy::Program p;
@@ -240,7 +240,7 @@ TEST(Cuda, GraphReplayFollowsNewBindingsAndParams) {
   ins.nargs = 2;
   ins.args[0] = {0, 0, 4096 * 4};
   ins.args[1] = {1, 0, 4096 * 4};
-  ins.params.i[0] = 4096;
+  ins.params = sy::AffineParams{.n = 4096};
   p.instrs = {ins};
   std::vector<float> x(4096), y(4096);
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
@@ -249,8 +249,7 @@ TEST(Cuda, GraphReplayFollowsNewBindingsAndParams) {
   uint64_t captures0 = d.counters().command_recordings;
   for (int run = 0; run < 12; ++run) {
     sy::Buffer o = out[run % 2];
-    p.instrs[0].params.f[0] = float(1 + run % 3);
-    p.instrs[0].params.f[1] = 0.5f;
+    p.instrs[0].params = sy::AffineParams{.n = 4096, .scale = float(1 + run % 3), .shift = 0.5f};
     sy::Binding b[2] = {{o, 0}, {in, 0}};
     d.execute(p, b);
     d.download(o, 0, y.data(), y.size() * 4);

@@ -52,9 +52,9 @@ TEST(DataLoader, DropLastDropsTheShortBatch) {
 }
 
 TEST(DataLoader, SeededOrderIsReproducibleAndChangesPerEpoch) {
-  data::DataLoader a(numbered(50), {.batch_size = 8, .seed = 3});
-  data::DataLoader b(numbered(50), {.batch_size = 8, .seed = 3});
-  data::DataLoader c(numbered(50), {.batch_size = 8, .seed = 4});
+  data::DataLoader a(numbered(50), {.batch_size = 8, .shuffle = true, .seed = 3});
+  data::DataLoader b(numbered(50), {.batch_size = 8, .shuffle = true, .seed = 3});
+  data::DataLoader c(numbered(50), {.batch_size = 8, .shuffle = true, .seed = 4});
   auto e1 = epoch_labels(a), e2 = epoch_labels(a);
   EXPECT_EQ(e1, epoch_labels(b));
   EXPECT_NE(e1, e2) << "each epoch reshuffles";
@@ -64,6 +64,12 @@ TEST(DataLoader, SeededOrderIsReproducibleAndChangesPerEpoch) {
   EXPECT_NE(e1, sorted) << "shuffled";
   auto o = a.order(0);
   EXPECT_EQ(std::vector<int32_t>(o.begin(), o.end()), e1);
+}
+
+TEST(DataLoader, InOrderByDefaultAsPyTorch) {
+  data::DataLoader a(numbered(10), {.batch_size = 4});
+  auto la = epoch_labels(a);
+  for (int32_t i = 0; i < 10; ++i) EXPECT_EQ(la[size_t(i)], i);
 }
 
 TEST(DataLoader, NoShuffleKeepsOrderAndPrefetchChangesNothing) {

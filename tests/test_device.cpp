@@ -7,29 +7,46 @@ using sy::Tensor;
 
 TEST(Device, NamesResolve) {
   mock_device();
-  EXPECT_EQ(sy::device("cpu").str(), "cpu");
-  EXPECT_EQ(&sy::device("cpu:0"), &sy::cpu());
-  EXPECT_EQ(&mock_device(), &sy::device("mock:0"));
-  EXPECT_EQ(&sy::device("mock"), &mock_device());
+  EXPECT_EQ(sy::backend_device("cpu").str(), "cpu");
+  EXPECT_EQ(&sy::backend_device("cpu:0"), &sy::backend_of(sy::cpu()));
+  EXPECT_EQ(&mock_device(), &sy::backend_device("mock:0"));
+  EXPECT_EQ(&sy::backend_device("mock"), &mock_device());
 }
 
 TEST(Device, AutoNeverPicksACpuTypeDevice) {
-  sy::Device& a = sy::device("auto");
+  sy::BackendDevice& a = sy::backend_device("auto");
   bool gpu = false;
   for (auto& b : sy::backends())
     if (b.name == "cuda" || b.name == "vulkan")
       for (auto& d : b.devices) gpu |= d->info().type != sy::DeviceType::cpu;
-  if (!gpu) EXPECT_EQ(&a, &sy::cpu());
+  if (!gpu) EXPECT_EQ(&a, &sy::backend_of(sy::cpu()));
   else EXPECT_NE(a.info().type, sy::DeviceType::cpu);
 }
 
 TEST(Device, EnvironmentOverridesTheDefault) {
   setenv("SWITCHYARD_DEVICE", "mock:0", 1);
-  EXPECT_EQ(&sy::default_device(), &mock_device());
+  EXPECT_EQ(&sy::backend_of(sy::default_device()), &mock_device());
   setenv("SWITCHYARD_DEVICE", "nonsense", 1);
-  expect_error([] { sy::default_device(); }, {"unknown device 'nonsense'"});
+  expect_error([] { sy::backend_of(sy::default_device()); }, {"unknown device 'nonsense'"});
   unsetenv("SWITCHYARD_DEVICE");
-  EXPECT_EQ(&sy::default_device(), &sy::device("auto"));
+  EXPECT_EQ(&sy::backend_of(sy::default_device()), &sy::backend_device("auto"));
+}
+
+TEST(Device, IsAvailableAgreesWithTheBackendList) {
+  for (auto& b : sy::backends()) {
+    int n = b.available ? int(b.devices.size()) : 0;
+    if (b.name == "cuda") {
+      EXPECT_EQ(sy::cuda::is_available(), n > 0);
+      EXPECT_EQ(sy::cuda::device_count(), n);
+    }
+    if (b.name == "vulkan") {
+      EXPECT_EQ(sy::vulkan::is_available(), n > 0);
+      EXPECT_EQ(sy::vulkan::device_count(), n);
+    }
+  }
+  if (std::getenv("SWITCHYARD_REQUIRE_VULKAN")) {
+    EXPECT_TRUE(sy::vulkan::is_available());
+  }
 }
 
 TEST(Device, ListingSaysWhyABackendIsAbsent) {
@@ -44,7 +61,7 @@ TEST(Device, ListingSaysWhyABackendIsAbsent) {
   EXPECT_TRUE(cpu);
   auto devs = sy::devices();
   ASSERT_FALSE(devs.empty());
-  EXPECT_EQ(devs.front(), &sy::cpu());
+  EXPECT_EQ(devs.front(), &sy::backend_of(sy::cpu()));
   EXPECT_GT(sy::cpu().info().memory_bytes, 0u);
 }
 

@@ -28,12 +28,12 @@ TEST(Errors, TensorsOnDifferentDevices) {
 
 TEST(Errors, UnknownAndUnavailableDevices) {
   mock_device();
-  expect_error([] { sy::device("gpu"); }, {"[device]", "unknown device 'gpu'", "available devices: cpu"});
-  expect_error([] { sy::device("cpu:x"); }, {"[device]", "index", "'x'"});
-  expect_error([] { sy::device("mock:3"); }, {"[device]", "'mock:3' does not exist"});
+  expect_error([] { sy::backend_device("gpu"); }, {"[device]", "unknown device 'gpu'", "available devices: cpu"});
+  expect_error([] { sy::backend_device("cpu:x"); }, {"[device]", "index", "'x'"});
+  expect_error([] { sy::backend_device("mock:3"); }, {"[device]", "'mock:3' does not exist"});
   for (auto& b : sy::backends())
     if (!b.available)
-      expect_error([&] { sy::device(b.name); }, {"[device]", "'" + b.name + "' is not available", b.reason});
+      expect_error([&] { sy::backend_device(b.name); }, {"[device]", "'" + b.name + "' is not available", b.reason});
   expect_error([] { sy::zeros({2}).to("tpu"); }, {"unknown device 'tpu'"});
 }
 
@@ -49,8 +49,8 @@ TEST(Errors, BroadcastDtypeAndShapeChecks) {
                {"[cross_entropy]", "labels of dtype i32", "f32"});
   expect_error([] { sy::cross_entropy(sy::zeros({2, 3}), sy::zeros({3}, sy::DType::i32)); },
                {"[cross_entropy]", "labels of shape (2)", "(3)"});
-  expect_error([] { sy::softmax(sy::zeros({2, 3}), 0); }, {"[softmax]", "last axis"});
-  expect_error([] { sy::sum(sy::zeros({2, 3}), 2); }, {"[sum]", "axis 2 out of range"});
+  expect_error([] { sy::softmax(sy::zeros({2, 3}), 0); }, {"[softmax]", "last dim"});
+  expect_error([] { sy::sum(sy::zeros({2, 3}), 2); }, {"[sum]", "dim 2 out of range"});
   expect_error([] { sy::from_vector(std::vector<float>{1, 2}, {3}); }, {"[from_vector]", "expected 3", "found 2"});
   expect_error([] { sy::Tensor().shape(); }, {"undefined"});
   expect_error([] { sy::nn::Linear(4, 2).forward(sy::zeros({3, 5})); }, {"[Linear]", "(batch, 4)", "(3,5)"});

@@ -18,7 +18,7 @@ class GpuDevice : public OnDevice {};
 }  // namespace
 
 TEST_P(GpuDevice, TrainingStepIsOneQueueSubmitAndNothingNewAfterWarmup) {
-  sy::Device& d = D();
+  sy::BackendDevice& d = D();
   for (bool adam : {true, false}) {
     sy::manual_seed(1);
     auto model = sy::models::mlp({20, 16, 8, 4});
@@ -59,7 +59,7 @@ TEST_P(GpuDevice, TrainingStepIsOneQueueSubmitAndNothingNewAfterWarmup) {
 }
 
 TEST_P(GpuDevice, OutOfMemoryIsAClearErrorAndTheDeviceStaysUsable) {
-  sy::Device& d = D();
+  sy::BackendDevice& d = D();
   Tensor keep = sy::ones({1000}, d);
   sy::eval({keep});
   sy::synchronize(d);
@@ -82,7 +82,7 @@ TEST_P(GpuDevice, OutOfMemoryIsAClearErrorAndTheDeviceStaysUsable) {
 }
 
 TEST_P(GpuDevice, TransfersLargerThanTheStagingRingRoundTrip) {
-  sy::Device& d = D();
+  sy::BackendDevice& d = D();
   const size_t n = (40u << 20) / 4 + 3;  // 40 MiB and a bit: more than the 32 MiB ring
   std::vector<float> v(n);
   for (size_t i = 0; i < n; ++i) v[i] = float(i % 9973) * 0.5f;
@@ -97,7 +97,7 @@ TEST_P(GpuDevice, TransfersLargerThanTheStagingRingRoundTrip) {
 }
 
 TEST_P(GpuDevice, OddSizedAndOffsetViewsRoundTrip) {
-  sy::Device& d = D();
+  sy::BackendDevice& d = D();
   auto v = random_vec(17 * 255, 3);
   Tensor t = sy::from_vector(v, {17, 255}).to(d);
   Tensor rows = t.slice(3, 10);  // a view starting 3*255 floats in: not 16-byte aligned
@@ -112,7 +112,7 @@ TEST_P(GpuDevice, OddSizedAndOffsetViewsRoundTrip) {
 }
 
 TEST_P(GpuDevice, BadLabelsFoundOnTheDeviceAreAnError) {
-  sy::Device& d = D();
+  sy::BackendDevice& d = D();
   Tensor logits = sy::randn({4, 10}, d);
   Tensor labels = sy::from_vector(std::vector<int32_t>{1, 2, 10, 3}, {4}).to(d);
   expect_error([&] { (void)sy::cross_entropy(logits, labels).item(); }, {"cross_entropy", "labels", d.str()});
@@ -122,7 +122,7 @@ TEST_P(GpuDevice, BadLabelsFoundOnTheDeviceAreAnError) {
 }
 
 TEST_P(GpuDevice, TrainingMatchesTheCpuStepForStep) {
-  sy::Device& d = D();
+  sy::BackendDevice& d = D();
   sy::models::TrainConfig cfg;
   cfg.epochs = 1;
   cfg.batch = 128;
@@ -141,7 +141,7 @@ TEST_P(GpuDevice, TrainingMatchesTheCpuStepForStep) {
 }
 
 TEST_P(GpuDevice, AllocationsLargerThanTheNextBlockStillFit) {
-  sy::Device& d = D();
+  sy::BackendDevice& d = D();
   // A small buffer creates the first block; then one larger than the block
   // the allocator would grow to next, and one within it.
   sy::Buffer small = d.allocate(1 << 20);
@@ -166,13 +166,13 @@ TEST_P(GpuDevice, AllocationsLargerThanTheNextBlockStillFit) {
 }
 
 TEST_P(GpuDevice, PinnedTensorsMoveByADeviceCopy) {
-  sy::Device& d = D();
+  sy::BackendDevice& d = D();
   auto v = random_vec(100003, 21);
   Tensor host = sy::from_vector(v, {100003});
   Tensor pinned = host.pin_memory(d);
   ASSERT_TRUE(pinned.is_pinned());
   EXPECT_FALSE(host.is_pinned());
-  EXPECT_EQ(&pinned.device(), &sy::cpu()) << "a pinned tensor is a cpu tensor";
+  EXPECT_EQ(&pinned.device(), &sy::backend_of(sy::cpu())) << "a pinned tensor is a cpu tensor";
   EXPECT_EQ(pinned.to_vector<float>(), v);
   auto c0 = d.counters();
   Tensor x = pinned.to(d, true);
@@ -200,7 +200,7 @@ TEST_P(GpuDevice, PinnedTensorsMoveByADeviceCopy) {
 }
 
 TEST_P(GpuDevice, LoaderPinsBatchesForTheDevice) {
-  sy::Device& d = D();
+  sy::BackendDevice& d = D();
   std::vector<float> xs(64 * 3);
   std::vector<int32_t> ys(64);
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = float(i);
@@ -220,7 +220,7 @@ TEST_P(GpuDevice, LoaderPinsBatchesForTheDevice) {
 }
 
 TEST_P(GpuDevice, OverlappingCopiesWithinABufferActAsMemmove) {
-  sy::Device& d = D();
+  sy::BackendDevice& d = D();
   std::vector<uint32_t> v(4096), back(4096);
   for (size_t i = 0; i < v.size(); ++i) v[i] = uint32_t(i);
   sy::Buffer b = d.allocate(v.size() * 4);

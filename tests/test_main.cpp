@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <string>
 
+#include "switchyard/backend/device.h"
 #include "switchyard/switchyard.h"
 
 #ifndef SWITCHYARD_TEST_ENV
@@ -32,7 +33,7 @@ class NoValidationMessages : public ::testing::Environment {
  public:
   void TearDown() override {
     for (auto* d : switchyard::devices())
-      EXPECT_EQ(d->counters().validation_messages, 0u)
+      EXPECT_EQ(switchyard::backend_of(*d).counters().validation_messages, 0u)
           << d->str() << " reported validation messages (printed above as [vulkan validation])";
   }
 };

@@ -1,5 +1,7 @@
 // Every op against a double-precision reference, on odd and tile-crossing
 // shapes. Bound: normalized squared error below 1e-10 unless stated.
+#include <sstream>
+
 #include "helpers.h"
 
 using sy::Tensor;
@@ -177,6 +179,62 @@ TEST_P(OnDevice, OpsActivations) {
   check(sy::square(x), v, [](double a) { return a * a; }, "square");
   check(sy::log(p), pos, [](double a) { return std::log(a); }, "log");
   check(sy::sqrt(p), pos, [](double a) { return std::sqrt(a); }, "sqrt");
+  check(sy::abs(x), v, [](double a) { return std::fabs(a); }, "abs");
+}
+
+// The libtorch-style methods are the free functions under another name.
+TEST_P(OnDevice, OpsAsTensorMethods) {
+  auto v = random_vec(4 * 6, 12, -3.f, 3.f);
+  Tensor x = sy::from_vector(v, {4, 6}, D()), w = sy::from_vector(random_vec(6 * 5, 13), {6, 5}, D());
+  auto same = [](const Tensor& a, const Tensor& b, const char* name) {
+    EXPECT_EQ(a.shape(), b.shape()) << name;
+    if (a.dtype() == sy::DType::i32) EXPECT_EQ(a.to_vector<int32_t>(), b.to_vector<int32_t>()) << name;
+    else EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>()) << name;
+  };
+  same(x.sum(), sy::sum(x), "sum");
+  same(x.sum(1), sy::sum(x, 1), "sum(dim)");
+  same(x.sum(0, true), sy::sum(x, 0, true), "sum(dim, keepdim)");
+  same(x.mean(), sy::mean(x), "mean");
+  same(x.mean(-1), sy::mean(x, -1), "mean(dim)");
+  same(x.matmul(w), sy::matmul(x, w), "matmul");
+  same(x.relu(), sy::relu(x), "relu");
+  same(x.gelu(), sy::gelu(x), "gelu");
+  same(x.sigmoid(), sy::sigmoid(x), "sigmoid");
+  same(x.tanh(), sy::tanh(x), "tanh");
+  same(x.exp(), sy::exp(x), "exp");
+  same(x.abs().log(), sy::log(sy::abs(x)), "abs, log");
+  same(x.square().sqrt(), sy::sqrt(sy::square(x)), "square, sqrt");
+  same(x.neg(), -x, "neg");
+  same(x.softmax(1), sy::softmax(x, 1), "softmax");
+  same(x.log_softmax(-1), sy::log_softmax(x), "log_softmax");
+  same(x.argmax(1), sy::argmax(x, 1), "argmax");
+  same(x.eq(x), sy::eq(x, x), "eq");
+}
+
+TEST_P(OnDevice, OpsRandintIsInRangeAndSeeded) {
+  sy::manual_seed(7);
+  Tensor r = sy::randint(-3, 5, {4000}, D());
+  EXPECT_EQ(r.dtype(), sy::DType::i32);
+  auto v = r.to_vector<int32_t>();
+  std::vector<int> seen(8, 0);
+  for (int32_t a : v) {
+    ASSERT_GE(a, -3);
+    ASSERT_LT(a, 5);
+    ++seen[size_t(a + 3)];
+  }
+  for (int c : seen) EXPECT_GT(c, 350) << "every value in [-3, 5) drawn about 500 times";
+  sy::manual_seed(7);
+  EXPECT_EQ(sy::randint(-3, 5, {4000}, D()).to_vector<int32_t>(), v) << "same seed, same integers";
+  EXPECT_EQ(sy::randint(0, 10, {3}, sy::TensorOptions(D()).dtype(sy::DType::f32)).dtype(), sy::DType::f32);
+  EXPECT_THROW(sy::randint(5, 5, {1}, D()), sy::Error);
+}
+
+TEST_P(OnDevice, PrintingShowsValues) {
+  std::ostringstream small, big;
+  small << sy::from_vector(std::vector<float>{1.5f, -2.f}, {2}, D());
+  EXPECT_NE(small.str().find("values=[1.5, -2]"), std::string::npos) << small.str();
+  big << sy::arange(5000, D());
+  EXPECT_NE(big.str().find("values=[0, 1, 2, ..., 4997, 4998, 4999]"), std::string::npos) << big.str();
 }
 
 TEST_P(OnDevice, OpsReductions) {
@@ -383,7 +441,7 @@ TEST_P(OnDevice, OptimSgdAndAdamMatchReferenceFormulas) {
 // every kernel in the table, so a kernel cannot be added without an op and a
 // test that reaches it.
 TEST_P(OnDevice, KernelTableEveryKernelIsReachedByTheOps) {
-  sy::Device& d = D();
+  sy::BackendDevice& d = D();
   auto before = d.counters();
   Tensor x = sy::rand({4, 3}, D()).requires_grad_();
   Tensor w = sy::randn({5, 3}, D()).requires_grad_();
@@ -395,11 +453,12 @@ TEST_P(OnDevice, KernelTableEveryKernelIsReachedByTheOps) {
   loss.backward();
   sy::optim::Adam({x}, 0.1f).step();
   sy::optim::SGD({w}, {.lr = 0.1f, .momentum = 0.5f}).step();
+  sy::optim::SGD({b}, {.lr = 0.1f}).step();
   sy::eval({loss, sy::argmax(y), sy::zeros({2}, D()), sy::from_vector(std::vector<float>{1}, {1}, D()).to(sy::DType::i32),
             sy::eq(y, y)});
   sy::synchronize(d);
   auto after = d.counters();
-  for (size_t k = 0; k < size_t(sy::Kernel::count_); ++k) {
+  for (size_t k = 0; k < size_t(sy::kNumKernels); ++k) {
     EXPECT_GT(after.launches_by_kernel[k], before.launches_by_kernel[k])
         << "kernel " << sy::kernel_name(sy::Kernel(k)) << " was never launched";
     EXPECT_TRUE(d.supports(sy::Kernel(k))) << sy::kernel_name(sy::Kernel(k));

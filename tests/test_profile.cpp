@@ -67,7 +67,7 @@ class ProfiledDevice : public OnDevice {};
 }  // namespace
 
 TEST_P(ProfiledDevice, KernelEventsAreTheLaunchesTheDeviceRan) {
-  sy::Device& d = D();
+  sy::BackendDevice& d = D();
   sy::manual_seed(3);
   auto model = sy::models::mlp({20, 16, 8, 4});
   model->to(d);
@@ -114,7 +114,7 @@ TEST_P(ProfiledDevice, KernelEventsAreTheLaunchesTheDeviceRan) {
     planning += e.track == prof::Track::planning;
     submissions += e.track == prof::Track::submission;
   }
-  for (size_t k = 0; k < size_t(sy::Kernel::count_); ++k)
+  for (size_t k = 0; k < size_t(sy::kNumKernels); ++k)
     if (uint64_t n = c1.launches_by_kernel[k] - c0.launches_by_kernel[k]) expected[sy::kernel_name(sy::Kernel(k))] = n;
   EXPECT_EQ(by_kernel, expected) << "one kernel event per launch, by name";
   EXPECT_FALSE(expected.empty());
@@ -161,7 +161,7 @@ TEST_P(ProfiledDevice, KernelEventsAreTheLaunchesTheDeviceRan) {
 }
 
 TEST_P(ProfiledDevice, TransfersOfEveryKindAreMeasured) {
-  sy::Device& d = D();
+  sy::BackendDevice& d = D();
   const size_t n = (20 << 20) + 256;  // three 8 MiB staging chunks on GPUs, the last partial
   std::vector<char> host(n, 7), back(n, 0);
   sy::Buffer a = d.allocate(n), b = d.allocate(n);

@@ -20,7 +20,7 @@ struct Step {
   }
 };
 
-Step make_step(sy::Device& d, bool adam) {
+Step make_step(sy::BackendDevice& d, bool adam) {
   sy::manual_seed(1);
   Step s;
   s.model = sy::models::mlp({20, 16, 8, 4});
@@ -37,7 +37,7 @@ Step make_step(sy::Device& d, bool adam) {
 
 TEST(Scheduler, TrainingStepIsOneSubmissionAndNoAllocationsAfterWarmup) {
   for (bool adam : {true, false}) {
-    sy::Device& d = sy::cpu();
+    sy::BackendDevice& d = sy::backend_of(sy::cpu());
     Step s = make_step(d, adam);
     float first = s.run();
     for (int i = 0; i < 3; ++i) s.run();
@@ -53,7 +53,7 @@ TEST(Scheduler, TrainingStepIsOneSubmissionAndNoAllocationsAfterWarmup) {
 }
 
 TEST(Scheduler, NewBatchesEachStepStillAllocateNothing) {
-  sy::Device& d = sy::cpu();
+  sy::BackendDevice& d = sy::backend_of(sy::cpu());
   Step s = make_step(d, true);
   auto xs = random_vec(32 * 20, 5);
   for (int i = 0; i < 4; ++i) {
@@ -71,7 +71,7 @@ TEST(Scheduler, NewBatchesEachStepStillAllocateNothing) {
 }
 
 TEST(Scheduler, RepeatedStepsReuseTheCachedPlan) {
-  sy::Device& d = sy::cpu();
+  sy::BackendDevice& d = sy::backend_of(sy::cpu());
   Step s = make_step(d, true);
   for (int i = 0; i < 3; ++i) s.run();
   auto& ctx = sy::detail::context_of(d);
@@ -85,7 +85,7 @@ TEST(Scheduler, RepeatedStepsReuseTheCachedPlan) {
 TEST(Scheduler, IntermediatesShareBuffers) {
   // A chain of 20 elementwise ops on 1 MiB values needs only a couple of
   // temporaries, not 20.
-  sy::Device& d = sy::cpu();
+  sy::BackendDevice& d = sy::backend_of(sy::cpu());
   Tensor x = sy::rand({256, 1024});
   x.to_vector<float>();
   d.reset_peak();
@@ -142,14 +142,14 @@ TEST(Scheduler, PendingReadersOfTheOldValueRunBeforeTheUpdate) {
     EXPECT_TRUE(std::isfinite(loss.item()));
   }
   // Still one submission per step with two optimizers.
-  auto c0 = sy::cpu().counters().submissions;
+  auto c0 = sy::backend_of(sy::cpu()).counters().submissions;
   oa.zero_grad(), ob.zero_grad();
   Tensor loss = sy::sum(a * a) * sy::sum(b);
   loss.backward();
   oa.step();
   ob.step();
   loss.item();
-  EXPECT_EQ(sy::cpu().counters().submissions - c0, 1u);
+  EXPECT_EQ(sy::backend_of(sy::cpu()).counters().submissions - c0, 1u);
 }
 
 TEST(Scheduler, AFailedRunLeavesTheDeviceUsable) {
@@ -164,7 +164,7 @@ TEST(Scheduler, AFailedRunLeavesTheDeviceUsable) {
 TEST(Scheduler, StepsWithoutReadsStayBounded) {
   // Without loss.item(), each optimizer step runs the previous one, so the
   // pending graph never grows past one step.
-  sy::Device& d = sy::cpu();
+  sy::BackendDevice& d = sy::backend_of(sy::cpu());
   Step s = make_step(d, true);
   auto step_without_read = [&] {
     s.opt->zero_grad();
@@ -199,7 +199,7 @@ TEST(Scheduler, BackwardThroughValuesAnUpdateOverwroteFailsAtOnceAndNothingIsStu
 }
 
 TEST(Scheduler, AFailedStepIsDiscardedAndTrainingGoesOn) {
-  sy::Device& d = sy::cpu();
+  sy::BackendDevice& d = sy::backend_of(sy::cpu());
   Step s = make_step(d, true);
   s.run();
   Tensor bad = sy::from_vector(std::vector<int32_t>(32, 9), {32});  // 9 >= 4 classes
@@ -254,7 +254,7 @@ TEST(Scheduler, TestsRunWithPoisonedBuffers) {
   if (!std::getenv("SWITCHYARD_POISON")) GTEST_SKIP() << "run through ctest, which sets SWITCHYARD_POISON=1";
   auto& pool = sy::detail::context_of(sy::cpu()).pool;
   sy::Buffer b = pool.acquire(64);
-  auto* bytes = static_cast<unsigned char*>(sy::cpu().host_pointer(b));
+  auto* bytes = static_cast<unsigned char*>(sy::backend_of(sy::cpu()).host_pointer(b));
   for (int i = 0; i < 64; ++i) EXPECT_EQ(bytes[i], 0xff);
   pool.release(b);
   // An op's output starts as NaN and every element is overwritten.

@@ -11,7 +11,7 @@
 // SWITCHYARD_REQUIRE_VULKAN=1, as ctest sets where the backend is built).
 #define VULKAN_OR_SKIP(d)           \
   SKIP_UNLESS_AVAILABLE("vulkan:0"); \
-  sy::Device& d = sy::device("vulkan:0")
+  sy::BackendDevice& d = sy::backend_device("vulkan:0")
 
 TEST(Vulkan, DeviceReportsItsProperties) {
   VULKAN_OR_SKIP(d);
@@ -33,9 +33,9 @@ TEST(Vulkan, AutoNeverPicksACpuTypeDevice) {
     if ((x->info().backend == "vulkan" || x->info().backend == "cuda") && x->info().type != sy::DeviceType::cpu)
       gpu = true;
   if (d.info().type == sy::DeviceType::cpu && !gpu) {
-    EXPECT_EQ(sy::device("auto").str(), "cpu");
+    EXPECT_EQ(sy::backend_device("auto").str(), "cpu");
   }
-  EXPECT_EQ(&sy::device("vulkan"), &d) << "a CPU-type device can still be named";
+  EXPECT_EQ(&sy::backend_device("vulkan"), &d) << "a CPU-type device can still be named";
 }
 
 TEST(Vulkan, ABadSettingFailsEveryUseWithTheSameMessage) {

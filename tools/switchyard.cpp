@@ -2,6 +2,8 @@
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -9,9 +11,12 @@
 #include <string>
 #include <vector>
 
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
 #include "bench.h"
 #include "mlp.h"
-#include "switchyard/json.h"
+#include "switchyard/backend/device.h"
 #include "switchyard/profile.h"
 #include "switchyard/switchyard.h"
 #include "trainer.h"
@@ -20,63 +25,38 @@ namespace sy = switchyard;
 
 namespace {
 
+// A figure with `digits` decimals, for JSON lines people read too.
+double rounded(double v, int digits) {
+  double scale = std::pow(10.0, digits);
+  return std::round(v * scale) / scale;
+}
+
 double peak_rss_mb() {
   rusage u{};
   getrusage(RUSAGE_SELF, &u);
   return double(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
 }
 
-const char* kUsage =
-    "usage: switchyard <command> [options]\n"
-    "\n"
-    "commands:\n"
-    "  devices [--json]        list every device, and why a backend is absent\n"
-    "  train [options]         train an MLP on Fashion-MNIST\n"
-    "  bench [options]         compare devices on kernels, transfers and the MLP (bench --help)\n"
-    "\n"
-    "train options:\n"
-    "  --device NAME    cpu, vulkan[:N], cuda[:N] or auto (default: $SWITCHYARD_DEVICE or auto)\n"
-    "  --epochs N       (5)      --batch N   (128)     --lr X  (1e-3)\n"
-    "  --opt NAME       sgd (momentum 0.9) | adam | adamw   (adam)\n"
-    "  --hidden LIST    hidden layer sizes, e.g. 256,128   (256,128)\n"
-    "  --seed N         (0)\n"
-    "  --data DIR       Fashion-MNIST IDX files (/usr/share/datasets/fashion-mnist)\n"
-    "  --limit N        use the first N training samples\n"
-    "  --json           print JSON lines only\n"
-    "  --profile        print device time per kernel and transfer kind (also: SWITCHYARD_PROFILE=1)\n"
-    "  --trace FILE     write a Chrome trace (Perfetto, chrome://tracing) of the run; implies --profile\n";
-
-int cmd_devices(const std::vector<std::string>& args) {
-  bool json = false;
-  for (auto& a : args) {
-    if (a == "--json") json = true;
-    else throw sy::Error("[devices] unknown option '" + a + "': expected --json");
-  }
-  if (json) {
-    std::ostringstream o;
-    o << "[";
-    bool first = true;
+int cmd_devices(bool as_json) {
+  if (as_json) {
+    nlohmann::ordered_json out = nlohmann::ordered_json::array();
     for (auto& b : sy::backends()) {
-      if (b.devices.empty()) {
-        o << (first ? "" : ",") << "{\"backend\":\"" << b.name
-          << "\",\"available\":false,\"reason\":" << sy::json_quote(b.reason) << "}";
-        first = false;
-      }
+      if (b.devices.empty())
+        out.push_back({{"backend", b.name}, {"available", false}, {"reason", b.reason}});
       for (auto& d : b.devices) {
         auto& i = d->info();
-        o << (first ? "" : ",") << "{\"device\":\"" << i.str() << "\",\"backend\":\"" << i.backend
-          << "\",\"available\":true,\"name\":" << sy::json_quote(i.name) << ",\"type\":\""
-          << sy::device_type_name(i.type) << "\",\"memory_bytes\":" << i.memory_bytes
-          << ",\"properties\":{";
-        for (size_t k = 0; k < i.properties.size(); ++k)
-          o << (k ? "," : "") << sy::json_quote(i.properties[k].first) << ":"
-            << sy::json_quote(i.properties[k].second);
-        o << "}}";
-        first = false;
+        nlohmann::ordered_json props = nlohmann::ordered_json::object();
+        for (auto& [k, v] : i.properties) props[k] = v;
+        out.push_back({{"device", i.str()},
+                       {"backend", i.backend},
+                       {"available", true},
+                       {"name", i.name},
+                       {"type", sy::device_type_name(i.type)},
+                       {"memory_bytes", i.memory_bytes},
+                       {"properties", props}});
       }
     }
-    o << "]";
-    std::cout << o.str() << "\n";
+    std::cout << out.dump() << "\n";
     return 0;
   }
   std::printf("%-10s %-14s %-10s %s\n", "DEVICE", "TYPE", "MEMORY", "NAME / STATUS");
@@ -97,44 +77,18 @@ int cmd_devices(const std::vector<std::string>& args) {
   return 0;
 }
 
-int cmd_train(const std::vector<std::string>& args) {
+struct TrainFlags {
   sy::models::TrainConfig cfg;
-  if (const char* e = std::getenv("SWITCHYARD_DEVICE"); e && *e) cfg.device = e;
+  std::string hidden = "256,128";
   bool json = false, prof = false;
   std::string trace;
-  for (size_t i = 0; i < args.size(); ++i) {
-    const std::string& a = args[i];
-    auto value = [&]() -> const std::string& {
-      if (i + 1 >= args.size()) throw sy::Error("[train] option " + a + " expects a value");
-      return args[++i];
-    };
-    auto number = [&](const std::string& v, auto parse) {
-      try {
-        size_t used = 0;
-        auto r = parse(v, &used);
-        if (used == v.size()) return r;
-      } catch (const std::exception&) {
-      }
-      throw sy::Error("[train] option " + a + " expects a number, found '" + v + "'");
-    };
-    auto to_ll = [](const std::string& s, size_t* u) { return std::stoll(s, u); };
-    auto to_f = [](const std::string& s, size_t* u) { return std::stof(s, u); };
-    if (a == "--device") cfg.device = value();
-    else if (a == "--epochs") cfg.epochs = int(number(value(), to_ll));
-    else if (a == "--batch") cfg.batch = number(value(), to_ll);
-    else if (a == "--lr") cfg.lr = number(value(), to_f);
-    else if (a == "--opt") cfg.opt = value();
-    else if (a == "--hidden") {
-      std::string h = value();
-      cfg.hidden = h.empty() ? std::vector<int64_t>{} : sy::models::parse_sizes(h);
-    } else if (a == "--seed") cfg.seed = uint64_t(number(value(), to_ll));
-    else if (a == "--data") cfg.data_dir = value();
-    else if (a == "--limit") cfg.limit = number(value(), to_ll);
-    else if (a == "--json") json = true;
-    else if (a == "--profile") prof = true;
-    else if (a == "--trace") trace = value(), prof = true;
-    else throw sy::Error("[train] unknown option '" + a + "'; see switchyard --help");
-  }
+};
+
+int cmd_train(TrainFlags& f) {
+  sy::models::TrainConfig& cfg = f.cfg;
+  cfg.hidden = f.hidden.empty() ? std::vector<int64_t>{} : sy::models::parse_sizes(f.hidden);
+  const bool json = f.json, prof = f.prof || !f.trace.empty();
+  const std::string& trace = f.trace;
   bool tty = !json && isatty(STDERR_FILENO);
   if (!json)
     std::printf("device %s (%s)  epochs %d  batch %lld  opt %s  lr %g\n",
@@ -150,21 +104,25 @@ int cmd_train(const std::vector<std::string>& args) {
   };
   auto epoch_done = [&](const sy::models::EpochStats& s) {
     if (json)
-      std::printf("{\"epoch\":%d,\"loss\":%.6f,\"test_acc\":%.4f,\"samples_per_s\":%.1f}\n", s.epoch,
-                  s.loss, s.test_acc, s.samples_per_s);
+      std::printf("%s\n", nlohmann::ordered_json{{"epoch", s.epoch},
+                                                 {"loss", rounded(s.loss, 6)},
+                                                 {"test_acc", rounded(s.test_acc, 4)},
+                                                 {"samples_per_s", rounded(s.samples_per_s, 1)}}
+                              .dump()
+                              .c_str());
     else
       std::printf("epoch %d/%d  loss %.4f  test_acc %.4f  samples/s %.0f  (%.1f s)\n", s.epoch,
                   cfg.epochs, s.loss, s.test_acc, s.samples_per_s, s.seconds);
     std::fflush(stdout);
   };
-  sy::Device& dev = sy::device(cfg.device);
+  sy::BackendDevice& dev = sy::backend_device(cfg.device);  // for its launch counters
   sy::Counters before = dev.counters();
   if (prof) {
     sy::profile::clear();
     sy::profile::set_enabled(true);
   }
   auto r = sy::models::train_fashion_mnist(cfg, progress, epoch_done);
-  std::string launches;
+  nlohmann::ordered_json launches = nlohmann::ordered_json::object();
   if (prof) {
     dev.synchronize();  // every timestamp read back
     auto events = sy::profile::events();
@@ -178,44 +136,91 @@ int cmd_train(const std::vector<std::string>& args) {
     std::fflush(table);
     // What the device ran, by its own counters: the trace's kernel events
     // must match these.
-    for (size_t k = 0; k < size_t(sy::Kernel::count_); ++k)
+    for (size_t k = 0; k < size_t(sy::kNumKernels); ++k)
       if (uint64_t n = dev.counters().launches_by_kernel[k] - before.launches_by_kernel[k])
-        launches += std::string(launches.empty() ? "" : ",") + "\"" + sy::kernel_name(sy::Kernel(k)) +
-                    "\":" + std::to_string(n);
-    launches = ",\"kernel_launches\":{" + launches + "}";
+        launches[sy::kernel_name(sy::Kernel(k))] = n;
   }
-  std::printf(
-      "{\"device\":\"%s\",\"epochs\":%d,\"batch\":%lld,\"opt\":\"%s\",\"lr\":%g,"
-      "\"train_samples\":%lld,\"steps\":%lld,\"train_samples_per_s\":%.1f,\"test_acc\":%.4f,"
-      "\"final_loss\":%.6f,\"peak_rss_mb\":%.1f%s}\n",
-      r.device.c_str(), cfg.epochs, (long long)cfg.batch, cfg.opt.c_str(), double(cfg.lr),
-      (long long)r.train_samples, (long long)r.steps, r.train_samples_per_s, r.test_acc,
-      r.final_loss, peak_rss_mb(), launches.c_str());
+  nlohmann::ordered_json line = {{"device", r.device},
+                                 {"epochs", cfg.epochs},
+                                 {"batch", cfg.batch},
+                                 {"opt", cfg.opt},
+                                 {"lr", rounded(cfg.lr, 9)},
+                                 {"train_samples", r.train_samples},
+                                 {"steps", r.steps},
+                                 {"train_samples_per_s", rounded(r.train_samples_per_s, 1)},
+                                 {"test_acc", rounded(r.test_acc, 4)},
+                                 {"final_loss", rounded(r.final_loss, 6)},
+                                 {"peak_rss_mb", rounded(peak_rss_mb(), 1)}};
+  if (prof) line["kernel_launches"] = launches;
+  std::printf("%s\n", line.dump().c_str());
   return 0;
 }
 
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::vector<std::string> args(argv + 1, argv + argc);
-  if (args.empty() || args[0] == "--help" || args[0] == "-h" || args[0] == "help") {
-    std::fputs(kUsage, args.empty() ? stderr : stdout);
-    return args.empty() ? 2 : 0;
-  }
-  std::string cmd = args[0];
-  args.erase(args.begin());
+  CLI::App app{"Switchyard: train and run neural networks on the CPU, Vulkan and CUDA", "switchyard"};
+  app.require_subcommand(1, 1);
+
+  bool devices_json = false;
+  CLI::App* devices = app.add_subcommand("devices", "list every device, and why an absent backend is absent");
+  devices->add_flag("--json", devices_json, "print JSON");
+
+  TrainFlags tf;
+  if (const char* e = std::getenv("SWITCHYARD_DEVICE"); e && *e) tf.cfg.device = e;
+  CLI::App* train = app.add_subcommand("train", "train an MLP on Fashion-MNIST");
+  train->add_option("--device", tf.cfg.device, "cpu, vulkan[:N], cuda[:N] or auto (default: $SWITCHYARD_DEVICE, else auto)")
+      ->capture_default_str();
+  train->add_option("--epochs", tf.cfg.epochs, "passes over the training set")->check(CLI::Range(1, 1000000))
+      ->capture_default_str();
+  train->add_option("--batch", tf.cfg.batch, "samples per step")->check(CLI::Range(int64_t(1), int64_t(1) << 24))
+      ->capture_default_str();
+  train->add_option("--lr", tf.cfg.lr, "learning rate")->check(CLI::Range(0.0, 1e6))->capture_default_str();
+  train->add_option("--opt", tf.cfg.opt, "optimizer: sgd (momentum 0.9), adam or adamw")
+      ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
+      ->capture_default_str();
+  train->add_option("--hidden", tf.hidden, "hidden layer sizes, e.g. 256,128")->capture_default_str();
+  train->add_option("--seed", tf.cfg.seed, "seed of the initialization and the shuffle")->capture_default_str();
+  train->add_option("--data", tf.cfg.data_dir, "directory of the Fashion-MNIST IDX files")->capture_default_str();
+  train->add_option("--limit", tf.cfg.limit, "use the first N training samples (default: all)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  train->add_flag("--json", tf.json, "print JSON lines only");
+  train->add_flag("--profile", tf.prof, "device time per kernel and transfer kind (also: SWITCHYARD_PROFILE=1)");
+  train->add_option("--trace", tf.trace, "write a Chrome trace (Perfetto, chrome://tracing) of the run; implies --profile");
+
+  // bench parses its own options (bench/bench.cpp): everything after the
+  // word goes to it, --help included.
+  CLI::App* bench = app.add_subcommand("bench", "compare devices on kernels, transfers and the MLP (bench --help)");
+  bench->prefix_command();
+  bench->set_help_flag();
+
   try {
-    if (cmd == "devices") return cmd_devices(args);
-    if (cmd == "train") return cmd_train(args);
-    if (cmd == "bench") {
-      if (!args.empty() && (args[0] == "--help" || args[0] == "-h")) {
-        std::fputs(sy::bench::kUsage, stdout);
-        return 0;
-      }
-      return sy::bench::run(args);
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    std::string msg = e.what();
+    std::string where = "switchyard";
+    for (CLI::App* sub : {devices, train})
+      if (sub->parsed()) where += " " + sub->get_name();
+    // A misspelt flag: name the closest one this command knows.
+    for (CLI::App* sub : {devices, train}) {
+      if (!sub->parsed()) continue;
+      std::vector<std::string> known;
+      for (const CLI::Option* o : sub->get_options())
+        for (const std::string& n : o->get_lnames()) known.push_back("--" + n);
+      for (const std::string& extra : sub->remaining())
+        if (std::string c = sy::bench::closest_option(extra, known); !c.empty()) msg += " (did you mean " + c + "?)";
     }
-    std::fprintf(stderr, "switchyard: unknown command '%s'\n\n%s", cmd.c_str(), kUsage);
+    std::fprintf(stderr, "%s: %s\nsee: %s --help\n", where.c_str(), msg.c_str(), where.c_str());
     return 2;
+  }
+  try {
+    if (devices->parsed()) return cmd_devices(devices_json);
+    if (train->parsed()) return cmd_train(tf);
+    return sy::bench::run(bench->remaining());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "switchyard: %s\n", e.what());
     return 1;

@@ -38,13 +38,13 @@ DeviceInfo make_info(const std::string& backend = "cpu", int index = 0) {
   return info;
 }
 
-class CpuDevice final : public Device {
+class CpuDevice final : public BackendDevice {
  public:
-  CpuDevice() : Device(make_info()) {}
-  explicit CpuDevice(DeviceInfo info) : Device(std::move(info)) {}
+  CpuDevice() : BackendDevice(make_info()) {}
+  explicit CpuDevice(DeviceInfo info) : BackendDevice(std::move(info)) {}
 
   void* host_pointer(Buffer b) override { return b.handle; }
-  bool supports(Kernel k) const override { return k < Kernel::count_; }
+  bool supports(Kernel) const override { return true; }
 
  private:
   Buffer allocate_impl(size_t bytes) override {
@@ -86,7 +86,7 @@ class CpuDevice final : public Device {
         ptrs[i] = static_cast<char*>(b.buffer.handle) + b.offset + ins.args[i].offset;
       }
       int64_t t0 = prof ? profile::now_ns() : 0;
-      run_kernel(ins.kernel, ins.params, ptrs);
+      run_kernel(ins.params, ptrs);
       if (prof) timed(profile::Track::kernel, kernel_name(ins.kernel), 0, t0);
     }
   }

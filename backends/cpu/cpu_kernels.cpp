@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <vector>
 
 #include "switchyard/dtype.h"
@@ -35,10 +36,9 @@ U4 philox(U4 c, uint32_t k0, uint32_t k1) {
   }
   return c;
 }
-U4 philox_at(const KernelParams& p, int64_t k) {
-  uint64_t off = uint64_t(p.i[3]);
+U4 philox_at(uint64_t seed, uint64_t off, int64_t k) {
   return philox({{uint32_t(k), uint32_t(uint64_t(k) >> 32), uint32_t(off), uint32_t(off >> 32)}},
-                uint32_t(p.i[1]), uint32_t(p.i[2]));
+                uint32_t(seed), uint32_t(seed >> 32));
 }
 constexpr float kTwoPow24 = 1.0f / 16777216.0f;
 
@@ -59,13 +59,14 @@ SY_CLONES void adam_loop(int64_t lo, int64_t hi, float* __restrict w, float* __r
     pointwise::adam_step(w[j], m[j], v[j], g[j], b1, b2, eps, step, inv_sqrt_bc2, keep, l2);
 }
 
-SY_CLONES void sgd_loop(int64_t lo, int64_t hi, float* __restrict w, float* __restrict buf,
-                        const float* __restrict g, float lr, float mom, float damp, float wd,
-                        bool nesterov, bool first) {
-  if (!buf) {
-    for (int64_t j = lo; j < hi; ++j) pointwise::sgd_step(w[j], g[j], lr, wd);
-    return;
-  }
+SY_CLONES void sgd_loop(int64_t lo, int64_t hi, float* __restrict w, const float* __restrict g,
+                        float lr, float wd) {
+  for (int64_t j = lo; j < hi; ++j) pointwise::sgd_step(w[j], g[j], lr, wd);
+}
+
+SY_CLONES void sgd_momentum_loop(int64_t lo, int64_t hi, float* __restrict w, float* __restrict buf,
+                                 const float* __restrict g, float lr, float mom, float damp,
+                                 float wd, bool nesterov, bool first) {
   for (int64_t j = lo; j < hi; ++j)
     pointwise::sgd_momentum_step(w[j], buf[j], g[j], lr, mom, damp, wd, nesterov, first);
 }
@@ -91,9 +92,8 @@ template <class T>
 T* as(void* p) { return static_cast<T*>(p); }
 
 template <Binary OP>
-void binary_loop(const KernelParams& p, float* out, const float* a, const float* b) {
-  const int64_t* d = p.i;
-  const int64_t *sa = p.i + 4, *sb = p.i + 8;
+void binary_loop(const BinaryParams& p, float* out, const float* a, const float* b) {
+  const int64_t *d = p.dims, *sa = p.a_strides, *sb = p.b_strides;
   int64_t rows = d[0] * d[1] * d[2];
   auto body = [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
@@ -112,9 +112,9 @@ void binary_loop(const KernelParams& p, float* out, const float* a, const float*
   pool().parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(d[3], 1)), body);
 }
 
-void softmax_rows(const KernelParams& p, float* out, const float* x) {
-  int64_t rows = p.i[0], cols = p.i[1];
-  bool log_out = p.op == 1;
+void softmax_rows(const SoftmaxParams& p, float* out, const float* x) {
+  const int64_t rows = p.rows, cols = p.cols;
+  const bool log_out = p.log;
   pool().parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1)),
                       [&](int64_t lo, int64_t hi) {
     for (int64_t r = lo; r < hi; ++r) {
@@ -139,9 +139,9 @@ void check_label(int32_t l, int64_t cols, int64_t row) {
            " at row ", row);
 }
 
-void cast(const KernelParams& p, void* out, const void* in) {
-  DType from = DType(p.i[1]), to = DType(p.i[2]);
-  int64_t n = p.i[0];
+void cast(const CastParams& p, void* out, const void* in) {
+  const DType from = p.from, to = p.to;
+  const int64_t n = p.n;
   auto conv = [&](auto* o) {
     using T = std::remove_pointer_t<decltype(o)>;
     for (int64_t k = 0; k < n; ++k) {
@@ -168,245 +168,255 @@ void transpose_t(int64_t R, int64_t C, T* out, const T* in) {
         for (int64_t c = c0; c < std::min(C, c0 + B); ++c) out[c * R + r] = in[r * C + c];
 }
 
+// ---- one function per kernel of the table -----------------------------------------
+// run_kernel() below calls run(params, args) for each kernel; a kernel added
+// to the table without its run() here fails to compile.
+
+void run(const FillParams& p, void* const* a) {
+  switch (p.dtype) {
+    case DType::f32: pfor(p.n, [&](int64_t lo, int64_t hi) { std::fill(as<float>(a[0]) + lo, as<float>(a[0]) + hi, p.value); }); break;
+    case DType::i32: std::fill_n(as<int32_t>(a[0]), p.n, int32_t(p.value)); break;
+    case DType::u8: std::memset(a[0], int(uint8_t(p.value)), size_t(p.n)); break;
+  }
+}
+
+void run(const ArangeParams& p, void* const* a) {
+  auto fill = [&](auto* o) {
+    using T = std::remove_pointer_t<decltype(o)>;
+    for (int64_t j = 0; j < p.n; ++j) o[j] = T(p.start + float(j) * p.step);
+  };
+  if (p.dtype == DType::f32) fill(as<float>(a[0]));
+  else if (p.dtype == DType::i32) fill(as<int32_t>(a[0]));
+  else fill(as<uint8_t>(a[0]));
+}
+
+void run(const RandUniformParams& p, void* const* a) {
+  float* o = as<float>(a[0]);
+  const float span = p.high - p.low;
+  pfor(p.n, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo; j < hi; ++j)
+      o[j] = p.low + span * float(philox_at(p.seed, p.offset, j).v[0] >> 8) * kTwoPow24;
+  });
+}
+
+void run(const RandNormalParams& p, void* const* a) {
+  float* o = as<float>(a[0]);
+  pfor(p.n, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo; j < hi; ++j) {
+      U4 r = philox_at(p.seed, p.offset, j);
+      float u1 = float((r.v[0] >> 8) + 1) * kTwoPow24;  // (0, 1]
+      float u2 = float(r.v[1] >> 8) * kTwoPow24;
+      o[j] = p.mean + p.std * std::sqrt(-2.f * std::log(u1)) *
+                          std::cos(6.283185307179586f * u2);
+    }
+  });
+}
+
+void run(const CastParams& p, void* const* a) { cast(p, a[0], a[1]); }
+
+void run(const TransposeParams& p, void* const* a) {
+  if (p.elem_size == 1) transpose_t(p.rows, p.cols, as<uint8_t>(a[0]), as<const uint8_t>(a[1]));
+  else transpose_t(p.rows, p.cols, as<uint32_t>(a[0]), as<const uint32_t>(a[1]));
+}
+
+void run(const PadParams& p, void* const* a) {
+  float* o = as<float>(a[0]);
+  std::fill_n(o, p.total, 0.f);
+  std::memcpy(o + p.begin, a[1], size_t(p.len) * sizeof(float));
+}
+
+void run(const GemmParams& p, void* const* a) {
+  float* C = as<float>(a[0]);
+  gemm(p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, as<const float>(a[1]), as<const float>(a[2]),
+       p.has_bias ? as<const float>(a[3]) : nullptr, C);
+  if (p.act != Unary::none)
+    for (int64_t j = 0; j < p.m * p.n; ++j) C[j] = unary_apply(p.act, C[j]);
+}
+
+void run(const BinaryParams& p, void* const* a) {
+  float* o = as<float>(a[0]);
+  const float *x = as<const float>(a[1]), *y = as<const float>(a[2]);
+  switch (p.op) {
+#define SY_BINARY_CASE(name) \
+  case Binary::name: binary_loop<Binary::name>(p, o, x, y); break;
+    SWITCHYARD_BINARY_OPS(SY_BINARY_CASE)
+#undef SY_BINARY_CASE
+  }
+}
+
+void run(const AffineParams& p, void* const* a) {
+  float* o = as<float>(a[0]);
+  const float* x = as<const float>(a[1]);
+  pfor(p.n, [&](int64_t lo, int64_t hi) { affine_loop(lo, hi, o, x, p.scale, p.shift); });
+}
+
+void run(const UnaryParams& p, void* const* a) {
+  float* o = as<float>(a[0]);
+  const float* x = as<const float>(a[1]);
+  pfor(p.n, [&](int64_t lo, int64_t hi) {
+    if (p.op == Unary::relu)
+      relu_loop(lo, hi, o, x);
+    else
+      for (int64_t j = lo; j < hi; ++j) o[j] = unary_apply(p.op, x[j]);
+  });
+}
+
+void run(const UnaryBackwardParams& p, void* const* a) {
+  float* dx = as<float>(a[0]);
+  const float *dy = as<const float>(a[1]), *x = as<const float>(a[2]),
+              *y = as<const float>(a[3]);
+  pfor(p.n, [&](int64_t lo, int64_t hi) {
+    if (p.op == Unary::relu)
+      relu_backward_loop(lo, hi, dx, dy, x);
+    else
+      for (int64_t j = lo; j < hi; ++j) dx[j] = dy[j] * unary_grad(p.op, x[j], y[j]);
+  });
+}
+
+void run(const ReduceSumParams& p, void* const* a) {
+  const int64_t outer = p.outer, len = p.len, inner = p.inner;
+  float* o = as<float>(a[0]);
+  const float* x = as<const float>(a[1]);
+  if (inner == 1) {
+    pool().parallel_for(outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(len, 1)),
+                        [&](int64_t lo, int64_t hi) {
+      for (int64_t r = lo; r < hi; ++r) {
+        double s = 0;
+        for (int64_t l = 0; l < len; ++l) s += x[r * len + l];
+        o[r] = float(s) * p.scale;
+      }
+    });
+    return;
+  }
+  pool().parallel_for(inner, std::max<int64_t>(64, kGrain / std::max<int64_t>(len * outer, 1)),
+                      [&](int64_t lo, int64_t hi) {
+    std::vector<double> acc(size_t(hi - lo));
+    for (int64_t ob = 0; ob < outer; ++ob) {
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int64_t l = 0; l < len; ++l) {
+        const float* row = x + (ob * len + l) * inner;
+        for (int64_t i = lo; i < hi; ++i) acc[size_t(i - lo)] += row[i];
+      }
+      for (int64_t i = lo; i < hi; ++i) o[ob * inner + i] = float(acc[size_t(i - lo)]) * p.scale;
+    }
+  });
+}
+
+void run(const ExpandParams& p, void* const* a) {
+  float* o = as<float>(a[0]);
+  const float* x = as<const float>(a[1]);
+  for (int64_t ob = 0; ob < p.outer; ++ob)
+    for (int64_t l = 0; l < p.len; ++l)
+      for (int64_t i = 0; i < p.inner; ++i)
+        o[(ob * p.len + l) * p.inner + i] = p.scale * x[ob * p.inner + i];
+}
+
+void run(const SoftmaxParams& p, void* const* a) { softmax_rows(p, as<float>(a[0]), as<const float>(a[1])); }
+
+void run(const SoftmaxBackwardParams& p, void* const* a) {
+  const int64_t rows = p.rows, cols = p.cols;
+  float* dx = as<float>(a[0]);
+  const float *dy = as<const float>(a[1]), *y = as<const float>(a[2]);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float *g = dy + r * cols, *yr = y + r * cols;
+    float* d = dx + r * cols;
+    double s = 0;
+    if (!p.log) {
+      for (int64_t c = 0; c < cols; ++c) s += double(g[c]) * yr[c];
+      for (int64_t c = 0; c < cols; ++c) d[c] = yr[c] * (g[c] - float(s));
+    } else {
+      for (int64_t c = 0; c < cols; ++c) s += g[c];
+      for (int64_t c = 0; c < cols; ++c) d[c] = g[c] - std::exp(yr[c]) * float(s);
+    }
+  }
+}
+
+void run(const CrossEntropyParams& p, void* const* a) {
+  const int64_t rows = p.rows, cols = p.cols;
+  const float* x = as<const float>(a[1]);
+  const int32_t* lab = as<const int32_t>(a[2]);
+  double total = 0;
+  for (int64_t r = 0; r < rows; ++r) {
+    check_label(lab[r], cols, r);
+    const float* xr = x + r * cols;
+    float m = *std::max_element(xr, xr + cols);
+    double s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += std::exp(double(xr[c] - m));
+    total += double(m) + std::log(s) - double(xr[lab[r]]);
+  }
+  as<float>(a[0])[0] = float(total / double(rows));
+}
+
+void run(const CrossEntropyBackwardParams& p, void* const* a) {
+  const int64_t rows = p.rows, cols = p.cols;
+  float* dx = as<float>(a[0]);
+  const float* x = as<const float>(a[1]);
+  const int32_t* lab = as<const int32_t>(a[2]);
+  float scale = as<const float>(a[3])[0] / float(rows);
+  for (int64_t r = 0; r < rows; ++r) check_label(lab[r], cols, r);
+  for (int64_t r = 0; r < rows; ++r) {
+    const float* xr = x + r * cols;
+    float* d = dx + r * cols;
+    float m = *std::max_element(xr, xr + cols);
+    double s = 0;
+    for (int64_t c = 0; c < cols; ++c) s += std::exp(double(xr[c] - m));
+    float inv = float(1.0 / s);
+    for (int64_t c = 0; c < cols; ++c) d[c] = std::exp(xr[c] - m) * inv * scale;
+    d[lab[r]] -= scale;
+  }
+}
+
+void run(const ArgmaxParams& p, void* const* a) {
+  const int64_t cols = p.cols;
+  const float* x = as<const float>(a[1]);
+  for (int64_t r = 0; r < p.rows; ++r)
+    as<int32_t>(a[0])[r] = int32_t(std::max_element(x + r * cols, x + (r + 1) * cols) - (x + r * cols));
+}
+
+void run(const SgdParams& p, void* const* a) {
+  float* w = as<float>(a[0]);
+  const float* g = as<const float>(a[1]);
+  pfor(p.n, [&](int64_t lo, int64_t hi) { sgd_loop(lo, hi, w, g, p.lr, p.weight_decay); });
+}
+
+void run(const SgdMomentumParams& p, void* const* a) {
+  float* w = as<float>(a[0]);
+  float* buf = as<float>(a[1]);
+  const float* g = as<const float>(a[2]);
+  pfor(p.n, [&](int64_t lo, int64_t hi) {
+    sgd_momentum_loop(lo, hi, w, buf, g, p.lr, p.momentum, p.dampening, p.weight_decay,
+                      p.nesterov, p.first_step);
+  });
+}
+
+void run(const AdamParams& p, void* const* a) {
+  float* __restrict w = as<float>(a[0]);
+  float* __restrict m = as<float>(a[1]);
+  float* __restrict v = as<float>(a[2]);
+  const float* __restrict g = as<const float>(a[3]);
+  float t = as<const float>(a[4])[0];
+  const float lr = p.lr, b1 = p.beta1, b2 = p.beta2, eps = p.eps, wd = p.weight_decay;
+  const float bc1 = 1.f - std::pow(b1, t), bc2 = 1.f - std::pow(b2, t);
+  const float step = lr / bc1, inv_sqrt_bc2 = 1.f / std::sqrt(bc2);
+  // AdamW scales the weights; Adam adds wd*w to the gradient.
+  const float keep = p.decoupled ? 1.f - lr * wd : 1.f, l2 = p.decoupled ? 0.f : wd;
+  pfor(p.n, [&](int64_t lo, int64_t hi) {
+    adam_loop(lo, hi, w, m, v, g, b1, b2, eps, step, inv_sqrt_bc2, keep, l2);
+  });
+}
+
 }  // namespace
 
 float unary_apply(Unary op, float x) { return pointwise::unary(op, x); }
 
-void run_kernel(Kernel k, const KernelParams& p, void* const* a) {
-  switch (k) {
-    case Kernel::fill: {
-      int64_t n = p.i[0];
-      switch (DType(p.i[1])) {
-        case DType::f32: pfor(n, [&](int64_t lo, int64_t hi) { std::fill(as<float>(a[0]) + lo, as<float>(a[0]) + hi, p.f[0]); }); break;
-        case DType::i32: std::fill_n(as<int32_t>(a[0]), n, int32_t(p.f[0])); break;
-        case DType::u8: std::memset(a[0], int(uint8_t(p.f[0])), size_t(n)); break;
-      }
-      return;
-    }
-    case Kernel::arange: {
-      int64_t n = p.i[0];
-      if (DType(p.i[1]) == DType::f32)
-        for (int64_t j = 0; j < n; ++j) as<float>(a[0])[j] = p.f[0] + float(j) * p.f[1];
-      else if (DType(p.i[1]) == DType::i32)
-        for (int64_t j = 0; j < n; ++j) as<int32_t>(a[0])[j] = int32_t(p.f[0] + float(j) * p.f[1]);
-      else
-        for (int64_t j = 0; j < n; ++j) as<uint8_t>(a[0])[j] = uint8_t(p.f[0] + float(j) * p.f[1]);
-      return;
-    }
-    case Kernel::rand_uniform: {
-      float* o = as<float>(a[0]);
-      float lo_v = p.f[0], span = p.f[1] - p.f[0];
-      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
-        for (int64_t j = lo; j < hi; ++j)
-          o[j] = lo_v + span * float(philox_at(p, j).v[0] >> 8) * kTwoPow24;
-      });
-      return;
-    }
-    case Kernel::rand_normal: {
-      float* o = as<float>(a[0]);
-      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
-        for (int64_t j = lo; j < hi; ++j) {
-          U4 r = philox_at(p, j);
-          float u1 = float((r.v[0] >> 8) + 1) * kTwoPow24;  // (0, 1]
-          float u2 = float(r.v[1] >> 8) * kTwoPow24;
-          o[j] = p.f[0] + p.f[1] * std::sqrt(-2.f * std::log(u1)) *
-                              std::cos(6.283185307179586f * u2);
-        }
-      });
-      return;
-    }
-    case Kernel::cast: cast(p, a[0], a[1]); return;
-    case Kernel::transpose:
-      if (p.i[2] == 1) transpose_t(p.i[0], p.i[1], as<uint8_t>(a[0]), as<const uint8_t>(a[1]));
-      else transpose_t(p.i[0], p.i[1], as<uint32_t>(a[0]), as<const uint32_t>(a[1]));
-      return;
-    case Kernel::pad: {
-      float* o = as<float>(a[0]);
-      std::fill_n(o, p.i[2], 0.f);
-      std::memcpy(o + p.i[0], a[1], size_t(p.i[1]) * sizeof(float));
-      return;
-    }
-    case Kernel::gemm: {
-      float* C = as<float>(a[0]);
-      gemm(p.i[3], p.i[4], p.i[0], p.i[1], p.i[2], p.f[0], as<const float>(a[1]),
-           as<const float>(a[2]), p.i[5] ? as<const float>(a[3]) : nullptr, C);
-      if (Unary act = Unary(p.i[6]); act != Unary::none)
-        for (int64_t j = 0; j < p.i[0] * p.i[1]; ++j) C[j] = unary_apply(act, C[j]);
-      return;
-    }
-    case Kernel::binary: {
-      float* o = as<float>(a[0]);
-      const float *x = as<const float>(a[1]), *y = as<const float>(a[2]);
-      switch (Binary(p.op)) {
-        case Binary::add: binary_loop<Binary::add>(p, o, x, y); break;
-        case Binary::sub: binary_loop<Binary::sub>(p, o, x, y); break;
-        case Binary::mul: binary_loop<Binary::mul>(p, o, x, y); break;
-        case Binary::div: binary_loop<Binary::div>(p, o, x, y); break;
-        case Binary::max: binary_loop<Binary::max>(p, o, x, y); break;
-        case Binary::min: binary_loop<Binary::min>(p, o, x, y); break;
-        case Binary::eq: binary_loop<Binary::eq>(p, o, x, y); break;
-      }
-      return;
-    }
-    case Kernel::affine: {
-      float* o = as<float>(a[0]);
-      const float* x = as<const float>(a[1]);
-      pfor(p.i[0], [&](int64_t lo, int64_t hi) { affine_loop(lo, hi, o, x, p.f[0], p.f[1]); });
-      return;
-    }
-    case Kernel::unary: {
-      float* o = as<float>(a[0]);
-      const float* x = as<const float>(a[1]);
-      Unary op = Unary(p.op);
-      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
-        if (op == Unary::relu)
-          relu_loop(lo, hi, o, x);
-        else
-          for (int64_t j = lo; j < hi; ++j) o[j] = unary_apply(op, x[j]);
-      });
-      return;
-    }
-    case Kernel::unary_backward: {
-      float* dx = as<float>(a[0]);
-      const float *dy = as<const float>(a[1]), *x = as<const float>(a[2]),
-                  *y = as<const float>(a[3]);
-      Unary op = Unary(p.op);
-      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
-        if (op == Unary::relu)
-          relu_backward_loop(lo, hi, dx, dy, x);
-        else
-          for (int64_t j = lo; j < hi; ++j) dx[j] = dy[j] * unary_grad(op, x[j], y[j]);
-      });
-      return;
-    }
-    case Kernel::reduce_sum: {
-      int64_t outer = p.i[0], len = p.i[1], inner = p.i[2];
-      float* o = as<float>(a[0]);
-      const float* x = as<const float>(a[1]);
-      if (inner == 1) {
-        pool().parallel_for(outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(len, 1)),
-                            [&](int64_t lo, int64_t hi) {
-          for (int64_t r = lo; r < hi; ++r) {
-            double s = 0;
-            for (int64_t l = 0; l < len; ++l) s += x[r * len + l];
-            o[r] = float(s) * p.f[0];
-          }
-        });
-        return;
-      }
-      pool().parallel_for(inner, std::max<int64_t>(64, kGrain / std::max<int64_t>(len * outer, 1)),
-                          [&](int64_t lo, int64_t hi) {
-        std::vector<double> acc(size_t(hi - lo));
-        for (int64_t ob = 0; ob < outer; ++ob) {
-          std::fill(acc.begin(), acc.end(), 0.0);
-          for (int64_t l = 0; l < len; ++l) {
-            const float* row = x + (ob * len + l) * inner;
-            for (int64_t i = lo; i < hi; ++i) acc[size_t(i - lo)] += row[i];
-          }
-          for (int64_t i = lo; i < hi; ++i) o[ob * inner + i] = float(acc[size_t(i - lo)]) * p.f[0];
-        }
-      });
-      return;
-    }
-    case Kernel::expand: {
-      int64_t outer = p.i[0], len = p.i[1], inner = p.i[2];
-      float* o = as<float>(a[0]);
-      const float* x = as<const float>(a[1]);
-      for (int64_t ob = 0; ob < outer; ++ob)
-        for (int64_t l = 0; l < len; ++l)
-          for (int64_t i = 0; i < inner; ++i)
-            o[(ob * len + l) * inner + i] = p.f[0] * x[ob * inner + i];
-      return;
-    }
-    case Kernel::softmax: softmax_rows(p, as<float>(a[0]), as<const float>(a[1])); return;
-    case Kernel::softmax_backward: {
-      int64_t rows = p.i[0], cols = p.i[1];
-      float* dx = as<float>(a[0]);
-      const float *dy = as<const float>(a[1]), *y = as<const float>(a[2]);
-      for (int64_t r = 0; r < rows; ++r) {
-        const float *g = dy + r * cols, *yr = y + r * cols;
-        float* d = dx + r * cols;
-        double s = 0;
-        if (p.op == 0) {
-          for (int64_t c = 0; c < cols; ++c) s += double(g[c]) * yr[c];
-          for (int64_t c = 0; c < cols; ++c) d[c] = yr[c] * (g[c] - float(s));
-        } else {
-          for (int64_t c = 0; c < cols; ++c) s += g[c];
-          for (int64_t c = 0; c < cols; ++c) d[c] = g[c] - std::exp(yr[c]) * float(s);
-        }
-      }
-      return;
-    }
-    case Kernel::cross_entropy: {
-      int64_t rows = p.i[0], cols = p.i[1];
-      const float* x = as<const float>(a[1]);
-      const int32_t* lab = as<const int32_t>(a[2]);
-      double total = 0;
-      for (int64_t r = 0; r < rows; ++r) {
-        check_label(lab[r], cols, r);
-        const float* xr = x + r * cols;
-        float m = *std::max_element(xr, xr + cols);
-        double s = 0;
-        for (int64_t c = 0; c < cols; ++c) s += std::exp(double(xr[c] - m));
-        total += double(m) + std::log(s) - double(xr[lab[r]]);
-      }
-      as<float>(a[0])[0] = float(total / double(rows));
-      return;
-    }
-    case Kernel::cross_entropy_backward: {
-      int64_t rows = p.i[0], cols = p.i[1];
-      float* dx = as<float>(a[0]);
-      const float* x = as<const float>(a[1]);
-      const int32_t* lab = as<const int32_t>(a[2]);
-      float scale = as<const float>(a[3])[0] / float(rows);
-      for (int64_t r = 0; r < rows; ++r) check_label(lab[r], cols, r);
-      for (int64_t r = 0; r < rows; ++r) {
-        const float* xr = x + r * cols;
-        float* d = dx + r * cols;
-        float m = *std::max_element(xr, xr + cols);
-        double s = 0;
-        for (int64_t c = 0; c < cols; ++c) s += std::exp(double(xr[c] - m));
-        float inv = float(1.0 / s);
-        for (int64_t c = 0; c < cols; ++c) d[c] = std::exp(xr[c] - m) * inv * scale;
-        d[lab[r]] -= scale;
-      }
-      return;
-    }
-    case Kernel::argmax: {
-      int64_t rows = p.i[0], cols = p.i[1];
-      const float* x = as<const float>(a[1]);
-      for (int64_t r = 0; r < rows; ++r)
-        as<int32_t>(a[0])[r] = int32_t(std::max_element(x + r * cols, x + (r + 1) * cols) - (x + r * cols));
-      return;
-    }
-    case Kernel::sgd_update: {
-      float* w = as<float>(a[0]);
-      float* buf = p.i[3] ? as<float>(a[1]) : nullptr;
-      const float* g = as<const float>(a[p.i[3] ? 2 : 1]);
-      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
-        sgd_loop(lo, hi, w, buf, g, p.f[0], p.f[1], p.f[2], p.f[3], p.i[1], p.i[2]);
-      });
-      return;
-    }
-    case Kernel::adam_update: {
-      float* __restrict w = as<float>(a[0]);
-      float* __restrict m = as<float>(a[1]);
-      float* __restrict v = as<float>(a[2]);
-      const float* __restrict g = as<const float>(a[3]);
-      float t = as<const float>(a[4])[0];
-      const float lr = p.f[0], b1 = p.f[1], b2 = p.f[2], eps = p.f[3], wd = p.f[4];
-      const float bc1 = 1.f - std::pow(b1, t), bc2 = 1.f - std::pow(b2, t);
-      const float step = lr / bc1, inv_sqrt_bc2 = 1.f / std::sqrt(bc2);
-      // AdamW scales the weights; Adam adds wd*w to the gradient.
-      const float keep = p.i[1] ? 1.f - lr * wd : 1.f, l2 = p.i[1] ? 0.f : wd;
-      pfor(p.i[0], [&](int64_t lo, int64_t hi) {
-        adam_loop(lo, hi, w, m, v, g, b1, b2, eps, step, inv_sqrt_bc2, keep, l2);
-      });
-      return;
-    }
-    case Kernel::count_: break;
+void run_kernel(const KernelParams& prm, void* const* a) {
+  switch (prm.kernel()) {
+#define SY_RUN(kernel, Params, ...) \
+  case Kernel::kernel: return run(prm.get<Params>(), a);
+    SWITCHYARD_KERNELS(SY_RUN)
+#undef SY_RUN
   }
-  throw Error(detail::cat("[", kernel_name(k), "] not implemented on cpu"));
+  throw Error(detail::cat("[execute] unknown kernel id ", int(prm.kernel()), " on cpu"));
 }
 
 }  // namespace switchyard::cpu_impl

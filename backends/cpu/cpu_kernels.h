@@ -1,6 +1,6 @@
 // CPU kernel functions, one per entry of the kernel table.
 #pragma once
-#include "switchyard/kernels.h"
+#include "switchyard/backend/kernels.h"
 
 namespace switchyard::cpu_impl {
 
@@ -9,8 +9,8 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
           const float* B, const float* bias, float* C);
 const char* gemm_library();
 
-// Runs one kernel; `p[i]` points at argument i.
-void run_kernel(Kernel k, const KernelParams& prm, void* const* p);
+// Runs one kernel (the one `prm` was made for); `args[i]` points at argument i.
+void run_kernel(const KernelParams& prm, void* const* args);
 
 float unary_apply(Unary op, float x);
 

@@ -213,24 +213,26 @@ Blas::Plan& Blas::plan(const Key& k) {
   return plans_.emplace(k, pl).first->second;
 }
 
-void Blas::gemm(const KernelParams& p, float* C, const float* A, const float* B, const float* bias,
+void Blas::gemm(const GemmParams& p, float* C, const float* A, const float* B, const float* bias,
                 const LaunchEnv& env) {
   const BlasApi& a = blas_api();
-  const int64_t M = p.i[0], N = p.i[1], K = p.i[2];
-  const bool ta = p.i[3] != 0, tb = p.i[4] != 0;
-  const Unary act = Unary(p.i[6]);
-  if (!p.i[5]) bias = nullptr;
+  const int64_t M = p.m, N = p.n, K = p.k;
+  const bool ta = p.trans_a, tb = p.trans_b;
+  const Unary act = p.act;
+  if (!p.has_bias) bias = nullptr;
   if (M <= 0 || N <= 0) return;
   if (K <= 0) {  // an empty product: zeros, then the bias and activation
-    KernelParams z{};
-    z.i[0] = M * N;
-    launch_fill(z, C, env);
+    FillParams z;
+    z.n = M * N;
+    z.dtype = DType::f32;
+    void* fill_args[1] = {C};
+    launch(z, fill_args, env);
     launch_bias_act(M, N, C, bias, act, env);
     return;
   }
   SY_CHECK(M < (int64_t(1) << 31) && N < (int64_t(1) << 31) && K < (int64_t(1) << 31), "gemm",
            "expected dimensions below 2^31 on CUDA, found ", M, "x", N, "x", K);
-  const float alpha = p.f[0], beta = 0.f;
+  const float alpha = p.alpha, beta = 0.f;
   // The alignment preferences cover A, B, C and D but not the epilogue's
   // bias: a bias that is not 16-byte aligned (a view) is added by our pass.
   // (Then the activation cannot be fused either: it comes after the bias.)

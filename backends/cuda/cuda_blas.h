@@ -55,7 +55,7 @@ class Blas {
   // C = alpha * op(A) op(B) (+ bias) then act, all row-major (the kernel
   // table's gemm). Plans are made on first use of a shape; later calls make
   // no host allocation and no device allocation.
-  void gemm(const KernelParams& p, float* C, const float* A, const float* B, const float* bias,
+  void gemm(const GemmParams& p, float* C, const float* A, const float* B, const float* bias,
             const LaunchEnv& env);
   void release();
 

@@ -38,16 +38,18 @@ constexpr size_t kMaxSegments = 1024;  // staged transfers in flight before the 
 
 std::string mib(uint64_t b) { return detail::cat(double(b) / double(1 << 20), " MiB"); }
 
-// Everything a graph bakes in, as words: kernel, addresses, params (field by
-// field: KernelParams has padding whose bytes are not defined).
+// Everything a graph bakes in, as words: kernel, addresses, every parameter
+// slot (floats bitwise).
 void append_key(std::vector<uint64_t>& key, const Instr& ins, void* const* ptrs) {
-  key.push_back(uint64_t(ins.kernel) | uint64_t(ins.nargs) << 8 | uint64_t(uint32_t(ins.params.op)) << 32);
-  for (int j = 0; j < 5; ++j) key.push_back(reinterpret_cast<uintptr_t>(ptrs[j]));
-  for (int64_t v : ins.params.i) key.push_back(uint64_t(v));
-  for (size_t j = 0; j < 8; j += 2) {
+  key.push_back(uint64_t(ins.kernel) | uint64_t(ins.nargs) << 8);
+  for (int j = 0; j < kMaxKernelArgs; ++j) key.push_back(reinterpret_cast<uintptr_t>(ptrs[j]));
+  const int64_t* i = ins.params.int_slots();
+  for (int j = 0; j < kParamInts; ++j) key.push_back(uint64_t(i[j]));
+  const float* f = ins.params.float_slots();
+  for (int j = 0; j < kParamFloats; j += 2) {
     uint32_t lo, hi;
-    std::memcpy(&lo, &ins.params.f[j], 4);
-    std::memcpy(&hi, &ins.params.f[j + 1], 4);
+    std::memcpy(&lo, &f[j], 4);
+    std::memcpy(&hi, &f[j + 1], 4);
     key.push_back(uint64_t(lo) | uint64_t(hi) << 32);
   }
 }
@@ -64,7 +66,7 @@ uint64_t hash_words(const std::vector<uint64_t>& w) {
 }  // namespace
 
 CudaDevice::CudaDevice(DeviceInfo info, int ordinal, int64_t max_blocks)
-    : Device(std::move(info)),
+    : BackendDevice(std::move(info)),
       ordinal_(ordinal),
       alloc_(
           [this](size_t n) -> void* {
@@ -84,7 +86,7 @@ CudaDevice::CudaDevice(DeviceInfo info, int ordinal, int64_t max_blocks)
             (void)cudaFree(p);
           }) {
   env_.max_blocks = std::max<int64_t>(max_blocks, 1);
-  gemm_ = [this](const KernelParams& p, float* C, const float* A, const float* B, const float* bias,
+  gemm_ = [this](const GemmParams& p, float* C, const float* A, const float* B, const float* bias,
                  const LaunchEnv& env) { blas_.gemm(p, C, A, B, bias, env); };
   graphs_enabled_ = graphs_enabled();
 }
@@ -524,13 +526,13 @@ void CudaDevice::synchronize_impl() {
 // ---- programs --------------------------------------------------------------------
 
 void CudaDevice::enqueue(const Program& p) {
-  for (size_t i = 0; i < p.instrs.size(); ++i) dispatch(p.instrs[i], &ptrs_[i * 5], gemm_, env_);
+  for (size_t i = 0; i < p.instrs.size(); ++i) dispatch(p.instrs[i], &ptrs_[i * kMaxKernelArgs], gemm_, env_);
 }
 
 void CudaDevice::execute_impl(const Program& p, std::span<const Binding> bindings) {
   std::lock_guard lock(mu_);
   ensure();
-  ptrs_.assign(p.instrs.size() * 5, nullptr);
+  ptrs_.assign(p.instrs.size() * kMaxKernelArgs, nullptr);
   key_.clear();
   bool has_gemm = false;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
@@ -542,11 +544,11 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
       const Binding& b = bindings[a.slot];
       SY_CHECK(b.offset + a.offset + a.bytes <= b.buffer.bytes, kernel_name(ins.kernel), "argument ", j,
                " reaches byte ", b.offset + a.offset + a.bytes, " of a ", b.buffer.bytes, "-byte buffer on ", str());
-      ptrs_[i * 5 + j] = static_cast<char*>(b.buffer.handle) + b.offset + a.offset;
+      ptrs_[i * kMaxKernelArgs + j] = static_cast<char*>(b.buffer.handle) + b.offset + a.offset;
     }
-    append_key(key_, ins, &ptrs_[i * 5]);
+    append_key(key_, ins, &ptrs_[i * kMaxKernelArgs]);
     has_gemm |= ins.kernel == Kernel::gemm;
-    status_dirty_ |= ins.kernel == Kernel::cross_entropy || ins.kernel == Kernel::cross_entropy_backward;
+    status_dirty_ |= kernel_has(ins.kernel, kReportsStatus);
   }
   if (has_gemm && !blas_.ready()) {
     if (!workspace_) {
@@ -563,7 +565,7 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
     // Profiled: eagerly, with an event after each launch (harvest() reads
     // one kernel per event after the first, whatever was reached).
     for (size_t i = 0; i < p.instrs.size(); ++i) {
-      dispatch(p.instrs[i], &ptrs_[i * 5], gemm_, env_);
+      dispatch(p.instrs[i], &ptrs_[i * kMaxKernelArgs], gemm_, env_);
       r->kernels.push_back(p.instrs[i].kernel);
       prof_mark(r);
     }

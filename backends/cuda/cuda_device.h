@@ -15,11 +15,11 @@
 #include "cuda_blas.h"
 #include "cuda_dispatch.h"
 #include "cuda_kernels.h"
-#include "switchyard/device.h"
+#include "switchyard/backend/device.h"
 
 namespace switchyard::cuda_impl {
 
-class CudaDevice final : public Device {
+class CudaDevice final : public BackendDevice {
  public:
   // max_blocks caps the grids of grid-stride kernels (SMs x 32 on a GPU).
   CudaDevice(DeviceInfo info, int ordinal, int64_t max_blocks);
@@ -30,7 +30,7 @@ class CudaDevice final : public Device {
   // for the whole stream, so a DataLoader thread refilling a pinned batch
   // does not wait for the training step in flight).
   void wait_until_unused(Buffer b) override;
-  bool supports(Kernel k) const override { return k < Kernel::count_; }
+  bool supports(Kernel) const override { return true; }
   // Frees everything while the CUDA runtime is still up (from an atexit
   // handler registered after the runtime initialised); later calls fail.
   void shutdown() noexcept;

@@ -1,5 +1,6 @@
 // Host-side entry points of the CUDA kernels (the .cu files), one per op of
-// the kernel table (kernels.h documents each op's arguments and params). Each
+// the kernel table (switchyard/backend/kernels.h documents each kernel's
+// arguments and params). Each
 // enqueues its kernel(s) on env.stream and checks the launch; none
 // synchronizes, allocates or reads device memory from the host, so all of
 // them can be captured into a CUDA graph.
@@ -7,8 +8,9 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <functional>
 
-#include "switchyard/kernels.h"
+#include "switchyard/backend/kernels.h"
 
 namespace switchyard::cuda_impl {
 
@@ -22,39 +24,32 @@ struct DeviceStatus {
   int32_t bound;   // the number of classes
 };
 
+// The GEMM, which is cuBLAS's: the device passes its own in (the CPU
+// emulation of the kernels in tests/cuda_emu passes one that refuses).
+struct LaunchEnv;
+using GemmFn = std::function<void(const GemmParams& p, float* C, const float* A, const float* B,
+                                  const float* bias, const LaunchEnv& env)>;
+
 struct LaunchEnv {
   cudaStream_t stream = nullptr;
   DeviceStatus* status = nullptr;  // device address of the status words
   int64_t max_blocks = 1024;       // grid cap for grid-stride loops (SMs x 32)
+  const GemmFn* gemm = nullptr;    // set by dispatch()
 };
 
-void launch_fill(const KernelParams& p, void* out, const LaunchEnv& env);
-void launch_arange(const KernelParams& p, void* out, const LaunchEnv& env);
-void launch_rand(Kernel k, const KernelParams& p, float* out, const LaunchEnv& env);
-void launch_cast(const KernelParams& p, void* out, const void* in, const LaunchEnv& env);
-void launch_transpose(const KernelParams& p, void* out, const void* in, const LaunchEnv& env);
-void launch_pad(const KernelParams& p, float* out, const float* in, const LaunchEnv& env);
-void launch_expand(const KernelParams& p, float* out, const float* in, const LaunchEnv& env);
-void launch_binary(const KernelParams& p, float* out, const float* a, const float* b, const LaunchEnv& env);
-void launch_affine(const KernelParams& p, float* out, const float* in, const LaunchEnv& env);
-void launch_unary(Unary op, int64_t n, float* out, const float* in, const LaunchEnv& env);
-void launch_unary_backward(const KernelParams& p, float* dx, const float* dy, const float* x,
-                           const float* y, const LaunchEnv& env);
+// One launch(params, args, env) per kernel of the table, overloaded on the
+// params struct; args[j] is argument j's device address. cuda_dispatch.cpp
+// calls them from a switch generated from the table, so a kernel without its
+// launch() is a link error. gemm's is in cuda_dispatch.cpp (it calls the
+// device's cuBLAS through env.gemm).
+#define SY_CUDA_LAUNCH_DECL(kernel, Params, ...) \
+  void launch(const Params& p, void* const* args, const LaunchEnv& env);
+SWITCHYARD_KERNELS(SY_CUDA_LAUNCH_DECL)
+#undef SY_CUDA_LAUNCH_DECL
+
 // out[r, c] = act(out[r, c] + bias[c]) (bias may be null): the GEMM epilogue
 // when cuBLASLt's own does not fit.
 void launch_bias_act(int64_t rows, int64_t cols, float* out, const float* bias, Unary act,
                      const LaunchEnv& env);
-void launch_reduce_sum(const KernelParams& p, float* out, const float* in, const LaunchEnv& env);
-void launch_softmax(const KernelParams& p, float* out, const float* in, const LaunchEnv& env);
-void launch_softmax_backward(const KernelParams& p, float* dx, const float* dy, const float* y,
-                             const LaunchEnv& env);
-void launch_cross_entropy(const KernelParams& p, float* loss, const float* x, const int32_t* labels,
-                          const LaunchEnv& env);
-void launch_cross_entropy_backward(const KernelParams& p, float* dx, const float* x,
-                                   const int32_t* labels, const float* dloss, const LaunchEnv& env);
-void launch_argmax(const KernelParams& p, int32_t* out, const float* x, const LaunchEnv& env);
-void launch_sgd_update(const KernelParams& p, float* w, float* buf, const float* g, const LaunchEnv& env);
-void launch_adam_update(const KernelParams& p, float* w, float* m, float* v, const float* g,
-                        const float* step, const LaunchEnv& env);
 
 }  // namespace switchyard::cuda_impl

@@ -1,9 +1,9 @@
 // Elementwise kernels: fill, arange, cast, affine, unary, unary_backward,
 // binary (with broadcasting) and the GEMM's bias+activation epilogue.
 //
-// Shapes: flat arrays of n = p.i[0] elements (binary: a 4-D output
-// d0 x d1 x d2 x d3 = p.i[0..3], inputs addressed through element strides
-// p.i[4..7] and p.i[8..11], 0 along a broadcast dimension; bias_act: a
+// Shapes: flat arrays of n elements (binary: a 4-D output `dims`, inputs
+// addressed through element strides `a_strides` and `b_strides`, 0 along a
+// broadcast dimension; bias_act: a
 // row-major rows x cols matrix and a bias of cols).
 //
 // Launch geometry: 1-D grids of 256-thread blocks, one element per thread per
@@ -90,33 +90,37 @@ void cast_from(DType from, To* out, const void* in, int64_t n, const LaunchEnv& 
 
 }  // namespace
 
-void launch_fill(const KernelParams& p, void* out, const LaunchEnv& env) {
-  int64_t n = p.i[0];
+void launch(const FillParams& p, void* const* args, const LaunchEnv& env) {
+  void* out = args[0];
+  const int64_t n = p.n;
   if (n <= 0) return;
-  switch (DType(p.i[1])) {
-    case DType::f32: fill_as<float>(out, n, p.f[0], env); break;
-    case DType::i32: fill_as<int32_t>(out, n, int32_t(p.f[0]), env); break;
-    case DType::u8: fill_as<uint8_t>(out, n, uint8_t(p.f[0]), env); break;
+  switch (p.dtype) {
+    case DType::f32: fill_as<float>(out, n, p.value, env); break;
+    case DType::i32: fill_as<int32_t>(out, n, int32_t(p.value), env); break;
+    case DType::u8: fill_as<uint8_t>(out, n, uint8_t(p.value), env); break;
   }
   SY_CUDA_LAUNCHED("fill");
 }
 
-void launch_arange(const KernelParams& p, void* out, const LaunchEnv& env) {
-  int64_t n = p.i[0];
+void launch(const ArangeParams& p, void* const* args, const LaunchEnv& env) {
+  void* out = args[0];
+  const int64_t n = p.n;
   if (n <= 0) return;
-  switch (DType(p.i[1])) {
-    case DType::f32: arange_as<float>(out, n, p.f[0], p.f[1], env); break;
-    case DType::i32: arange_as<int32_t>(out, n, p.f[0], p.f[1], env); break;
-    case DType::u8: arange_as<uint8_t>(out, n, p.f[0], p.f[1], env); break;
+  switch (p.dtype) {
+    case DType::f32: arange_as<float>(out, n, p.start, p.step, env); break;
+    case DType::i32: arange_as<int32_t>(out, n, p.start, p.step, env); break;
+    case DType::u8: arange_as<uint8_t>(out, n, p.start, p.step, env); break;
   }
   SY_CUDA_LAUNCHED("arange");
 }
 
-void launch_cast(const KernelParams& p, void* out, const void* in, const LaunchEnv& env) {
-  int64_t n = p.i[0];
+void launch(const CastParams& p, void* const* args, const LaunchEnv& env) {
+  void* out = args[0];
+  const void* in = args[1];
+  const int64_t n = p.n;
   if (n <= 0) return;
-  DType from = DType(p.i[1]);
-  switch (DType(p.i[2])) {
+  const DType from = p.from;
+  switch (p.to) {
     case DType::f32: cast_from(from, static_cast<float*>(out), in, n, env); break;
     case DType::i32: cast_from(from, static_cast<int32_t*>(out), in, n, env); break;
     case DType::u8: cast_from(from, static_cast<uint8_t*>(out), in, n, env); break;
@@ -124,38 +128,49 @@ void launch_cast(const KernelParams& p, void* out, const void* in, const LaunchE
   SY_CUDA_LAUNCHED("cast");
 }
 
-void launch_affine(const KernelParams& p, float* out, const float* in, const LaunchEnv& env) {
-  int64_t n = p.i[0];
+void launch(const AffineParams& p, void* const* args, const LaunchEnv& env) {
+  float* out = static_cast<float*>(args[0]);
+  const float* in = static_cast<const float*>(args[1]);
+  const int64_t n = p.n;
   if (n <= 0) return;
-  SY_LAUNCH(affine_k, blocks_for(n, env), kBlock, env.stream)(out, in, n, p.f[0], p.f[1]);
+  SY_LAUNCH(affine_k, blocks_for(n, env), kBlock, env.stream)(out, in, n, p.scale, p.shift);
   SY_CUDA_LAUNCHED("affine");
 }
 
-void launch_unary(Unary op, int64_t n, float* out, const float* in, const LaunchEnv& env) {
+void launch(const UnaryParams& p, void* const* args, const LaunchEnv& env) {
+  float* out = static_cast<float*>(args[0]);
+  const float* in = static_cast<const float*>(args[1]);
+  const int64_t n = p.n;
   if (n <= 0) return;
-  SY_LAUNCH(unary_k, blocks_for(n, env), kBlock, env.stream)(out, in, n, op);
+  SY_LAUNCH(unary_k, blocks_for(n, env), kBlock, env.stream)(out, in, n, p.op);
   SY_CUDA_LAUNCHED("unary");
 }
 
-void launch_unary_backward(const KernelParams& p, float* dx, const float* dy, const float* x,
-                           const float* y, const LaunchEnv& env) {
-  int64_t n = p.i[0];
+void launch(const UnaryBackwardParams& p, void* const* args, const LaunchEnv& env) {
+  float* dx = static_cast<float*>(args[0]);
+  const float* dy = static_cast<const float*>(args[1]);
+  const float* x = static_cast<const float*>(args[2]);
+  const float* y = static_cast<const float*>(args[3]);
+  const int64_t n = p.n;
   if (n <= 0) return;
-  SY_LAUNCH(unary_backward_k, blocks_for(n, env), kBlock, env.stream)(dx, dy, x, y, n, Unary(p.op));
+  SY_LAUNCH(unary_backward_k, blocks_for(n, env), kBlock, env.stream)(dx, dy, x, y, n, p.op);
   SY_CUDA_LAUNCHED("unary_backward");
 }
 
-void launch_binary(const KernelParams& p, float* out, const float* a, const float* b, const LaunchEnv& env) {
+void launch(const BinaryParams& p, void* const* args, const LaunchEnv& env) {
+  float* out = static_cast<float*>(args[0]);
+  const float* a = static_cast<const float*>(args[1]);
+  const float* b = static_cast<const float*>(args[2]);
   Bcast s;
   int64_t n = 1;
   for (int j = 0; j < 4; ++j) {
-    s.d[j] = p.i[j];
-    s.sa[j] = p.i[4 + j];
-    s.sb[j] = p.i[8 + j];
-    n *= p.i[j];
+    s.d[j] = p.dims[j];
+    s.sa[j] = p.a_strides[j];
+    s.sb[j] = p.b_strides[j];
+    n *= p.dims[j];
   }
   if (n <= 0) return;
-  SY_LAUNCH(binary_k, blocks_for(n, env), kBlock, env.stream)(out, a, b, s, n, Binary(p.op));
+  SY_LAUNCH(binary_k, blocks_for(n, env), kBlock, env.stream)(out, a, b, s, n, p.op);
   SY_CUDA_LAUNCHED("binary");
 }
 

@@ -1,15 +1,15 @@
 // Layout kernels: transpose, pad and expand.
 //
-// transpose: out[c, r] = in[r, c] for an R x C row-major matrix (R = p.i[0],
-//   C = p.i[1]) of 4-byte or 1-byte elements (p.i[2]). 32 x 32 tiles staged
+// transpose: out[c, r] = in[r, c] for an R x C row-major matrix (R = rows,
+//   C = cols) of 4-byte or 1-byte elements (elem_size). 32 x 32 tiles staged
 //   through shared memory (padded by one column against bank conflicts) so
 //   that reads and writes are both coalesced. Launch: 32 x 8 threads per
 //   block, each thread moving 4 elements of a tile; a 2-D grid of tiles,
 //   capped at 65535 in y, whose blocks loop over the remaining tile rows.
-// pad: out = zeros(p.i[2]) with out[p.i[0] .. p.i[0] + p.i[1]) = in (f32):
+// pad: out = zeros(total) with out[begin .. begin + len) = in (f32):
 //   one grid-stride pass over the output, 256-thread blocks.
-// expand: out[o, l, i] = p.f[0] * in[o, i] with (outer, len, inner) =
-//   p.i[0..2]: one grid-stride pass over the output, 256-thread blocks.
+// expand: out[o, l, i] = scale * in[o, i] over (outer, len, inner): one
+//   grid-stride pass over the output, 256-thread blocks.
 #include "cuda_math.cuh"
 
 namespace switchyard::cuda_impl {
@@ -50,31 +50,37 @@ __global__ void expand_k(float* out, const float* in, int64_t len, int64_t inner
 
 }  // namespace
 
-void launch_transpose(const KernelParams& p, void* out, const void* in, const LaunchEnv& env) {
-  int64_t R = p.i[0], C = p.i[1];
+void launch(const TransposeParams& p, void* const* args, const LaunchEnv& env) {
+  void* out = args[0];
+  const void* in = args[1];
+  const int64_t R = p.rows, C = p.cols;
   if (R <= 0 || C <= 0) return;
   int64_t gx = (C + kTile - 1) / kTile, gy = (R + kTile - 1) / kTile;
   SY_CHECK(gx <= 0x7fffffff, "transpose", "expected at most ", int64_t(0x7fffffff) * kTile,
            " columns on CUDA, found ", C);
   dim3 grid(unsigned(gx), unsigned(gy < 65535 ? gy : 65535)), block(kTile, kRowsPerPass);
-  if (p.i[2] == 1)
+  if (p.elem_size == 1)
     SY_LAUNCH(transpose_k, grid, block, env.stream)(static_cast<uint8_t*>(out), static_cast<const uint8_t*>(in), R, C);
   else
     SY_LAUNCH(transpose_k, grid, block, env.stream)(static_cast<uint32_t*>(out), static_cast<const uint32_t*>(in), R, C);
   SY_CUDA_LAUNCHED("transpose");
 }
 
-void launch_pad(const KernelParams& p, float* out, const float* in, const LaunchEnv& env) {
-  int64_t total = p.i[2];
+void launch(const PadParams& p, void* const* args, const LaunchEnv& env) {
+  float* out = static_cast<float*>(args[0]);
+  const float* in = static_cast<const float*>(args[1]);
+  const int64_t total = p.total;
   if (total <= 0) return;
-  SY_LAUNCH(pad_k, blocks_for(total, env), kBlock, env.stream)(out, in, p.i[0], p.i[1], total);
+  SY_LAUNCH(pad_k, blocks_for(total, env), kBlock, env.stream)(out, in, p.begin, p.len, total);
   SY_CUDA_LAUNCHED("pad");
 }
 
-void launch_expand(const KernelParams& p, float* out, const float* in, const LaunchEnv& env) {
-  int64_t outer = p.i[0], len = p.i[1], inner = p.i[2], total = outer * len * inner;
+void launch(const ExpandParams& p, void* const* args, const LaunchEnv& env) {
+  float* out = static_cast<float*>(args[0]);
+  const float* in = static_cast<const float*>(args[1]);
+  const int64_t outer = p.outer, len = p.len, inner = p.inner, total = outer * len * inner;
   if (total <= 0) return;
-  SY_LAUNCH(expand_k, blocks_for(total, env), kBlock, env.stream)(out, in, len, inner, total, p.f[0]);
+  SY_LAUNCH(expand_k, blocks_for(total, env), kBlock, env.stream)(out, in, len, inner, total, p.scale);
   SY_CUDA_LAUNCHED("expand");
 }
 

@@ -1,14 +1,13 @@
-// Fused optimizer updates, in place, one pass over n = p.i[0] parameters.
+// Fused optimizer updates, in place, one pass over n parameters.
 //
-// sgd_update: d = g + wd*w; with momentum (p.i[3] = 1) buf = first step
-//   (p.i[2]) ? d : mom*buf + (1 - dampening)*d and w -= lr*(nesterov ?
-//   d + mom*buf : buf); without, w -= lr*d. f[0..3] = lr, momentum,
-//   dampening, weight decay; i[1] = nesterov.
-// adam_update: Adam (p.i[1] = 0: wd*w added to the gradient) or AdamW
-//   (p.i[1] = 1: w *= 1 - lr*wd). m, v are the moment estimates; the step
-//   count t comes from a device buffer (step[0], already incremented), so a
-//   replayed CUDA graph sees each step's value. f[0..4] = lr, beta1, beta2,
-//   eps, weight decay. The bias corrections are computed per thread from t.
+// sgd_update: w -= lr*(g + wd*w).
+// sgd_momentum_update: d = g + wd*w; buf = first_step ? d : mom*buf +
+//   (1 - dampening)*d; w -= lr*(nesterov ? d + mom*buf : buf).
+// adam_update: Adam (wd*w added to the gradient) or AdamW (`decoupled`:
+//   w *= 1 - lr*wd). m, v are the moment estimates; the step count t comes
+//   from a device buffer (step[0], already incremented), so a replayed CUDA
+//   graph sees each step's value. The bias corrections are computed per
+//   thread from t.
 //
 // Launch geometry: 1-D grid-stride loops, 256-thread blocks, grid of
 // ceil(n / 256) blocks capped at 32 per SM.
@@ -17,12 +16,12 @@
 namespace switchyard::cuda_impl {
 namespace {
 
-__global__ void sgd_k(float* w, float* buf, const float* g, int64_t n, float lr, float mom, float damp,
-                      float wd, bool nesterov, bool first) {
-  if (!buf) {
-    SY_GRID_STRIDE(j, n) pointwise::sgd_step(w[j], g[j], lr, wd);
-    return;
-  }
+__global__ void sgd_k(float* w, const float* g, int64_t n, float lr, float wd) {
+  SY_GRID_STRIDE(j, n) pointwise::sgd_step(w[j], g[j], lr, wd);
+}
+
+__global__ void sgd_momentum_k(float* w, float* buf, const float* g, int64_t n, float lr, float mom,
+                               float damp, float wd, bool nesterov, bool first) {
   SY_GRID_STRIDE(j, n) pointwise::sgd_momentum_step(w[j], buf[j], g[j], lr, mom, damp, wd, nesterov, first);
 }
 
@@ -37,20 +36,36 @@ __global__ void adam_k(float* w, float* m, float* v, const float* g, const float
 
 }  // namespace
 
-void launch_sgd_update(const KernelParams& p, float* w, float* buf, const float* g, const LaunchEnv& env) {
-  int64_t n = p.i[0];
+void launch(const SgdParams& p, void* const* args, const LaunchEnv& env) {
+  float* w = static_cast<float*>(args[0]);
+  const float* g = static_cast<const float*>(args[1]);
+  const int64_t n = p.n;
   if (n <= 0) return;
-  SY_LAUNCH(sgd_k, blocks_for(n, env), kBlock, env.stream)(w, p.i[3] ? buf : nullptr, g, n, p.f[0], p.f[1], p.f[2],
-                                                        p.f[3], p.i[1] != 0, p.i[2] != 0);
+  SY_LAUNCH(sgd_k, blocks_for(n, env), kBlock, env.stream)(w, g, n, p.lr, p.weight_decay);
   SY_CUDA_LAUNCHED("sgd_update");
 }
 
-void launch_adam_update(const KernelParams& p, float* w, float* m, float* v, const float* g, const float* step,
-                        const LaunchEnv& env) {
-  int64_t n = p.i[0];
+void launch(const SgdMomentumParams& p, void* const* args, const LaunchEnv& env) {
+  float* w = static_cast<float*>(args[0]);
+  float* buf = static_cast<float*>(args[1]);
+  const float* g = static_cast<const float*>(args[2]);
+  const int64_t n = p.n;
   if (n <= 0) return;
-  SY_LAUNCH(adam_k, blocks_for(n, env), kBlock, env.stream)(w, m, v, g, step, n, p.f[0], p.f[1], p.f[2], p.f[3],
-                                                         p.f[4], p.i[1] != 0);
+  SY_LAUNCH(sgd_momentum_k, blocks_for(n, env), kBlock, env.stream)(w, buf, g, n, p.lr, p.momentum, p.dampening,
+                                                                 p.weight_decay, p.nesterov, p.first_step);
+  SY_CUDA_LAUNCHED("sgd_momentum_update");
+}
+
+void launch(const AdamParams& p, void* const* args, const LaunchEnv& env) {
+  float* w = static_cast<float*>(args[0]);
+  float* m = static_cast<float*>(args[1]);
+  float* v = static_cast<float*>(args[2]);
+  const float* g = static_cast<const float*>(args[3]);
+  const float* step = static_cast<const float*>(args[4]);
+  const int64_t n = p.n;
+  if (n <= 0) return;
+  SY_LAUNCH(adam_k, blocks_for(n, env), kBlock, env.stream)(w, m, v, g, step, n, p.lr, p.beta1, p.beta2, p.eps,
+                                                         p.weight_decay, p.decoupled);
   SY_CUDA_LAUNCHED("adam_update");
 }
 

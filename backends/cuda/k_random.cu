@@ -3,10 +3,10 @@
 // so uniform values match them bit for bit; normal values agree to a few ulps
 // (the device's logf/cosf differ from the host's in the last bits).
 // Element k uses counter (k lo, k hi, offset lo, offset hi) and key (seed lo,
-// seed hi) = p.i[3], p.i[1..2]; uniform = lo + (hi - lo) * (x0 >> 8) / 2^24,
+// seed hi) = offset, seed; uniform = low + (high - low) * (x0 >> 8) / 2^24,
 // normal = mean + std * Box-Muller(x0, x1).
 //
-// Shapes: a flat f32 output of n = p.i[0] elements.
+// Shapes: a flat f32 output of n elements.
 // Launch geometry: a 1-D grid-stride loop, 256-thread blocks, grid of
 // ceil(n / 256) capped at 32 blocks per SM.
 #include "cuda_math.cuh"
@@ -57,17 +57,22 @@ __global__ void rand_normal_k(float* out, int64_t n, Rng r, float mean, float st
 
 }  // namespace
 
-void launch_rand(Kernel k, const KernelParams& p, float* out, const LaunchEnv& env) {
-  int64_t n = p.i[0];
+void launch(const RandUniformParams& p, void* const* args, const LaunchEnv& env) {
+  float* out = static_cast<float*>(args[0]);
+  const int64_t n = p.n;
   if (n <= 0) return;
-  Rng r{uint32_t(p.i[1]), uint32_t(p.i[2]), uint64_t(p.i[3])};
-  if (k == Kernel::rand_uniform) {
-    SY_LAUNCH(rand_uniform_k, blocks_for(n, env), kBlock, env.stream)(out, n, r, p.f[0], p.f[1] - p.f[0]);
-    SY_CUDA_LAUNCHED("rand_uniform");
-  } else {
-    SY_LAUNCH(rand_normal_k, blocks_for(n, env), kBlock, env.stream)(out, n, r, p.f[0], p.f[1]);
-    SY_CUDA_LAUNCHED("rand_normal");
-  }
+  Rng r{uint32_t(p.seed), uint32_t(p.seed >> 32), p.offset};
+  SY_LAUNCH(rand_uniform_k, blocks_for(n, env), kBlock, env.stream)(out, n, r, p.low, p.high - p.low);
+  SY_CUDA_LAUNCHED("rand_uniform");
+}
+
+void launch(const RandNormalParams& p, void* const* args, const LaunchEnv& env) {
+  float* out = static_cast<float*>(args[0]);
+  const int64_t n = p.n;
+  if (n <= 0) return;
+  Rng r{uint32_t(p.seed), uint32_t(p.seed >> 32), p.offset};
+  SY_LAUNCH(rand_normal_k, blocks_for(n, env), kBlock, env.stream)(out, n, r, p.mean, p.std);
+  SY_CUDA_LAUNCHED("rand_normal");
 }
 
 }  // namespace switchyard::cuda_impl

@@ -1,5 +1,5 @@
-// reduce_sum: out[o, i] = p.f[0] * sum_l in[o, l, i], with (outer, len,
-// inner) = p.i[0..2]. Sums are accumulated in double, as on the CPU (the
+// reduce_sum: out[o, i] = scale * sum_l in[o, l, i], over (outer, len,
+// inner). Sums are accumulated in double, as on the CPU (the
 // reduction is bound by memory bandwidth, not by FP64 throughput).
 //
 // Launch geometry, by shape:
@@ -71,23 +71,26 @@ __global__ void col_sum_k(float* out, const float* in, int64_t outer, int64_t le
 
 }  // namespace
 
-void launch_reduce_sum(const KernelParams& p, float* out, const float* in, const LaunchEnv& env) {
-  int64_t outer = p.i[0], len = p.i[1], inner = p.i[2];
+void launch(const ReduceSumParams& p, void* const* args, const LaunchEnv& env) {
+  float* out = static_cast<float*>(args[0]);
+  const float* in = static_cast<const float*>(args[1]);
+  const int64_t outer = p.outer, len = p.len, inner = p.inner;
   if (outer <= 0 || inner <= 0) return;
   if (len <= 0) {  // an empty sum
-    KernelParams f{};
-    f.i[0] = outer * inner;
-    f.i[1] = 0;  // DType::f32
-    launch_fill(f, out, env);
+    FillParams f;
+    f.n = outer * inner;
+    f.dtype = DType::f32;
+    void* fill_args[1] = {out};
+    launch(f, fill_args, env);
     return;
   }
   if (inner == 1 && len <= 4096) {
-    SY_LAUNCH(row_sum_warp_k, blocks_for(outer, env, kWarps), kWarps * 32, env.stream)(out, in, outer, len, p.f[0]);
+    SY_LAUNCH(row_sum_warp_k, blocks_for(outer, env, kWarps), kWarps * 32, env.stream)(out, in, outer, len, p.scale);
   } else if (inner == 1) {
-    SY_LAUNCH(row_sum_block_k, blocks_for(outer, env, 1), kWarps * 32, env.stream)(out, in, outer, len, p.f[0]);
+    SY_LAUNCH(row_sum_block_k, blocks_for(outer, env, 1), kWarps * 32, env.stream)(out, in, outer, len, p.scale);
   } else {
     dim3 grid(blocks_for(inner, env, 32), unsigned(outer < 65535 ? outer : 65535));
-    SY_LAUNCH(col_sum_k, grid, dim3(32, kWarps), env.stream)(out, in, outer, len, inner, p.f[0]);
+    SY_LAUNCH(col_sum_k, grid, dim3(32, kWarps), env.stream)(out, in, outer, len, inner, p.scale);
   }
   SY_CUDA_LAUNCHED("reduce_sum");
 }

@@ -1,5 +1,5 @@
-// Row-wise kernels over a rows x cols row-major f32 matrix (rows = p.i[0],
-// cols = p.i[1]): softmax / log_softmax (p.op 0 / 1), their backward,
+// Row-wise kernels over a rows x cols row-major f32 matrix: softmax /
+// log_softmax (`log`), their backward,
 // cross-entropy loss and its backward, and argmax.
 //
 // Launch geometry: one warp per row, 8 rows per 256-thread block; lanes
@@ -157,40 +157,51 @@ constexpr int kRowThreads = kRowsPerBlock * 32;
 
 }  // namespace
 
-void launch_softmax(const KernelParams& p, float* out, const float* in, const LaunchEnv& env) {
-  int64_t rows = p.i[0], cols = p.i[1];
+void launch(const SoftmaxParams& p, void* const* args, const LaunchEnv& env) {
+  float* out = static_cast<float*>(args[0]);
+  const float* in = static_cast<const float*>(args[1]);
+  const int64_t rows = p.rows, cols = p.cols;
   if (rows <= 0 || cols <= 0) return;
-  SY_LAUNCH(softmax_k, row_blocks(rows, env), kRowThreads, env.stream)(out, in, rows, cols, p.op == 1);
+  SY_LAUNCH(softmax_k, row_blocks(rows, env), kRowThreads, env.stream)(out, in, rows, cols, p.log);
   SY_CUDA_LAUNCHED("softmax");
 }
 
-void launch_softmax_backward(const KernelParams& p, float* dx, const float* dy, const float* y,
-                             const LaunchEnv& env) {
-  int64_t rows = p.i[0], cols = p.i[1];
+void launch(const SoftmaxBackwardParams& p, void* const* args, const LaunchEnv& env) {
+  float* dx = static_cast<float*>(args[0]);
+  const float* dy = static_cast<const float*>(args[1]);
+  const float* y = static_cast<const float*>(args[2]);
+  const int64_t rows = p.rows, cols = p.cols;
   if (rows <= 0 || cols <= 0) return;
-  SY_LAUNCH(softmax_backward_k, row_blocks(rows, env), kRowThreads, env.stream)(dx, dy, y, rows, cols, p.op == 1);
+  SY_LAUNCH(softmax_backward_k, row_blocks(rows, env), kRowThreads, env.stream)(dx, dy, y, rows, cols, p.log);
   SY_CUDA_LAUNCHED("softmax_backward");
 }
 
-void launch_cross_entropy(const KernelParams& p, float* loss, const float* x, const int32_t* labels,
-                          const LaunchEnv& env) {
-  int64_t rows = p.i[0], cols = p.i[1];
+void launch(const CrossEntropyParams& p, void* const* args, const LaunchEnv& env) {
+  float* loss = static_cast<float*>(args[0]);
+  const float* x = static_cast<const float*>(args[1]);
+  const int32_t* labels = static_cast<const int32_t*>(args[2]);
+  const int64_t rows = p.rows, cols = p.cols;
   if (rows <= 0) return;
   SY_LAUNCH(cross_entropy_k, 1, kLossThreads, env.stream)(loss, x, labels, rows, cols, env.status);
   SY_CUDA_LAUNCHED("cross_entropy");
 }
 
-void launch_cross_entropy_backward(const KernelParams& p, float* dx, const float* x, const int32_t* labels,
-                                   const float* dloss, const LaunchEnv& env) {
-  int64_t rows = p.i[0], cols = p.i[1];
+void launch(const CrossEntropyBackwardParams& p, void* const* args, const LaunchEnv& env) {
+  float* dx = static_cast<float*>(args[0]);
+  const float* x = static_cast<const float*>(args[1]);
+  const int32_t* labels = static_cast<const int32_t*>(args[2]);
+  const float* dloss = static_cast<const float*>(args[3]);
+  const int64_t rows = p.rows, cols = p.cols;
   if (rows <= 0 || cols <= 0) return;
   SY_LAUNCH(cross_entropy_backward_k, row_blocks(rows, env), kRowThreads, env.stream)(dx, x, labels, dloss, rows,
                                                                                   cols, env.status);
   SY_CUDA_LAUNCHED("cross_entropy_backward");
 }
 
-void launch_argmax(const KernelParams& p, int32_t* out, const float* x, const LaunchEnv& env) {
-  int64_t rows = p.i[0], cols = p.i[1];
+void launch(const ArgmaxParams& p, void* const* args, const LaunchEnv& env) {
+  int32_t* out = static_cast<int32_t*>(args[0]);
+  const float* x = static_cast<const float*>(args[1]);
+  const int64_t rows = p.rows, cols = p.cols;
   if (rows <= 0 || cols <= 0) return;
   SY_LAUNCH(argmax_k, row_blocks(rows, env), kRowThreads, env.stream)(out, x, rows, cols);
   SY_CUDA_LAUNCHED("argmax");

@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "switchyard/device.h"
+#include "switchyard/backend/device.h"
 #include "vk_loader.h"
 
 namespace switchyard::vk_impl {

@@ -15,67 +15,143 @@ namespace {
 // then loops over several items, so per-invocation set-up (reading the
 // launch's parameters) is paid once per many elements.
 uint32_t groups_for(const LaunchConfig& c, uint64_t items) {
-return uint32_t(std::clamp<uint64_t>((items + c.wg - 1) / c.wg, 1, c.grid_cap));
+  return uint32_t(std::clamp<uint64_t>((items + c.wg - 1) / c.wg, 1, c.grid_cap));
 }
 
-// Grid size of one launch (see each shader's header for its geometry).
 }  // namespace
 
 void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32_t g[3]) {
-  const int64_t* i = ins.params.i;
+  const KernelParams& p = ins.params;
   g[1] = g[2] = 1;
   auto quads = [](int64_t n) { return uint64_t(n + 3) / 4; };
+  auto rows = [&](int64_t r) { return uint32_t(std::clamp<int64_t>(r, 1, c.grid_cap)); };
+  // No default: a kernel added to the table without a case here fails the
+  // build (-Werror=switch).
   switch (ins.kernel) {
-    case Kernel::fill: g[0] = groups_for(c, quads(i[0])); break;
-    case Kernel::affine:
-    case Kernel::unary:
-    case Kernel::unary_backward:
-    case Kernel::sgd_update:
-    case Kernel::adam_update: g[0] = groups_for(c, quads(i[0])); break;
-    case Kernel::binary: g[0] = groups_for(c, quads(i[0] * i[1] * i[2] * i[3])); break;
-    case Kernel::arange:
-    case Kernel::rand_uniform:
-    case Kernel::rand_normal:
-    case Kernel::cast: g[0] = groups_for(c, uint64_t(i[0])); break;
-    case Kernel::transpose: g[0] = groups_for(c, uint64_t(i[0] * i[1])); break;
-    case Kernel::pad: g[0] = groups_for(c, uint64_t(i[2])); break;
-    case Kernel::expand: g[0] = groups_for(c, uint64_t(i[0] * i[1] * i[2])); break;
-    case Kernel::reduce_sum:
-      g[0] = i[2] == 1 ? uint32_t(std::clamp<int64_t>(i[0], 1, c.grid_cap))
-                       : groups_for(c, uint64_t(i[0] * i[2]));
-      break;
-    case Kernel::softmax:
-    case Kernel::softmax_backward: g[0] = uint32_t(std::clamp<int64_t>(i[0], 1, c.grid_cap)); break;
-    case Kernel::cross_entropy: g[0] = 1; break;
+    case Kernel::fill: g[0] = groups_for(c, quads(params<Kernel::fill>(p).n)); return;
+    case Kernel::affine: g[0] = groups_for(c, quads(params<Kernel::affine>(p).n)); return;
+    case Kernel::unary: g[0] = groups_for(c, quads(params<Kernel::unary>(p).n)); return;
+    case Kernel::unary_backward: g[0] = groups_for(c, quads(params<Kernel::unary_backward>(p).n)); return;
+    case Kernel::sgd_update: g[0] = groups_for(c, quads(params<Kernel::sgd_update>(p).n)); return;
+    case Kernel::sgd_momentum_update:
+      g[0] = groups_for(c, quads(params<Kernel::sgd_momentum_update>(p).n));
+      return;
+    case Kernel::adam_update: g[0] = groups_for(c, quads(params<Kernel::adam_update>(p).n)); return;
+    case Kernel::binary: {
+      const auto b = params<Kernel::binary>(p);
+      g[0] = groups_for(c, quads(b.dims[0] * b.dims[1] * b.dims[2] * b.dims[3]));
+      return;
+    }
+    case Kernel::arange: g[0] = groups_for(c, uint64_t(params<Kernel::arange>(p).n)); return;
+    case Kernel::rand_uniform: g[0] = groups_for(c, uint64_t(params<Kernel::rand_uniform>(p).n)); return;
+    case Kernel::rand_normal: g[0] = groups_for(c, uint64_t(params<Kernel::rand_normal>(p).n)); return;
+    case Kernel::cast: g[0] = groups_for(c, uint64_t(params<Kernel::cast>(p).n)); return;
+    case Kernel::transpose: {
+      const auto t = params<Kernel::transpose>(p);
+      g[0] = groups_for(c, uint64_t(t.rows * t.cols));
+      return;
+    }
+    case Kernel::pad: g[0] = groups_for(c, uint64_t(params<Kernel::pad>(p).total)); return;
+    case Kernel::expand: {
+      const auto e = params<Kernel::expand>(p);
+      g[0] = groups_for(c, uint64_t(e.outer * e.len * e.inner));
+      return;
+    }
+    case Kernel::reduce_sum: {
+      const auto r = params<Kernel::reduce_sum>(p);
+      g[0] = r.inner == 1 ? rows(r.outer) : groups_for(c, uint64_t(r.outer * r.inner));
+      return;
+    }
+    case Kernel::softmax: g[0] = rows(params<Kernel::softmax>(p).rows); return;
+    case Kernel::softmax_backward: g[0] = rows(params<Kernel::softmax_backward>(p).rows); return;
+    case Kernel::cross_entropy: g[0] = 1; return;
     case Kernel::cross_entropy_backward:
-    case Kernel::argmax: g[0] = groups_for(c, uint64_t(i[0])); break;
+      g[0] = groups_for(c, uint64_t(params<Kernel::cross_entropy_backward>(p).rows));
+      return;
+    case Kernel::argmax: g[0] = groups_for(c, uint64_t(params<Kernel::argmax>(p).rows)); return;
     case Kernel::gemm: {
+      const auto m = params<Kernel::gemm>(p);
       const auto& t = flags & kSmallTiles ? c.gemm_small : c.gemm;
-      uint64_t gx = (uint64_t(i[1]) + t[1] - 1) / t[1], gy = (uint64_t(i[0]) + t[0] - 1) / t[0];
+      uint64_t gx = (uint64_t(m.n) + t[1] - 1) / t[1], gy = (uint64_t(m.m) + t[0] - 1) / t[0];
       SY_CHECK(gx <= kMaxGroups && gy <= kMaxGroups, "gemm", "expected at most ", kMaxGroups * t[0],
-               " rows and columns on ", c.device, ", found ", i[0], "x", i[1]);
+               " rows and columns on ", c.device, ", found ", m.m, "x", m.n);
       g[0] = uint32_t(std::max<uint64_t>(gx, 1));
       g[1] = uint32_t(std::max<uint64_t>(gy, 1));
-      break;
+      return;
     }
-    case Kernel::count_: g[0] = 1; break;
   }
+  throw Error(detail::cat("[execute] unknown kernel id ", int(ins.kernel), " on ", c.device));
 }
 
 namespace {
 
-bool writes(const Instr& ins, int a) {
-  if (a == 0) return true;
-  if (ins.kernel == Kernel::adam_update) return a <= 2;
-  if (ins.kernel == Kernel::sgd_update) return a == 1 && ins.params.i[3] != 0;
-  return false;
+// The launch's typed params in the table's 32-bit slots (vk_params.h).
+// 64-bit words travel as two slots; other integers must fit 32 bits.
+void pack_params(const LaunchConfig& c, const KernelParams& p, OpParams& o) {
+  const ParamLayout& l = param_layout(p.kernel());
+  int slots[kParamInts + kParamFloats];
+  table_slots(l, slots);
+  const int64_t* iv = p.int_slots();
+  for (int f = 0; f < l.num_fields; ++f) {
+    const ParamField& x = l.fields[f];
+    if (x.kind == 'F') {
+      o.f[slots[f]] = p.float_slots()[x.slot];
+    } else if (x.kind == 'W') {
+      uint64_t w = uint64_t(iv[x.slot]);
+      o.i[slots[f]] = int32_t(uint32_t(w));
+      o.i[slots[f] + 1] = int32_t(uint32_t(w >> 32));
+    } else {
+      for (int j = 0; j < x.count; ++j) {
+        int64_t v = iv[x.slot + j];
+        SY_CHECK(v >= INT32_MIN && v <= INT32_MAX, kernel_name(p.kernel()), "expected parameters that fit "
+                 "32 bits on ", c.device, ", found ", x.name, " = ", v);
+        o.i[slots[f] + j] = int32_t(v);
+      }
+    }
+  }
 }
 
-// The binding an argument goes to: its position, except SGD without
-// momentum, whose gradient (arg 1) goes to binding 2 like with momentum.
-uint32_t binding_of(const Instr& ins, int a) {
-  if (ins.kernel == Kernel::sgd_update && ins.params.i[3] == 0 && a == 1) return 2;
-  return uint32_t(a);
+// Launch flags beyond bit 0 (every argument 16-byte aligned), per kernel.
+uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o, bool aligned) {
+  const KernelParams& p = ins.params;
+  uint32_t fl = 0;
+  switch (ins.kernel) {
+    case Kernel::binary: {
+      // Plain vec4 loop when a and b are laid out exactly like out.
+      const auto b = params<Kernel::binary>(p);
+      const int64_t* d = b.dims;
+      int64_t st[4] = {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
+      bool flat = true;
+      for (int j = 0; j < 4; ++j)
+        flat = flat && (d[j] == 1 || (b.a_strides[j] == st[j] && b.b_strides[j] == st[j]));
+      if (flat) fl |= 2u;
+      break;
+    }
+    case Kernel::gemm: {
+      const auto m = params<Kernel::gemm>(p);
+      int64_t lda = m.trans_a ? m.m : m.k, ldb = m.trans_b ? m.k : m.n;
+      if (o.off[1] % 16 == 0 && lda % 4 == 0) fl |= 4u;
+      if (o.off[2] % 16 == 0 && ldb % 4 == 0) fl |= 8u;
+      if (m.has_bias) fl |= 16u;
+      uint64_t big = ((uint64_t(m.n) + c.gemm[1] - 1) / c.gemm[1]) * ((uint64_t(m.m) + c.gemm[0] - 1) / c.gemm[0]);
+      if (big < 2 && c.gemm_small != c.gemm) fl |= kSmallTiles;
+      break;
+    }
+    // Row kernels: rows of whole vec4s, every argument 16-byte aligned.
+    case Kernel::softmax:
+      if (aligned && params<Kernel::softmax>(p).cols % 4 == 0) fl |= 2u;
+      break;
+    case Kernel::reduce_sum: {
+      const auto r = params<Kernel::reduce_sum>(p);
+      if (aligned && r.inner == 1 && r.len % 4 == 0) fl |= 2u;
+      break;
+    }
+    case Kernel::sgd_momentum_update:
+      if (params<Kernel::sgd_momentum_update>(p).nesterov) fl |= 64u;
+      break;
+    default: break;
+  }
+  return fl;
 }
 
 }  // namespace
@@ -89,7 +165,6 @@ OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, con
   bool aligned = true;
   const uint64_t align = c.storage_align;
   nranges = 0;
-  uint32_t used = 0;
   for (int a = 0; a < ins.nargs; ++a) {
     const Binding& b = bind[ins.args[a].slot];
     auto* al = static_cast<const Alloc*>(b.buffer.handle);
@@ -103,64 +178,17 @@ OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, con
     SY_CHECK(end - start <= c.max_range, kernel_name(ins.kernel), "expected each argument to span at most ",
              mib(c.max_range), " (maxStorageBufferRange of ", c.device, "), found ", end - start,
              " bytes: split the tensor");
-    uint32_t bi = binding_of(ins, a);
-    used |= 1u << bi;
-    desc[bi] = {blocks[al->block].buf, start, end - start};
-    o.off[bi] = uint32_t(off - start);
+    desc[a] = {blocks[al->block].buf, start, end - start};
+    o.off[a] = uint32_t(off - start);
     aligned = aligned && off % 16 == 0;
-    ranges[nranges++] = {al->block, start, end, writes(ins, a)};
+    ranges[nranges++] = {al->block, start, end, kernel_writes(ins.kernel, a)};
   }
-  for (uint32_t bi = 0; bi < kArgBindings; ++bi)
-    if (!(used & (1u << bi))) desc[bi] = desc[0], o.off[bi] = o.off[0];
-  if (ins.kernel == Kernel::cross_entropy || ins.kernel == Kernel::cross_entropy_backward)
-    ranges[nranges++] = {kStatusId, 0, 4, true};
-  // The RNG's seed words (i[1], i[2]) are 32-bit patterns and its offset
-  // (i[3]) is 64-bit: it travels as i[3] (low) and i[4] (high).
-  bool rng = ins.kernel == Kernel::rand_uniform || ins.kernel == Kernel::rand_normal;
-  for (int j = 0; j < 12; ++j) {
-    int64_t v = ins.params.i[j];
-    if (rng && j >= 1 && j <= 4) continue;
-    SY_CHECK(v >= INT32_MIN && v <= INT32_MAX, kernel_name(ins.kernel), "expected parameters that fit "
-             "32 bits on ", c.device, ", found i[", j, "] = ", v);
-    o.i[j] = int32_t(v);
-  }
-  if (rng) {
-    uint64_t off64 = uint64_t(ins.params.i[3]);
-    o.i[1] = int32_t(uint32_t(uint64_t(ins.params.i[1])));
-    o.i[2] = int32_t(uint32_t(uint64_t(ins.params.i[2])));
-    o.i[3] = int32_t(uint32_t(off64));
-    o.i[4] = int32_t(uint32_t(off64 >> 32));
-  }
-  std::memcpy(o.f, ins.params.f, sizeof o.f);
+  for (int a = ins.nargs; a < int(kArgBindings); ++a) desc[a] = desc[0], o.off[a] = o.off[0];
+  if (kernel_has(ins.kernel, kReportsStatus)) ranges[nranges++] = {kStatusId, 0, 4, true};
+  pack_params(c, ins.params, o);
   // vec4 access: every argument 16-byte aligned, and f32 (fill's dtype varies).
-  if (ins.kernel == Kernel::fill && ins.params.i[1] != int64_t(DType::f32)) aligned = false;
-  o.flags = aligned ? 1u : 0u;
-  if (ins.kernel == Kernel::binary) {
-    // Plain vec4 loop when a and b are laid out exactly like out.
-    const int64_t* d = ins.params.i;
-    int64_t st[4] = {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
-    bool flat = true;
-    for (int j = 0; j < 4; ++j)
-      flat = flat && (d[j] == 1 || (d[4 + j] == st[j] && d[8 + j] == st[j]));
-    if (flat) o.flags |= 2u;
-  }
-  if (ins.kernel == Kernel::gemm) {
-    const int64_t* d = ins.params.i;  // M N K ta tb has_bias
-    int64_t lda = d[3] ? d[0] : d[2], ldb = d[4] ? d[2] : d[1];
-    if (o.off[1] % 16 == 0 && lda % 4 == 0) o.flags |= 4u;
-    if (o.off[2] % 16 == 0 && ldb % 4 == 0) o.flags |= 8u;
-    if (d[5]) o.flags |= 16u;
-    uint64_t big = ((uint64_t(d[1]) + c.gemm[1] - 1) / c.gemm[1]) * ((uint64_t(d[0]) + c.gemm[0] - 1) / c.gemm[0]);
-    if (big < 2 && c.gemm_small != c.gemm) o.flags |= kSmallTiles;
-  }
-  // Row kernels: rows of whole vec4s, every argument 16-byte aligned.
-  if ((ins.kernel == Kernel::softmax && ins.params.i[1] % 4 == 0) ||
-      (ins.kernel == Kernel::reduce_sum && ins.params.i[2] == 1 && ins.params.i[1] % 4 == 0))
-    if (aligned) o.flags |= 2u;
-  if (ins.kernel == Kernel::sgd_update) {
-    if (ins.params.i[3]) o.flags |= 32u;  // momentum buffer
-    if (ins.params.i[1]) o.flags |= 64u;  // nesterov
-  }
+  if (ins.kernel == Kernel::fill && params<Kernel::fill>(ins.params).dtype != DType::f32) aligned = false;
+  o.flags = (aligned ? 1u : 0u) | kernel_flags(c, ins, o, aligned);
   o.op = spec_op(ins);
   return o;
 }
@@ -171,14 +199,22 @@ uint64_t pipeline_key(Kernel k, bool sg, int32_t spec_op, uint32_t flags) {
 
 // The kernel's mode, as SPEC_OP documents it.
 int32_t spec_op(const Instr& ins) {
-  const int64_t* i = ins.params.i;
+  const KernelParams& p = ins.params;
   switch (ins.kernel) {
-    case Kernel::gemm: return int32_t(i[6]);
-    case Kernel::fill:
-    case Kernel::arange: return int32_t(i[1]);
-    case Kernel::cast: return int32_t(i[1] * 4 + i[2]);
-    case Kernel::transpose: return int32_t(i[2]);
-    default: return ins.params.op;
+    case Kernel::gemm: return int32_t(params<Kernel::gemm>(p).act);
+    case Kernel::fill: return int32_t(params<Kernel::fill>(p).dtype);
+    case Kernel::arange: return int32_t(params<Kernel::arange>(p).dtype);
+    case Kernel::cast: {
+      const auto q = params<Kernel::cast>(p);
+      return int32_t(q.from) * 4 + int32_t(q.to);
+    }
+    case Kernel::transpose: return int32_t(params<Kernel::transpose>(p).elem_size);
+    case Kernel::unary: return int32_t(params<Kernel::unary>(p).op);
+    case Kernel::unary_backward: return int32_t(params<Kernel::unary_backward>(p).op);
+    case Kernel::binary: return int32_t(params<Kernel::binary>(p).op);
+    case Kernel::softmax: return int32_t(params<Kernel::softmax>(p).log);
+    case Kernel::softmax_backward: return int32_t(params<Kernel::softmax_backward>(p).log);
+    default: return 0;
   }
 }
 

@@ -8,9 +8,10 @@
 #include <string>
 #include <vector>
 
-#include "switchyard/program.h"
+#include "switchyard/backend/program.h"
 #include "vk_loader.h"
 #include "vk_memory.h"
+#include "vk_params.h"
 
 namespace switchyard::vk_impl {
 
@@ -19,16 +20,17 @@ constexpr uint32_t kStatusId = UINT32_MAX - 1;   // Range id of the status word
 constexpr uint32_t kSmallTiles = 128;            // gemm flag: the small tile set
 constexpr uint32_t kMaxGroups = 65535;           // workgroups per dimension we dispatch at most
 
-// Mirrors the uniform block OpBlock in shaders/common.glsl (std140).
+// Mirrors the uniform block OpBlock in shaders/common.glsl (std140). The
+// parameter slots hold the launch's typed params as vk_params.h lays them out.
 struct OpParams {
   uint32_t off[5];  // byte offset from the argument's descriptor start
   uint32_t flags;
   int32_t op;
   uint32_t pad_;
-  int32_t i[12];
-  float f[8];
+  int32_t i[kTableInts];
+  float f[kTableFloats];
 };
-static_assert(sizeof(OpParams) == 112);
+static_assert(sizeof(OpParams) == 128);
 
 struct Range {
   uint32_t buf;  // block index, kRingId (staging ring) or kStatusId

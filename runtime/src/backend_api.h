@@ -1,19 +1,29 @@
-// Internal: how the runtime finds backends. Each built-in backend provides a
-// function returning its entry; GPU backends may also come as plugins.
+// Internal: how the runtime finds backends. The CPU backend is always built
+// in; the GPU backends are the list SWITCHYARD_GPU_BACKENDS in the root
+// CMakeLists.txt, from which the build generates gpu_backends(). Each built
+// backend provides `BackendEntry <name>_backend()`; plugins and test doubles
+// join at run time with register_backend().
 #pragma once
-#include "switchyard/device.h"
+#include <span>
+
+#include "switchyard/backend/device.h"
 
 namespace switchyard::detail {
+
 BackendEntry cpu_backend();
-#ifdef SWITCHYARD_HAVE_VULKAN
-// Enumerates Vulkan devices (never throws: an absent driver is a reason).
-BackendEntry vulkan_backend();
-#endif
-#ifdef SWITCHYARD_HAVE_CUDA
-// Enumerates CUDA devices (never throws: no driver or no GPU is a reason).
-BackendEntry cuda_backend();
-#endif
+
+// A GPU backend this build knows of, in the order `auto` prefers them and
+// devices() lists them. `probe` is null when it was not built (`why` says
+// why); a probe never throws: an absent driver or device is a reason.
+struct GpuBackend {
+  const char* name;
+  BackendEntry (*probe)();
+  const char* why;
+};
+std::span<const GpuBackend> gpu_backends();  // generated (backend_registry.cpp)
+
 // A CPU device reporting another backend name and index (test doubles for
 // mixed-device checks).
 std::shared_ptr<Device> make_cpu_device(const std::string& backend, int index);
+
 }  // namespace switchyard::detail

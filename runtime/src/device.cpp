@@ -28,30 +28,27 @@ std::string DeviceInfo::str() const {
   return backend == "cpu" ? "cpu" : backend + ":" + std::to_string(index);
 }
 
-const char* kernel_name(Kernel k) {
-  static const char* names[] = {
-#define SY_KERNEL_NAME(name, nargs) #name,
-      SWITCHYARD_KERNELS(SY_KERNEL_NAME)
-#undef SY_KERNEL_NAME
-  };
-  return size_t(k) < size_t(Kernel::count_) ? names[size_t(k)] : "?";
-}
+void Device::synchronize() { backend_of(*this).synchronize(); }
 
-int kernel_num_args(Kernel k) {
-  static const int n[] = {
-#define SY_KERNEL_NARGS(name, nargs) nargs,
-      SWITCHYARD_KERNELS(SY_KERNEL_NARGS)
-#undef SY_KERNEL_NARGS
-  };
-  return size_t(k) < size_t(Kernel::count_) ? n[size_t(k)] : 0;
+namespace {
+int usable_devices(std::string_view backend) {
+  for (const BackendEntry& e : backends())
+    if (e.name == backend) return e.available ? int(e.devices.size()) : 0;
+  return 0;
 }
+}  // namespace
+
+bool cuda::is_available() { return usable_devices("cuda") > 0; }
+int cuda::device_count() { return usable_devices("cuda"); }
+bool vulkan::is_available() { return usable_devices("vulkan") > 0; }
+int vulkan::device_count() { return usable_devices("vulkan"); }
 
 // Counters are bumped from the DataLoader's worker too: relaxed atomics.
 static uint64_t bump(uint64_t& c, uint64_t n) {
   return std::atomic_ref<uint64_t>(c).fetch_add(n, std::memory_order_relaxed) + n;
 }
 
-Buffer Device::allocate(size_t bytes) {
+Buffer BackendDevice::allocate(size_t bytes) {
   SY_CHECK(bytes > 0, "allocate", "expected a size > 0 bytes on ", str(), ", found 0");
   Buffer b = allocate_impl(bytes);
   bump(counters_.buffer_allocations, 1);
@@ -62,7 +59,7 @@ Buffer Device::allocate(size_t bytes) {
   return b;
 }
 
-Buffer Device::allocate_host(size_t bytes) {
+Buffer BackendDevice::allocate_host(size_t bytes) {
   SY_CHECK(bytes > 0, "allocate_host", "expected a size > 0 bytes on ", str(), ", found 0");
   Buffer b = allocate_host_impl(bytes);
   if (!b) return b;
@@ -74,28 +71,28 @@ Buffer Device::allocate_host(size_t bytes) {
   return b;
 }
 
-void Device::release(Buffer b) {
+void BackendDevice::release(Buffer b) {
   if (!b) return;
   bump(counters_.buffer_releases, 1);
   bump(counters_.bytes_in_use, uint64_t(0) - b.bytes);
   release_impl(b);
 }
 
-void Device::upload(Buffer dst, size_t offset, const void* src, size_t bytes) {
+void BackendDevice::upload(Buffer dst, size_t offset, const void* src, size_t bytes) {
   SY_CHECK(offset + bytes <= dst.bytes, "upload", "range [", offset, ", ", offset + bytes,
            ") exceeds the destination buffer of ", dst.bytes, " bytes on ", str());
   bump(counters_.bytes_uploaded, bytes);
   upload_impl(dst, offset, src, bytes);
 }
 
-void Device::download(Buffer src, size_t offset, void* dst, size_t bytes) {
+void BackendDevice::download(Buffer src, size_t offset, void* dst, size_t bytes) {
   SY_CHECK(offset + bytes <= src.bytes, "download", "range [", offset, ", ", offset + bytes,
            ") exceeds the source buffer of ", src.bytes, " bytes on ", str());
   bump(counters_.bytes_downloaded, bytes);
   download_impl(src, offset, dst, bytes);
 }
 
-void Device::copy(Buffer src, size_t so, Buffer dst, size_t dof, size_t bytes) {
+void BackendDevice::copy(Buffer src, size_t so, Buffer dst, size_t dof, size_t bytes) {
   SY_CHECK(so + bytes <= src.bytes && dof + bytes <= dst.bytes, "copy",
            "ranges exceed the buffers (", bytes, " bytes from offset ", so, " of ", src.bytes,
            " to offset ", dof, " of ", dst.bytes, ") on ", str());
@@ -103,13 +100,15 @@ void Device::copy(Buffer src, size_t so, Buffer dst, size_t dof, size_t bytes) {
   copy_impl(src, so, dst, dof, bytes);
 }
 
-void Device::execute(const Program& p, std::span<const Binding> bindings) {
+void BackendDevice::execute(const Program& p, std::span<const Binding> bindings) {
   SY_CHECK(bindings.size() == p.num_slots, "execute", "expected ", p.num_slots,
            " bindings, found ", bindings.size());
   bump(counters_.submissions, 1);
   bump(counters_.kernel_launches, p.instrs.size());
   for (const Instr& i : p.instrs) {
-    SY_CHECK(i.kernel < Kernel::count_, "execute", "unknown kernel id ", int(i.kernel));
+    SY_CHECK(size_t(i.kernel) < size_t(kNumKernels), "execute", "unknown kernel id ", int(i.kernel));
+    SY_CHECK(i.params.kernel() == i.kernel, kernel_name(i.kernel), "expected its own parameters, found ",
+             kernel_name(i.params.kernel()), "'s");
     SY_CHECK(i.nargs <= kernel_num_args(i.kernel), kernel_name(i.kernel), "expected at most ",
              kernel_num_args(i.kernel), " buffer arguments, found ", int(i.nargs));
     SY_CHECK(supports(i.kernel), kernel_name(i.kernel), "not implemented on ", str());
@@ -135,11 +134,10 @@ std::unique_ptr<Registry> build_registry() {
   auto reg = std::make_unique<Registry>();
   reg->backends.push_back(detail::cpu_backend());
   reg->cpu_device = reg->backends.front().devices.front().get();
-  // CUDA before Vulkan: devices() lists (and pin_memory() picks) in this order.
-  reg->backends.push_back({"cuda", false,
-                           "not built: this build of Switchyard has no CUDA backend", {}});
-  reg->backends.push_back({"vulkan", false,
-                           "not built: this build of Switchyard has no Vulkan backend", {}});
+  // GPU backends in the build's order: devices() lists (and pin_memory()
+  // picks) in it. Built ones are probed on first need (registry()).
+  for (const detail::GpuBackend& g : detail::gpu_backends())
+    reg->backends.push_back({g.name, false, g.probe ? "not probed yet" : g.why, {}});
   for (auto& b : reg->backends)
     for (auto& d : b.devices)
       reg->contexts.emplace_back(d.get(), std::make_shared<detail::Context>(d));
@@ -174,14 +172,8 @@ Registry& registry() {
         return BackendEntry{name, false, e.what(), {}};
       }
     };
-    (void)install;
-    (void)probe;
-#ifdef SWITCHYARD_HAVE_CUDA
-    install(probe("cuda", detail::cuda_backend));
-#endif
-#ifdef SWITCHYARD_HAVE_VULKAN
-    install(probe("vulkan", detail::vulkan_backend));
-#endif
+    for (const detail::GpuBackend& g : detail::gpu_backends())
+      if (g.probe) install(probe(g.name, g.probe));
   });
   return r;
 }
@@ -231,13 +223,12 @@ Device& device(std::string_view name) {
     return s;
   };
   std::string n(name);
-  if (n == "auto") {
-    for (auto& b : snap)
-      if (b.name == "cuda" && !b.devices.empty()) return *b.devices.front();
-    for (auto& b : snap)
-      if (b.name == "vulkan")
-        for (auto& d : b.devices)
-          if (d->info().type != DeviceType::cpu) return *d;
+  if (n == "auto") {  // the first GPU of the built-in GPU backends, in their order; never a CPU driver
+    for (const detail::GpuBackend& g : detail::gpu_backends())
+      for (auto& b : snap)
+        if (b.name == g.name)
+          for (auto& d : b.devices)
+            if (d->info().type != DeviceType::cpu) return *d;
     return cpu();
   }
   std::string backend = n;
@@ -280,7 +271,7 @@ Context& context_of(Device& d) {
   throw Error(cat("[device] ", d.str(), " is not a registered device"));
 }
 
-BufferPool::BufferPool(Device& d, bool host) : dev_(d), host_(host) {
+BufferPool::BufferPool(BackendDevice& d, bool host) : dev_(d), host_(host) {
   const char* e = std::getenv("SWITCHYARD_POISON");
   poison_ = !host && e && *e && std::string(e) != "0";
 }

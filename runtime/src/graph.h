@@ -7,7 +7,8 @@
 #include <unordered_map>
 #include <vector>
 
-#include "switchyard/kernels.h"
+#include "switchyard/backend/device.h"
+#include "switchyard/backend/kernels.h"
 #include "switchyard/tensor.h"
 
 namespace switchyard::detail {
@@ -20,7 +21,7 @@ struct Context;
 class BufferPool {
  public:
   // host: pinned host memory (Device::allocate_host), never poisoned.
-  explicit BufferPool(Device& d, bool host = false);
+  explicit BufferPool(BackendDevice& d, bool host = false);
   ~BufferPool() { empty(); }
   Buffer acquire(size_t bytes);  // returns a buffer of at least `bytes`
   void release(Buffer b);
@@ -29,7 +30,7 @@ class BufferPool {
 
  private:
   void poison(Buffer b);
-  Device& dev_;
+  BackendDevice& dev_;
   bool host_ = false;
   bool poison_ = false;  // SWITCHYARD_POISON=1: fill every handed-out buffer with NaN
   std::mutex mu_;
@@ -109,9 +110,9 @@ struct Plan;
 // Runtime state of one device: its buffer pool, cached plans and the
 // in-place updates waiting to run. Storages keep it alive.
 struct Context : std::enable_shared_from_this<Context> {
-  explicit Context(std::shared_ptr<Device> d);
+  explicit Context(std::shared_ptr<Device> d);  // d is a BackendDevice
   ~Context();
-  std::shared_ptr<Device> device;
+  std::shared_ptr<BackendDevice> device;
   BufferPool pool;
   BufferPool host_pool;  // pinned host memory lent to CPU tensors
   std::unordered_map<std::string, std::unique_ptr<Plan>> plans;
@@ -145,14 +146,14 @@ struct TensorImpl {
 // Helpers shared by the runtime's .cpp files.
 Tensor wrap(NodePtr n);  // a tensor with no autograd history
 NodePtr make_leaf(Context& c, std::shared_ptr<Storage> s, size_t offset, Shape shape, DType t);
-NodePtr make_node(Kernel k, std::vector<NodePtr> inputs, Shape shape, DType t,
-                  const KernelParams& p);
+// A kernel node; the kernel is the one `p` was made for.
+NodePtr make_node(std::vector<NodePtr> inputs, Shape shape, DType t, const KernelParams& p);
 NodePtr make_view(const NodePtr& base, size_t offset, Shape shape);
 std::shared_ptr<Storage> new_storage(Context& c, size_t bytes);
 // Record an in-place update of the leaf tensors in `targets` (which are also
 // read) with extra read-only `reads`. Argument order: targets then reads.
-void update_inplace(Kernel k, const std::vector<Tensor*>& targets,
-                    const std::vector<Tensor>& reads, const KernelParams& p);
+void update_inplace(const std::vector<Tensor*>& targets, const std::vector<Tensor>& reads,
+                    const KernelParams& p);
 // Run the pending graph of `roots` (all on one device) in one submission.
 void evaluate(Context& c, const std::vector<Node*>& roots);
 // A materialized (leaf) node for t, evaluating it if needed.

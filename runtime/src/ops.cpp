@@ -45,17 +45,16 @@ Tensor with_grad(Tensor out, const char* name, std::initializer_list<Tensor> inp
   return out;
 }
 
-Tensor node(Kernel k, std::initializer_list<Tensor> in, Shape shape, DType t,
-            const KernelParams& p) {
+Tensor node(std::initializer_list<Tensor> in, Shape shape, DType t, const KernelParams& p) {
   std::vector<NodePtr> inputs;
   for (auto& x : in) inputs.push_back(node_of(x));
-  return wrap(make_node(k, std::move(inputs), std::move(shape), t, p));
+  return wrap(make_node(std::move(inputs), std::move(shape), t, p));
 }
 
-int64_t norm_axis(const char* op, const Tensor& x, int64_t axis) {
+int64_t norm_axis(const char* op, const Tensor& x, int64_t dim) {
   int64_t n = x.dim();
-  int64_t a = axis < 0 ? axis + n : axis;
-  SY_CHECK(a >= 0 && a < n, op, "axis ", axis, " out of range for a tensor of shape ",
+  int64_t a = dim < 0 ? dim + n : dim;
+  SY_CHECK(a >= 0 && a < n, op, "dim ", dim, " out of range for a tensor of shape ",
            shape_str(x.shape()));
   return a;
 }
@@ -64,7 +63,7 @@ int64_t norm_axis(const char* op, const Tensor& x, int64_t axis) {
 std::pair<int64_t, int64_t> rows_cols(const char* op, const Tensor& x, int64_t axis) {
   SY_CHECK(x.dim() >= 1, op, "expected at least 1 dimension, found a scalar");
   SY_CHECK(norm_axis(op, x, axis) == x.dim() - 1, op,
-           "only the last axis is supported, found axis ", axis, " of shape ",
+           "only the last dim is supported, found dim ", axis, " of shape ",
            shape_str(x.shape()));
   int64_t cols = x.shape().back();
   return {cols ? x.numel() / cols : 0, cols};
@@ -87,18 +86,16 @@ static Tensor gemm(const char* op, const Tensor& a, const Tensor& b, bool ta, bo
   SY_CHECK(K == Kb, op, "shapes ", shape_str(a.shape()), (ta ? "^T" : ""), " and ",
            shape_str(b.shape()), (tb ? "^T" : ""), " cannot be multiplied: inner dims ", K,
            " != ", Kb);
-  KernelParams p;
-  p.i[0] = M, p.i[1] = N, p.i[2] = K, p.i[3] = ta, p.i[4] = tb;
-  p.f[0] = 1.f;
+  GemmParams p{.m = M, .n = N, .k = K, .trans_a = ta, .trans_b = tb, .alpha = 1.f};
   if (bias) {
     check_f32(op, *bias);
     check_same_device(op, a, *bias);
     SY_CHECK(bias->dim() == 1 && bias->size(0) == N, op, "expected bias of shape (", N,
              "), found ", shape_str(bias->shape()));
-    p.i[5] = 1;
-    return node(Kernel::gemm, {a, b, *bias}, {M, N}, DType::f32, p);
+    p.has_bias = true;
+    return node({a, b, *bias}, {M, N}, DType::f32, p);
   }
-  return node(Kernel::gemm, {a, b}, {M, N}, DType::f32, p);
+  return node({a, b}, {M, N}, DType::f32, p);
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
@@ -128,9 +125,9 @@ Tensor transpose(const Tensor& x) {
   check_defined("transpose", x);
   SY_CHECK(x.dim() == 2, "transpose", "expected a 2-D tensor, found shape ",
            shape_str(x.shape()));
-  KernelParams p;
-  p.i[0] = x.size(0), p.i[1] = x.size(1), p.i[2] = int64_t(dtype_size(x.dtype()));
-  Tensor out = node(Kernel::transpose, {x}, {x.size(1), x.size(0)}, x.dtype(), p);
+  TransposeParams p{.rows = x.size(0), .cols = x.size(1),
+                    .elem_size = int64_t(dtype_size(x.dtype()))};
+  Tensor out = node({x}, {x.size(1), x.size(0)}, x.dtype(), p);
   return with_grad(out, "transpose", {x},
                    [](const Tensor& g) { return std::vector<Tensor>{transpose(g)}; });
 }
@@ -155,16 +152,15 @@ static Tensor binary(const char* op, Binary code, const Tensor& a, const Tensor&
     if (x == 0 || y == 0) out[i] = 0;
     da[4 - nd + i] = x, db[4 - nd + i] = y, dout[4 - nd + i] = out[i];
   }
-  KernelParams p;
-  p.op = int32_t(code);
+  BinaryParams p{.op = code};
   int64_t sa = 1, sb = 1;
   for (int i = 3; i >= 0; --i) {
-    p.i[i] = dout[i];
-    p.i[4 + i] = da[i] == 1 ? 0 : sa;
-    p.i[8 + i] = db[i] == 1 ? 0 : sb;
+    p.dims[i] = dout[i];
+    p.a_strides[i] = da[i] == 1 ? 0 : sa;
+    p.b_strides[i] = db[i] == 1 ? 0 : sb;
     sa *= da[i], sb *= db[i];
   }
-  return node(Kernel::binary, {a, b}, out, DType::f32, p);
+  return node({a, b}, out, DType::f32, p);
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
@@ -205,10 +201,8 @@ Tensor eq(const Tensor& a, const Tensor& b) { return binary("eq", Binary::eq, a,
 // y = scale * x + shift
 static Tensor affine(const char* op, const Tensor& x, float scale, float shift) {
   check_f32(op, x);
-  KernelParams p;
-  p.i[0] = x.numel();
-  p.f[0] = scale, p.f[1] = shift;
-  Tensor out = node(Kernel::affine, {x}, x.shape(), DType::f32, p);
+  AffineParams p{.n = x.numel(), .scale = scale, .shift = shift};
+  Tensor out = node({x}, x.shape(), DType::f32, p);
   return with_grad(out, op, {x}, [scale](const Tensor& g) {
     return std::vector<Tensor>{scale == 1.f ? g : affine("affine", g, scale, 0.f)};
   });
@@ -229,17 +223,11 @@ Tensor neg(const Tensor& a) { return affine("neg", a, -1.f, 0.f); }
 
 static Tensor unary(const char* op, Unary code, const Tensor& x) {
   check_f32(op, x);
-  KernelParams p;
-  p.op = int32_t(code);
-  p.i[0] = x.numel();
-  Tensor y = node(Kernel::unary, {x}, x.shape(), DType::f32, p);
+  Tensor y = node({x}, x.shape(), DType::f32, UnaryParams{.op = code, .n = x.numel()});
   Tensor xd = x.detach(), yd = y.detach();
   return with_grad(y, op, {x}, [xd, yd, code](const Tensor& g) {
-    KernelParams q;
-    q.op = int32_t(code);
-    q.i[0] = g.numel();
-    return std::vector<Tensor>{
-        node(Kernel::unary_backward, {g, xd, yd}, g.shape(), DType::f32, q)};
+    UnaryBackwardParams q{.op = code, .n = g.numel()};
+    return std::vector<Tensor>{node({g, xd, yd}, g.shape(), DType::f32, q)};
   });
 }
 
@@ -251,6 +239,7 @@ Tensor exp(const Tensor& x) { return unary("exp", Unary::exp, x); }
 Tensor log(const Tensor& x) { return unary("log", Unary::log, x); }
 Tensor sqrt(const Tensor& x) { return unary("sqrt", Unary::sqrt, x); }
 Tensor square(const Tensor& x) { return unary("square", Unary::square, x); }
+Tensor abs(const Tensor& x) { return unary("abs", Unary::abs, x); }
 
 // ---- reductions and broadcasts ------------------------------------------------
 // x viewed as (outer, len, inner); sum over len.
@@ -265,13 +254,12 @@ static Tensor reduce(const char* op, const Tensor& x, int64_t axis, bool keepdim
   Shape out = s;
   if (keepdim) out[a] = 1;
   else out.erase(out.begin() + a);
-  KernelParams p;
-  p.i[0] = outer, p.i[1] = len, p.i[2] = inner;
-  p.f[0] = scale;
-  Tensor y = node(Kernel::reduce_sum, {x}, out, DType::f32, p);
-  return with_grad(y, op, {x}, [p, s](const Tensor& g) {
+  Tensor y = node({x}, out, DType::f32,
+                  ReduceSumParams{.outer = outer, .len = len, .inner = inner, .scale = scale});
+  return with_grad(y, op, {x}, [=](const Tensor& g) {
     // Expand back along the reduced axis, times the scale.
-    return std::vector<Tensor>{node(Kernel::expand, {g}, s, DType::f32, p)};
+    ExpandParams e{.outer = outer, .len = len, .inner = inner, .scale = scale};
+    return std::vector<Tensor>{node({g}, s, DType::f32, e)};
   });
 }
 
@@ -316,12 +304,10 @@ Tensor expand(const Tensor& x, const Shape& shape) {
     int64_t outer = 1, inner = 1;
     for (size_t j = 0; j < i; ++j) outer *= cur[j];
     for (size_t j = i + 1; j < cur.size(); ++j) inner *= cur[j];
-    KernelParams p;
-    p.i[0] = outer, p.i[1] = shape[i], p.i[2] = inner;
-    p.f[0] = 1.f;
+    ExpandParams p{.outer = outer, .len = shape[i], .inner = inner, .scale = 1.f};
     cur[i] = shape[i];
     Tensor prev = t;
-    t = node(Kernel::expand, {prev}, cur, DType::f32, p);
+    t = node({prev}, cur, DType::f32, p);
     int64_t ax = int64_t(i);
     t = with_grad(t, "expand", {prev},
                   [ax](const Tensor& g) { return std::vector<Tensor>{sum(g, ax, true)}; });
@@ -353,22 +339,20 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 // ---- softmax family and losses ------------------------------------------------
 // x viewed as (rows, cols); normalized along cols.
 
-static Tensor softmax_op(const char* op, int32_t code, const Tensor& x, int64_t axis) {
+static Tensor softmax_op(const char* op, bool log, const Tensor& x, int64_t axis) {
   check_f32(op, x);
   auto [rows, cols] = rows_cols(op, x, axis);
-  KernelParams p;
-  p.op = code;
-  p.i[0] = rows, p.i[1] = cols;
-  Tensor y = node(Kernel::softmax, {x}, x.shape(), DType::f32, p);
+  Tensor y = node({x}, x.shape(), DType::f32, SoftmaxParams{.rows = rows, .cols = cols, .log = log});
   Tensor yd = y.detach();
-  return with_grad(y, op, {x}, [yd, p](const Tensor& g) {
-    return std::vector<Tensor>{node(Kernel::softmax_backward, {g, yd}, g.shape(), DType::f32, p)};
+  return with_grad(y, op, {x}, [=](const Tensor& g) {
+    SoftmaxBackwardParams q{.rows = rows, .cols = cols, .log = log};
+    return std::vector<Tensor>{node({g, yd}, g.shape(), DType::f32, q)};
   });
 }
 
-Tensor softmax(const Tensor& x, int64_t axis) { return softmax_op("softmax", 0, x, axis); }
+Tensor softmax(const Tensor& x, int64_t axis) { return softmax_op("softmax", false, x, axis); }
 Tensor log_softmax(const Tensor& x, int64_t axis) {
-  return softmax_op("log_softmax", 1, x, axis);
+  return softmax_op("log_softmax", true, x, axis);
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
@@ -383,13 +367,12 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
            "expected labels of shape (", logits.size(0), "), found ", shape_str(labels.shape()));
   SY_CHECK(logits.size(0) > 0, "cross_entropy", "expected a non-empty batch, found shape ",
            shape_str(logits.shape()));
-  KernelParams p;
-  p.i[0] = logits.size(0), p.i[1] = logits.size(1);
-  Tensor loss = node(Kernel::cross_entropy, {logits, labels}, {}, DType::f32, p);
+  const int64_t rows = logits.size(0), cols = logits.size(1);
+  Tensor loss = node({logits, labels}, {}, DType::f32, CrossEntropyParams{.rows = rows, .cols = cols});
   Tensor xd = logits.detach(), ld = labels.detach();
-  return with_grad(loss, "cross_entropy", {logits}, [xd, ld, p](const Tensor& g) {
-    return std::vector<Tensor>{
-        node(Kernel::cross_entropy_backward, {xd, ld, g}, xd.shape(), DType::f32, p)};
+  return with_grad(loss, "cross_entropy", {logits}, [=](const Tensor& g) {
+    CrossEntropyBackwardParams q{.rows = rows, .cols = cols};
+    return std::vector<Tensor>{node({xd, ld, g}, xd.shape(), DType::f32, q)};
   });
 }
 
@@ -406,10 +389,30 @@ Tensor argmax(const Tensor& x, int64_t axis) {
   auto [rows, cols] = rows_cols("argmax", x, axis);
   SY_CHECK(cols > 0, "argmax", "expected a non-empty last axis, found shape ",
            shape_str(x.shape()));
-  KernelParams p;
-  p.i[0] = rows, p.i[1] = cols;
   Shape out(x.shape().begin(), x.shape().end() - 1);
-  return node(Kernel::argmax, {x}, out, DType::i32, p);
+  return node({x}, out, DType::i32, ArgmaxParams{.rows = rows, .cols = cols});
 }
+
+// ---- the same ops as Tensor methods ---------------------------------------------
+
+Tensor Tensor::sum() const { return switchyard::sum(*this); }
+Tensor Tensor::sum(int64_t dim, bool keepdim) const { return switchyard::sum(*this, dim, keepdim); }
+Tensor Tensor::mean() const { return switchyard::mean(*this); }
+Tensor Tensor::mean(int64_t dim, bool keepdim) const { return switchyard::mean(*this, dim, keepdim); }
+Tensor Tensor::matmul(const Tensor& other) const { return switchyard::matmul(*this, other); }
+Tensor Tensor::relu() const { return switchyard::relu(*this); }
+Tensor Tensor::gelu() const { return switchyard::gelu(*this); }
+Tensor Tensor::sigmoid() const { return switchyard::sigmoid(*this); }
+Tensor Tensor::tanh() const { return switchyard::tanh(*this); }
+Tensor Tensor::exp() const { return switchyard::exp(*this); }
+Tensor Tensor::log() const { return switchyard::log(*this); }
+Tensor Tensor::sqrt() const { return switchyard::sqrt(*this); }
+Tensor Tensor::square() const { return switchyard::square(*this); }
+Tensor Tensor::abs() const { return switchyard::abs(*this); }
+Tensor Tensor::neg() const { return switchyard::neg(*this); }
+Tensor Tensor::softmax(int64_t dim) const { return switchyard::softmax(*this, dim); }
+Tensor Tensor::log_softmax(int64_t dim) const { return switchyard::log_softmax(*this, dim); }
+Tensor Tensor::argmax(int64_t dim) const { return switchyard::argmax(*this, dim); }
+Tensor Tensor::eq(const Tensor& other) const { return switchyard::eq(*this, other); }
 
 }  // namespace switchyard

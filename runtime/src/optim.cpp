@@ -77,17 +77,19 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params)
 std::vector<Tensor*> SGD::state(size_t i) { return {&momentum_[i]}; }
 
 void SGD::update(size_t i, Tensor& p, const Tensor& g) {
-  KernelParams k;
-  k.f[0] = lr_, k.f[1] = o_.momentum, k.f[2] = o_.dampening, k.f[3] = o_.weight_decay;
-  k.i[0] = p.numel(), k.i[1] = o_.nesterov;
   if (o_.momentum == 0.f) {
-    update_inplace(Kernel::sgd_update, {&p}, {g}, k);
+    update_inplace({&p}, {g}, SgdParams{.n = p.numel(), .lr = lr_, .weight_decay = o_.weight_decay});
     return;
   }
   if (!momentum_[i].defined()) momentum_[i] = zeros(p.shape(), p.device());
-  k.i[2] = !started_[i];
-  k.i[3] = 1;
-  update_inplace(Kernel::sgd_update, {&p, &momentum_[i]}, {g}, k);
+  SgdMomentumParams k{.n = p.numel(),
+                      .nesterov = o_.nesterov,
+                      .first_step = !started_[i],
+                      .lr = lr_,
+                      .momentum = o_.momentum,
+                      .dampening = o_.dampening,
+                      .weight_decay = o_.weight_decay};
+  update_inplace({&p, &momentum_[i]}, {g}, k);
   started_[i] = true;
 }
 
@@ -111,15 +113,17 @@ void Adam::update(size_t i, Tensor& p, const Tensor& g) {
     v_[i] = zeros(p.shape(), p.device());
     step_[i] = zeros({1}, p.device());
   }
-  KernelParams inc;  // step += 1, on the device (no per-step scalar changes)
-  inc.i[0] = 1;
-  inc.f[0] = 1.f, inc.f[1] = 1.f;
+  // step += 1, on the device (no per-step scalar changes)
   Tensor before = step_[i];
-  update_inplace(Kernel::affine, {&step_[i]}, {before.detach()}, inc);
-  KernelParams k;
-  k.f[0] = lr_, k.f[1] = o_.beta1, k.f[2] = o_.beta2, k.f[3] = o_.eps, k.f[4] = o_.weight_decay;
-  k.i[0] = p.numel(), k.i[1] = o_.decoupled;
-  update_inplace(Kernel::adam_update, {&p, &m_[i], &v_[i]}, {g, step_[i].detach()}, k);
+  update_inplace({&step_[i]}, {before.detach()}, AffineParams{.n = 1, .scale = 1.f, .shift = 1.f});
+  AdamParams k{.n = p.numel(),
+               .decoupled = o_.decoupled,
+               .lr = lr_,
+               .beta1 = o_.beta1,
+               .beta2 = o_.beta2,
+               .eps = o_.eps,
+               .weight_decay = o_.weight_decay};
+  update_inplace({&p, &m_[i], &v_[i]}, {g, step_[i].detach()}, k);
 }
 
 }  // namespace switchyard::optim

@@ -5,7 +5,7 @@
 #pragma once
 #include <math.h>
 
-#include "switchyard/kernels.h"
+#include "switchyard/backend/kernels.h"
 
 #if defined(__CUDACC__)
 #define SY_HOST_DEVICE __host__ __device__ inline
@@ -25,7 +25,6 @@ SY_HOST_DEVICE float unary(Unary op, float x) {
     case Unary::sigmoid: return 1.f / (1.f + expf(-x));
     case Unary::exp: return expf(x);
     case Unary::log: return logf(x);
-    case Unary::neg: return -x;
     case Unary::sqrt: return sqrtf(x);
     case Unary::square: return x * x;
     case Unary::abs: return fabsf(x);
@@ -46,7 +45,6 @@ SY_HOST_DEVICE float unary_grad(Unary op, float x, float y) {
     case Unary::sigmoid: return y * (1.f - y);
     case Unary::exp: return y;
     case Unary::log: return 1.f / x;
-    case Unary::neg: return -1.f;
     case Unary::sqrt: return 0.5f / y;
     case Unary::square: return 2.f * x;
     case Unary::abs: return x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f);
@@ -61,8 +59,6 @@ SY_HOST_DEVICE float binary(Binary op, float a, float b) {
     case Binary::sub: return a - b;
     case Binary::mul: return a * b;
     case Binary::div: return a / b;
-    case Binary::max: return a < b ? b : a;  // std::max, NaN and signed zeros included
-    case Binary::min: return b < a ? b : a;  // std::min
     case Binary::eq: return a == b ? 1.f : 0.f;
   }
   return 0.f;

@@ -11,9 +11,10 @@
 #include <mutex>
 #include <sstream>
 
-#include "switchyard/device.h"
+#include <nlohmann/json.hpp>
+
+#include "switchyard/backend/device.h"
 #include "switchyard/error.h"
-#include "switchyard/json.h"
 
 namespace switchyard::profile {
 namespace detail {
@@ -272,14 +273,14 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
                 "', found it cannot be opened");
   f << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   bool first = true;
+  // One JSON object per line, written as the events are walked.
   auto meta = [&](int pid, int tid, const char* what, const std::string& name) {
-    f << (first ? "" : ",\n") << "{\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":" << tid
-      << ",\"name\":\"" << what << "\",\"args\":{\"name\":" << json_quote(name) << "}}";
+    nlohmann::ordered_json m = {{"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", what}, {"args", {{"name", name}}}};
+    f << (first ? "" : ",\n") << m.dump();
     first = false;
   };
   std::map<std::pair<int, int>, bool> named;
   meta(1, 0, "process_name", "host");
-  char num[64];
   for (const Event* e : sorted) {
     int pid = pid_of(*e), tid = int(e->track) + 1;
     if (!named[{pid, tid}]) {
@@ -301,15 +302,15 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
     }
     int64_t dur = std::max<int64_t>(0, stop - start);
     ends.push_back(start + dur);
-    f << ",\n{\"ph\":\"X\",\"pid\":" << pid << ",\"tid\":" << tid << ",\"cat\":\""
-      << track_name(e->track) << "\",\"name\":" << json_quote(e->name);
-    std::snprintf(num, sizeof num, ",\"ts\":%.3f,\"dur\":%.3f", double(start) * 1e-3,
-                  double(dur) * 1e-3);
-    f << num << ",\"args\":{\"device\":" << json_quote(e->device)
-      << ",\"clock\":\"" << (e->device_clock ? "device" : "host") << "\"";
-    if (e->bytes) f << ",\"bytes\":" << e->bytes;
-    std::snprintf(num, sizeof num, ",\"measured_us\":%.3f}}", double(e->dur_ns) * 1e-3);
-    f << num;
+    // Microseconds with nanosecond resolution (three decimals).
+    auto us = [](int64_t ns) { return double(ns / 1000) + double(ns % 1000) * 1e-3; };
+    nlohmann::ordered_json args = {{"device", e->device}, {"clock", e->device_clock ? "device" : "host"}};
+    if (e->bytes) args["bytes"] = e->bytes;
+    args["measured_us"] = us(e->dur_ns);
+    nlohmann::ordered_json x = {{"ph", "X"},  {"pid", pid},           {"tid", tid},
+                                {"cat", track_name(e->track)},         {"name", e->name},
+                                {"ts", us(start)}, {"dur", us(dur)},   {"args", args}};
+    f << ",\n" << x.dump();
   }
   f << "\n]}\n";
   f.close();

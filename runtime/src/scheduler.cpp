@@ -2,6 +2,7 @@
 // assigns buffers by lifetime, caches the plan by graph signature and hands
 // it to the device in one submission.
 #include <algorithm>
+#include <span>
 #include <atomic>
 #include <cstring>
 #include <optional>
@@ -30,6 +31,16 @@ uint64_t next_mark() {
 template <class T>
 void put(std::string& key, T v) {
   key.append(reinterpret_cast<const char*>(&v), sizeof v);
+}
+
+// The integer parameters that shape a Program (sizes, modes, flags): part of
+// the plan key. Floats, RNG words and other per-run values are not, so a step
+// with a new learning rate or seed replays the same Program.
+void put_static_params(std::string& key, const KernelParams& p) {
+  const ParamLayout& l = param_layout(p.kernel());
+  for (const ParamField& f : std::span(l.fields, size_t(l.num_fields)))
+    if (f.kind == 'I' || f.kind == 'A')
+      for (int j = 0; j < f.count; ++j) put(key, p.int_slots()[f.slot + j]);
 }
 
 // Gives buffers back to the pool even when execution throws.
@@ -250,7 +261,7 @@ class Evaluation {
       put(key, uint8_t(n->kind));
       put(key, uint8_t(n->kernel));
       put(key, uint8_t(n->dtype));
-      put(key, n->params.op);
+      if (n->kind == NodeKind::op || n->kind == NodeKind::update) put_static_params(key, n->params);
       put(key, uint8_t(persist_[n->idx]));
       put(key, uint32_t(n->shape.size()));
       for (auto d : n->shape) put(key, d);
@@ -352,7 +363,7 @@ class Evaluation {
   }
 
   void execute(Plan& plan) {
-    Device& dev = *ctx_.device;
+    BackendDevice& dev = *ctx_.device;
     std::vector<Binding> bind(plan.program.num_slots);
     uint32_t s = 0;
     for (Node* n : order_)
@@ -460,7 +471,7 @@ void evaluate(Context& c, const std::vector<Node*>& roots) {
 
 namespace switchyard::detail {
 Context::Context(std::shared_ptr<Device> d)
-    : device(std::move(d)), pool(*device), host_pool(*device, true) {}
+    : device(std::static_pointer_cast<BackendDevice>(std::move(d))), pool(*device), host_pool(*device, true) {}
 Context::~Context() {
   plans.clear();
   pool.empty();

@@ -4,6 +4,7 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
+#include <type_traits>
 #include <iomanip>
 #include <ostream>
 
@@ -79,8 +80,8 @@ NodePtr make_leaf(Context& c, std::shared_ptr<Storage> s, size_t offset, Shape s
   return n;
 }
 
-NodePtr make_node(Kernel k, std::vector<NodePtr> inputs, Shape shape, DType t,
-                  const KernelParams& p) {
+NodePtr make_node(std::vector<NodePtr> inputs, Shape shape, DType t, const KernelParams& p) {
+  const Kernel k = p.kernel();
   auto n = std::make_shared<Node>();
   n->kind = NodeKind::op;
   n->kernel = k;
@@ -154,8 +155,9 @@ Node& materialize(const Tensor& t) {
   return n;
 }
 
-void update_inplace(Kernel k, const std::vector<Tensor*>& targets,
-                    const std::vector<Tensor>& reads, const KernelParams& p) {
+void update_inplace(const std::vector<Tensor*>& targets, const std::vector<Tensor>& reads,
+                    const KernelParams& p) {
+  const Kernel k = p.kernel();
   auto u = std::make_shared<Node>();
   u->kind = NodeKind::update;
   u->kernel = k;
@@ -231,31 +233,28 @@ Tensor finish_factory(NodePtr n, const Options& o) {
   return t;
 }
 
-Tensor generator(Kernel k, const Shape& s, const Options& o, KernelParams p, const char* op) {
+// A tensor made by a kernel with no inputs (fill, arange, the RNGs); `make`
+// gives its params from the element count.
+template <class Make>
+Tensor generator(const Shape& s, const Options& o, const char* op, Make make) {
   check_shape(s, op);
   Context& c = context_of(o.device());
-  p.i[0] = numel(s);
-  p.i[1] = int64_t(o.dtype());
-  auto n = make_node(k, {}, s, o.dtype(), p);
+  auto n = make_node({}, s, o.dtype(), make(numel(s)));
   n->ctx = &c;
   return finish_factory(std::move(n), o);
 }
 
-Tensor random(Kernel k, const Shape& s, float a, float b, const Options& o, const char* op) {
+template <class P>
+Tensor random(const Shape& s, float a, float b, const Options& o, const char* op) {
   SY_CHECK(o.dtype() == DType::f32, op, "expected dtype f32, found ", dtype_name(o.dtype()));
-  KernelParams p;
-  uint64_t seed = g_seed.load();
-  p.i[1] = int64_t(seed & 0xffffffffu);
-  p.i[2] = int64_t(seed >> 32);
-  p.i[3] = int64_t(g_offset.fetch_add(1));  // each tensor draws from its own Philox stream
-  p.f[0] = a;
-  p.f[1] = b;
-  check_shape(s, op);
-  Context& c = context_of(o.device());
-  p.i[0] = numel(s);
-  auto n = make_node(k, {}, s, DType::f32, p);
-  n->ctx = &c;
-  return finish_factory(std::move(n), o);
+  // Each tensor draws from its own Philox stream.
+  uint64_t seed = g_seed.load(), offset = g_offset.fetch_add(1);
+  return generator(s, o, op, [&](int64_t n) {
+    P p{.n = n, .seed = seed, .offset = offset};
+    if constexpr (std::is_same_v<P, RandUniformParams>) p.low = a, p.high = b;
+    else p.mean = a, p.std = b;
+    return p;
+  });
 }
 
 }  // namespace
@@ -266,30 +265,45 @@ void manual_seed(uint64_t seed) {
 }
 
 Tensor full(Shape s, float value, Options o) {
-  KernelParams p;
-  p.f[0] = value;
-  return generator(Kernel::fill, s, o, p, "full");
+  return generator(s, o, "full", [&](int64_t n) {
+    return FillParams{.n = n, .dtype = o.dtype(), .value = value};
+  });
 }
 Tensor zeros(Shape s, Options o) { return full(std::move(s), 0.f, o); }
 Tensor ones(Shape s, Options o) { return full(std::move(s), 1.f, o); }
 Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), Options(t.device()).dtype(t.dtype())); }
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), Options(t.device()).dtype(t.dtype())); }
 Tensor arange(int64_t n, Options o) {
-  KernelParams p;
-  p.f[0] = 0.f;
-  p.f[1] = 1.f;
-  return generator(Kernel::arange, {n}, o, p, "arange");
+  return generator({n}, o, "arange", [&](int64_t count) {
+    return ArangeParams{.n = count, .dtype = o.dtype(), .start = 0.f, .step = 1.f};
+  });
 }
-Tensor rand(Shape s, Options o) { return random(Kernel::rand_uniform, s, 0.f, 1.f, o, "rand"); }
+Tensor rand(Shape s, Options o) { return random<RandUniformParams>(s, 0.f, 1.f, o, "rand"); }
 Tensor uniform(Shape s, float lo, float hi, Options o) {
-  return random(Kernel::rand_uniform, s, lo, hi, o, "uniform");
+  return random<RandUniformParams>(s, lo, hi, o, "uniform");
 }
-Tensor randn(Shape s, Options o) { return random(Kernel::rand_normal, s, 0.f, 1.f, o, "randn"); }
+Tensor randn(Shape s, Options o) { return random<RandNormalParams>(s, 0.f, 1.f, o, "randn"); }
+
+Tensor randint(int64_t low, int64_t high, Shape s, Options o) {
+  constexpr int64_t kExact = int64_t(1) << 24;  // integers a float holds exactly
+  SY_CHECK(high > low && high - low <= kExact && low >= -kExact && high <= kExact, "randint",
+           "expected low < high, high - low <= 2^24 and |low|, |high| <= 2^24, found low=", low,
+           " high=", high);
+  const DType t = o.has_dtype() ? o.dtype() : DType::i32;
+  SY_CHECK(t != DType::u8 || (low >= 0 && high <= 256), "randint",
+           "expected a range within [0, 256) for dtype u8, found [", low, ", ", high, ")");
+  Options f = o;
+  f.dtype(DType::f32).requires_grad(false);
+  NoGradGuard no_grad;
+  // uniform [0, span) truncated is a floor; shifting whole floats is exact.
+  Tensor u = uniform(std::move(s), 0.f, float(high - low), f);
+  return add(u.to(DType::i32).to(DType::f32), float(low)).to(t);
+}
 
 Tensor from_data(const void* data, DType t, Shape s, Options o) {
   check_shape(s, "from_data");
-  Device& d = o.device();
-  Context& c = context_of(d);
+  Context& c = context_of(o.device());
+  BackendDevice& d = *c.device;
   size_t bytes = size_t(numel(s)) * dtype_size(t);
   auto st = new_storage(c, bytes);
   if (bytes) d.upload(st->buffer, 0, data, bytes);
@@ -329,16 +343,17 @@ void eval(const std::vector<Tensor>& ts) {
 void synchronize(Device& d) {
   Context& c = context_of(d);
   if (!c.pending_updates.empty()) evaluate(c, {});
-  d.synchronize();
+  c.device->synchronize();
 }
 
-Tensor Tensor::to(Device& d, bool non_blocking) const {
+Tensor Tensor::to(Device& dev, bool non_blocking) const {
   const NodePtr& src = node_of(*this);
-  if (src->ctx->device.get() == &d) return *this;
+  if (src->ctx->device.get() == &dev) return *this;
   Node& m = materialize(*this);
-  Device& from = *m.ctx->device;
+  BackendDevice& from = *m.ctx->device;
   size_t bytes = m.bytes();
-  Context& c = context_of(d);
+  Context& c = context_of(dev);
+  BackendDevice& d = *c.device;
   auto st = new_storage(c, bytes);
   if (bytes) {
     if (m.storage->pin_ctx && m.storage->pin_ctx->device.get() == &d) {  // its own pinned memory: a device copy
@@ -388,9 +403,10 @@ Tensor Tensor::pin_with(Device* only) const {
   Node& m = materialize(*this);
   if (m.storage->pin_ctx) return *this;
   size_t bytes = m.bytes();
-  for (Device* d : devices()) {
-    if (d->info().backend == "cpu" || d->info().backend == "mock" || (only && d != only)) continue;
-    Context& owner = context_of(*d);
+  for (Device* dev : devices()) {
+    if (dev->info().backend == "cpu" || dev->info().backend == "mock" || (only && dev != only)) continue;
+    Context& owner = context_of(*dev);
+    BackendDevice* d = owner.device.get();
     Buffer b = owner.host_pool.acquire(bytes ? bytes : 1);  // cached, as PyTorch's host allocator
     if (!b) continue;
     void* host = d->host_pointer(b);
@@ -416,11 +432,8 @@ bool Tensor::is_pinned() const {
 
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
-  KernelParams p;
-  p.i[0] = numel();
-  p.i[1] = int64_t(dtype());
-  p.i[2] = int64_t(t);
-  return wrap(make_node(Kernel::cast, {node_of(*this)}, shape(), t, p));
+  CastParams p{.n = numel(), .from = dtype(), .to = t};
+  return wrap(make_node({node_of(*this)}, shape(), t, p));
 }
 
 template <class T>
@@ -433,7 +446,7 @@ std::vector<T> Tensor::to_vector() const {
   Node& m = materialize(*this);
   std::vector<T> out(size_t(switchyard::numel(m.shape)));
   if (!out.empty()) {
-    Device& d = *m.ctx->device;
+    BackendDevice& d = *m.ctx->device;
     d.download(m.storage->buffer, m.offset, out.data(), out.size() * sizeof(T));
     d.synchronize();
   }
@@ -510,13 +523,11 @@ Tensor Tensor::slice(int64_t begin, int64_t end) const {
     fn->inputs = {impl_ptr()};
     Shape full_shape = shape();
     fn->backward = [full_shape, begin](const Tensor& g) {
-      KernelParams p;
       int64_t row = full_shape[0] ? switchyard::numel(full_shape) / full_shape[0] : 0;
-      p.i[0] = begin * row;
-      p.i[1] = switchyard::numel(g.shape());
-      p.i[2] = switchyard::numel(full_shape);
-      return std::vector<Tensor>{
-          wrap(make_node(Kernel::pad, {node_of(g)}, full_shape, DType::f32, p))};
+      PadParams p{.begin = begin * row,
+                  .len = switchyard::numel(g.shape()),
+                  .total = switchyard::numel(full_shape)};
+      return std::vector<Tensor>{wrap(make_node({node_of(g)}, full_shape, DType::f32, p))};
     };
     out.impl()->requires_grad = true;
     out.impl()->grad_fn = std::move(fn);
@@ -537,13 +548,24 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   if (!t.defined()) return os << "Tensor(undefined)";
   os << "Tensor(shape=" << shape_str(t.shape()) << ", dtype=" << dtype_name(t.dtype())
      << ", device=" << t.device().str();
-  if (t.numel() <= 16) {
-    Tensor f = t.to(DType::f32);
-    auto v = f.to_vector<float>();
-    os << ", values=[";
-    for (size_t i = 0; i < v.size(); ++i) os << (i ? ", " : "") << v[i];
-    os << "]";
+  // Values, flattened; beyond 1000 elements the first and last three, as
+  // PyTorch summarizes (only those are read back).
+  NoGradGuard no_grad;
+  const int64_t n = t.numel();
+  Tensor flat = t.reshape({n}).to(DType::f32);
+  auto values = [&](int64_t b, int64_t e) { return flat.slice(b, e).to_vector<float>(); };
+  os << ", values=[";
+  auto put = [&](const std::vector<float>& v, bool lead) {
+    for (size_t i = 0; i < v.size(); ++i) os << (lead || i ? ", " : "") << v[i];
+  };
+  if (n <= 1000) {
+    put(values(0, n), false);
+  } else {
+    put(values(0, 3), false);
+    os << ", ...";
+    put(values(n - 3, n), true);
   }
+  os << "]";
   if (t.requires_grad()) os << ", requires_grad";
   return os << ")";
 }

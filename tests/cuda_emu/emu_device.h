@@ -1,7 +1,7 @@
 // The emulated CUDA device (see emu_device.cpp). Compiled with
 // -Dcuda_impl=cuda_emu_impl, so nothing here collides with the real backend.
 #pragma once
-#include "switchyard/device.h"
+#include "switchyard/backend/device.h"
 
 namespace switchyard::cuda_impl {
 // Registers "cudaemu:0" on first use and returns it.

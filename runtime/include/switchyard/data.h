@@ -64,7 +64,7 @@ class FashionMNIST : public Dataset {
 
 struct LoaderOptions {
   int64_t batch_size = 64;
-  bool shuffle = true;
+  bool shuffle = false;  // as PyTorch's DataLoader
   uint64_t seed = 0;
   bool drop_last = false;
   bool prefetch = true;  // prepare the next batch on a background thread

@@ -32,22 +32,23 @@ Tensor exp(const Tensor& x);
 Tensor log(const Tensor& x);
 Tensor sqrt(const Tensor& x);
 Tensor square(const Tensor& x);
+Tensor abs(const Tensor& x);
 
 Tensor sum(const Tensor& x);  // all elements -> scalar
-Tensor sum(const Tensor& x, int64_t axis, bool keepdim = false);
+Tensor sum(const Tensor& x, int64_t dim, bool keepdim = false);
 Tensor mean(const Tensor& x);
-Tensor mean(const Tensor& x, int64_t axis, bool keepdim = false);
+Tensor mean(const Tensor& x, int64_t dim, bool keepdim = false);
 // Broadcast x to `shape` (numpy rules).
 Tensor expand(const Tensor& x, const Shape& shape);
 // Sum x down to `shape` (the adjoint of expand).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
-Tensor softmax(const Tensor& x, int64_t axis = -1);      // last axis only
-Tensor log_softmax(const Tensor& x, int64_t axis = -1);  // last axis only
+Tensor softmax(const Tensor& x, int64_t dim = -1);      // last dim only
+Tensor log_softmax(const Tensor& x, int64_t dim = -1);  // last dim only
 // logits (B,C) f32, labels (B) i32: mean over the batch of -log_softmax[label].
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
 Tensor mse_loss(const Tensor& input, const Tensor& target);  // mean
-Tensor argmax(const Tensor& x, int64_t axis = -1);  // last axis; i32
+Tensor argmax(const Tensor& x, int64_t dim = -1);  // last dim; i32
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

@@ -21,21 +21,26 @@ struct Node;
 
 // Where and how to create a tensor: Options(dev), Options(DType::i32),
 // Options().device(dev).requires_grad().
+class Options;
+using TensorOptions = Options;  // libtorch's name
+
 class Options {
  public:
   Options() = default;
   Options(Device& d) : device_(&d) {}  // NOLINT: implicit on purpose
-  Options(DType t) : dtype_(t) {}      // NOLINT
+  Options(DType t) : dtype_(t), dtype_set_(true) {}  // NOLINT
   Options& device(Device& d) { device_ = &d; return *this; }
-  Options& dtype(DType t) { dtype_ = t; return *this; }
+  Options& dtype(DType t) { dtype_ = t; dtype_set_ = true; return *this; }
   Options& requires_grad(bool r = true) { requires_grad_ = r; return *this; }
   Device& device() const;  // cpu() when unset, as in PyTorch
-  DType dtype() const { return dtype_; }
+  DType dtype() const { return dtype_; }  // f32 unless set
+  bool has_dtype() const { return dtype_set_; }
   bool requires_grad() const { return requires_grad_; }
 
  private:
   Device* device_ = nullptr;
   DType dtype_ = DType::f32;
+  bool dtype_set_ = false;
   bool requires_grad_ = false;
 };
 
@@ -81,6 +86,28 @@ class Tensor {
   Tensor slice(int64_t begin, int64_t end) const;  // rows [begin, end)
   Tensor t() const;                                // 2-D transpose
 
+  // The ops as methods, as in libtorch (x.sum(1), x.relu(), x.matmul(w));
+  // the free functions in ops.h are the same ops.
+  Tensor sum() const;
+  Tensor sum(int64_t dim, bool keepdim = false) const;
+  Tensor mean() const;
+  Tensor mean(int64_t dim, bool keepdim = false) const;
+  Tensor matmul(const Tensor& other) const;
+  Tensor relu() const;
+  Tensor gelu() const;
+  Tensor sigmoid() const;
+  Tensor tanh() const;
+  Tensor exp() const;
+  Tensor log() const;
+  Tensor sqrt() const;
+  Tensor square() const;
+  Tensor abs() const;
+  Tensor neg() const;
+  Tensor softmax(int64_t dim = -1) const;
+  Tensor log_softmax(int64_t dim = -1) const;
+  Tensor argmax(int64_t dim = -1) const;
+  Tensor eq(const Tensor& other) const;
+
   // Autograd.
   Tensor& requires_grad_(bool r = true);
   bool requires_grad() const;
@@ -112,6 +139,9 @@ Tensor rand(Shape s, Options o = {});   // uniform [0, 1)
 Tensor randn(Shape s, Options o = {});  // standard normal
 Tensor uniform(Shape s, float lo, float hi, Options o = {});
 Tensor arange(int64_t n, Options o = {});
+// Integers uniform in [low, high), counter-based like rand; i32 unless
+// the options name another dtype. high - low must be in [1, 2^24].
+Tensor randint(int64_t low, int64_t high, Shape s, Options o = {});
 Tensor zeros_like(const Tensor& t);
 Tensor ones_like(const Tensor& t);
 Tensor from_vector(const std::vector<float>& v, Shape s, Options o = {});

@@ -3,12 +3,14 @@
 // training step with the same graph; only the slot bindings and the scalar
 // params change between runs.
 #pragma once
+// Marks the backend API, so user-only code can check it stays out.
+#define SWITCHYARD_BACKEND_API 1
 #include <array>
 #include <cstddef>
 #include <cstdint>
 #include <vector>
 
-#include "switchyard/kernels.h"
+#include "switchyard/backend/kernels.h"
 
 namespace switchyard {
 

@@ -1,0 +1,105 @@
+// VulkanDevice's pipelines: one per kernel build, launch mode and flags,
+// created when first recorded; the on-disk pipeline cache.
+#include "vk_device.h"
+
+namespace switchyard::vk_impl {
+
+std::string VulkanDevice::cache_path() const {
+  const char* home = std::getenv("XDG_CACHE_HOME");
+  std::string base = home && *home ? home : (std::getenv("HOME") ? std::string(std::getenv("HOME")) + "/.cache" : "");
+  if (base.empty()) return "";
+  char id[64];
+  std::snprintf(id, sizeof id, "%08x_%08x_%08x", p_.props.vendorID, p_.props.deviceID,
+                p_.props.driverVersion);
+  return base + "/switchyard/vk_pipelines_" + id + ".bin";
+}
+
+void VulkanDevice::load_pipeline_cache() {
+  std::vector<char> data;
+  if (std::string path = cache_path(); !path.empty() && !env_on("SWITCHYARD_VK_NO_PIPELINE_CACHE")) {
+    std::ifstream f(path, std::ios::binary);
+    data.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
+  ci.initialDataSize = data.size();
+  ci.pInitialData = data.empty() ? nullptr : data.data();
+  if (vk.vkCreatePipelineCache(dev_, &ci, nullptr, &pipe_cache_) != VK_SUCCESS) {
+    ci.initialDataSize = 0;
+    ci.pInitialData = nullptr;
+    vk.vkCreatePipelineCache(dev_, &ci, nullptr, &pipe_cache_);
+  }
+}
+
+void VulkanDevice::save_pipeline_cache() {
+  if (!pipe_cache_ || !new_pipelines_ || env_on("SWITCHYARD_VK_NO_PIPELINE_CACHE")) return;
+  std::string path = cache_path();
+  if (path.empty()) return;
+  size_t n = 0;
+  if (vk.vkGetPipelineCacheData(dev_, pipe_cache_, &n, nullptr) != VK_SUCCESS || n == 0) return;
+  std::vector<char> data(n);
+  if (vk.vkGetPipelineCacheData(dev_, pipe_cache_, &n, data.data()) != VK_SUCCESS) return;
+  std::error_code ec;
+  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+  std::string tmp = path + ".tmp" + std::to_string(::getpid());
+  {
+    std::ofstream f(tmp, std::ios::binary);
+    f.write(data.data(), std::streamsize(n));
+    if (!f) return;
+  }
+  std::filesystem::rename(tmp, path, ec);
+}
+
+uint32_t VulkanDevice::pipeline_index(const Instr& ins, uint32_t flags) {
+  Kernel k = ins.kernel;
+  bool sg = k == Kernel::gemm ? gemm_sg_ : use_subgroups_ && kernel_has(k, kSubgroup);
+  uint64_t key = pipeline_key(k, sg, spec_op(ins), flags);
+  auto [it, fresh] = pipeline_index_.try_emplace(key, uint32_t(pipelines_.size()));
+  if (fresh) pipelines_.push_back({key, VK_NULL_HANDLE});
+  return it->second;
+}
+
+VkPipeline VulkanDevice::pipeline(uint32_t idx) {
+  auto& [key, pl] = pipelines_[idx];
+  if (pl) return pl;
+  Kernel k = Kernel(key & 0xff);
+  bool sg = (key >> 8) & 1;
+  std::string name = std::string(kernel_name(k)) + (sg ? "_sg" : "");
+  const SpirvModule* m = nullptr;
+  for (size_t j = 0; j < kSpirvModuleCount; ++j)
+    if (name == kSpirvModules[j].name) m = &kSpirvModules[j];
+  SY_CHECK(m, kernel_name(k), "expected an embedded shader '", name, "' in this build, found none");
+  VkShaderModuleCreateInfo sci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  sci.codeSize = m->words * 4;
+  sci.pCode = m->code;
+  VkShaderModule mod;
+  check(vk.vkCreateShaderModule(dev_, &sci, nullptr, &mod), kernel_name(k), "vkCreateShaderModule");
+  // constant_id 0: workgroup size; 1-5: gemm tiles; 10: SPEC_OP; 11: SPEC_FLAGS.
+  uint32_t spec[8] = {lc_.wg};
+  uint32_t ids[8] = {0};
+  uint32_t nspec = 1;
+  if (k == Kernel::gemm) {
+    const auto& t = (key >> 32) & kSmallTiles ? lc_.gemm_small : lc_.gemm;
+    spec[0] = (t[0] / t[3]) * (t[1] / t[4]);
+    for (uint32_t j = 0; j < 5; ++j) spec[nspec] = t[j], ids[nspec++] = j + 1;
+  }
+  uint32_t op16 = uint32_t((key >> 16) & 0xffff);
+  spec[nspec] = op16 & 0x8000 ? op16 | 0xffff0000u : op16, ids[nspec++] = 10;  // sign-extended
+  spec[nspec] = uint32_t(key >> 32), ids[nspec++] = 11;
+  VkSpecializationMapEntry entries[8];
+  for (uint32_t j = 0; j < nspec; ++j) entries[j] = {ids[j], j * 4, 4};
+  VkSpecializationInfo si{nspec, entries, nspec * 4, spec};
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = mod;
+  ci.stage.pName = "main";
+  ci.stage.pSpecializationInfo = &si;
+  ci.layout = pipe_layout_;
+  VkResult r = vk.vkCreateComputePipelines(dev_, pipe_cache_, 1, &ci, nullptr, &pl);
+  vk.vkDestroyShaderModule(dev_, mod, nullptr);
+  check(r, kernel_name(k), "vkCreateComputePipelines");
+  new_pipelines_ = true;
+  return pl;
+}
+
+}  // namespace switchyard::vk_impl

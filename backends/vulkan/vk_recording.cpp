@@ -1,0 +1,241 @@
+// VulkanDevice's Programs: launch tables, descriptor sets, barriers from
+// hazards, recorded command buffers replayed every step.
+#include "vk_device.h"
+
+namespace switchyard::vk_impl {
+
+void VulkanDevice::free_recording(Recording& rec) {
+  for (auto& f : rec.frames) {
+    if (f.cb) vk.vkFreeCommandBuffers(dev_, cmd_pool_, 1, &f.cb), f.cb = VK_NULL_HANDLE;
+    if (!f.sets.empty()) vk.vkFreeDescriptorSets(dev_, f.pool, uint32_t(f.sets.size()), f.sets.data());
+    f.sets.clear();
+    f.written.clear();
+  }
+  if (rec.table_entries) table_ranges_.free(rec.table_offset, rec.table_entries);
+  rec.table_entries = 0;
+}
+
+void VulkanDevice::allocate_sets(Frame& fr, size_t n) {
+  std::vector<VkDescriptorSetLayout> layouts(n, set_layout_);
+  VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
+  ai.descriptorSetCount = uint32_t(n);
+  ai.pSetLayouts = layouts.data();
+  fr.sets.assign(n, VK_NULL_HANDLE);
+  for (int attempt = 0; attempt < 2; ++attempt) {
+    // Newest pool first; sets freed by evicted recordings return to theirs.
+    for (auto pool = desc_pools_.rbegin(); pool != desc_pools_.rend(); ++pool) {
+      ai.descriptorPool = *pool;
+      VkResult r = vk.vkAllocateDescriptorSets(dev_, &ai, fr.sets.data());
+      if (r == VK_SUCCESS) {
+        fr.pool = *pool;
+        fr.written.assign(n * kArgBindings, VkDescriptorBufferInfo{});
+        bump(counters_.descriptor_set_allocations, n);
+        return;
+      }
+      if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL)
+        check(r, "execute", "vkAllocateDescriptorSets");
+    }
+    uint32_t sets = uint32_t(std::max<size_t>(1024, n));
+    VkDescriptorPoolSize ps[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets * (kBindings - 1)},
+                                  {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, sets}};
+    VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+    ci.flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT |
+               (uab_ ? VK_DESCRIPTOR_POOL_CREATE_UPDATE_AFTER_BIND_BIT : 0);
+    ci.maxSets = sets;
+    ci.poolSizeCount = 2;
+    ci.pPoolSizes = ps;
+    VkDescriptorPool pool;
+    check(vk.vkCreateDescriptorPool(dev_, &ci, nullptr, &pool), "execute", "vkCreateDescriptorPool");
+    desc_pools_.push_back(pool);
+  }
+  fr.sets.clear();
+  throw Error(cat("[execute] could not allocate ", n, " descriptor sets on ", str()));
+}
+
+bool VulkanDevice::write_sets(Frame& fr, size_t n) {
+  std::vector<VkWriteDescriptorSet> w;
+  bool fresh = fr.written.empty() || fr.written[0].buffer == VK_NULL_HANDLE;
+  std::vector<VkDescriptorBufferInfo> table(fresh ? n : 0);
+  VkDescriptorBufferInfo status{status_.buf, 0, VK_WHOLE_SIZE};
+  for (size_t j = 0; j < n; ++j)
+    for (uint32_t b = 0; b < kArgBindings; ++b) {
+      const VkDescriptorBufferInfo& now = infos_[j * kArgBindings + b];
+      VkDescriptorBufferInfo& had = fr.written[j * kArgBindings + b];
+      if (!fresh && had.buffer == now.buffer && had.offset == now.offset && had.range == now.range) continue;
+      had = now;
+      VkWriteDescriptorSet x{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+      x.dstSet = fr.sets[j];
+      x.dstBinding = b;
+      x.descriptorCount = 1;
+      x.descriptorType = VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+      x.pBufferInfo = &had;
+      w.push_back(x);
+    }
+  if (fresh)
+    for (size_t j = 0; j < n; ++j) {
+      table[j] = {table_.buf, (fr.op_base + j) * op_stride_, sizeof(OpParams)};
+      for (uint32_t b : {kTableBinding, kStatusBinding}) {
+        VkWriteDescriptorSet x{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
+        x.dstSet = fr.sets[j];
+        x.dstBinding = b;
+        x.descriptorCount = 1;
+        x.descriptorType = b == kTableBinding ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        x.pBufferInfo = b == kTableBinding ? &table[j] : &status;
+        w.push_back(x);
+      }
+    }
+  if (!w.empty()) vk.vkUpdateDescriptorSets(dev_, uint32_t(w.size()), w.data(), 0, nullptr);
+  return !w.empty();
+}
+
+void VulkanDevice::evict_lru() {
+  auto lru = std::min_element(recordings_.begin(), recordings_.end(), [](auto& a, auto& b) {
+    return a.second.last_step < b.second.last_step;
+  });
+  for (auto& f : lru->second.frames) wait_for(f.serial);
+  free_recording(lru->second);
+  recordings_.erase(lru);
+}
+
+uint64_t VulkanDevice::table_space(uint64_t entries) {
+  for (;;) {
+    if (auto off = table_ranges_.allocate(entries, 1)) return *off;
+    if (!recordings_.empty()) {
+      evict_lru();
+      continue;
+    }
+    wait_idle();
+    uint64_t size = std::max<uint64_t>(table_.size * 2, entries * op_stride_ * 2);
+    HostBuf bigger = make_host_buffer(size, true);  // first: if it throws, nothing changed
+    free_host_buffer(table_);
+    table_ = bigger;
+    table_ranges_ = RangeAllocator(size / op_stride_);
+  }
+}
+
+void VulkanDevice::record(Frame& fr, const Program& prog, const std::vector<uint32_t>& key, int64_t query) {
+  if (!fr.cb) {
+    VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
+    ai.commandPool = cmd_pool_;
+    ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
+    ai.commandBufferCount = 1;
+    check(vk.vkAllocateCommandBuffers(dev_, &ai, &fr.cb), "execute", "vkAllocateCommandBuffers");
+  } else {
+    vk.vkResetCommandBuffer(fr.cb, 0);
+  }
+  begin_cb(fr.cb);
+  const uint32_t q = uint32_t(query);
+  if (query >= 0) {
+    vk.vkCmdResetQueryPool(fr.cb, qpool_, q, uint32_t(prog.instrs.size() + 1));
+    vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qpool_, q);
+  }
+  VkPipeline bound = VK_NULL_HANDLE;
+  for (size_t j = 0; j < prog.instrs.size(); ++j) {
+    const uint32_t* e = &key[j * 5];  // pipeline, gx, gy, gz, barrier
+    if (e[4])
+      barrier(fr.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+              VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    VkPipeline pl = pipeline(e[0]);
+    if (pl != bound) vk.vkCmdBindPipeline(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl), bound = pl;
+    vk.vkCmdBindDescriptorSets(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1, &fr.sets[j], 0,
+                               nullptr);
+    vk.vkCmdDispatch(fr.cb, e[1], e[2], e[3]);
+    if (query >= 0)
+      vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qpool_, q + uint32_t(j) + 1);
+  }
+  end_cb(fr.cb);
+  fr.recorded = true;
+  fr.profiled = query >= 0;
+  bump(counters_.command_recordings);
+}
+
+void VulkanDevice::execute_impl(const Program& prog, std::span<const Binding> bind) {
+  std::lock_guard lock(mu_);
+  ensure();
+  if (prog.instrs.empty()) return;
+  retire(false);
+  if (dead_dedicated_) {
+    dead_dedicated_ = false;
+    trim(false);
+  }
+  // This step's table entries and descriptors, and what the recording must
+  // look like: per launch its pipeline, grid and whether a barrier (from
+  // read/write hazards on the ranges it touches) precedes it.
+  size_t n = prog.instrs.size();
+  ops_.resize(n);
+  infos_.resize(n * kArgBindings);
+  std::vector<uint32_t>& key = key_;
+  key.assign(n * 5, 0);
+  Hazards& hz = hazards_;  // reused: no allocation per step
+  hz.seen.clear();
+  Range ranges[kArgBindings + 1];
+  for (size_t j = 0; j < n; ++j) {
+    const Instr& ins = prog.instrs[j];
+    int nr = 0;
+    ops_[j] = launch_params(lc_, blocks_, ins, bind, &infos_[j * kArgBindings], ranges, nr);
+    bool conflict = false;
+    for (int a = 0; a < nr; ++a) conflict = conflict || hz.conflict(ranges[a]);
+    if (conflict) hz.seen.clear();
+    for (int a = 0; a < nr; ++a) hz.seen.push_back(ranges[a]);
+    uint32_t g[3] = {1, 1, 1};
+    launch_grid(lc_, ins, ops_[j].flags, g);
+    uint32_t* e = &key[j * 5];
+    e[0] = pipeline_index(ins, ops_[j].flags);
+    e[1] = g[0], e[2] = g[1], e[3] = g[2];
+    e[4] = conflict ? 1 : 0;
+  }
+
+  auto it = recordings_.find(prog.id);
+  if (it == recordings_.end() || it->second.table_entries != n * kFrames) {
+    if (it != recordings_.end()) {
+      for (auto& f : it->second.frames) wait_for(f.serial);
+      free_recording(it->second);
+      recordings_.erase(it);
+    }
+    if (recordings_.size() >= kMaxRecordings) evict_lru();
+    Recording rec;
+    rec.table_offset = table_space(n * kFrames);
+    rec.table_entries = n * kFrames;
+    it = recordings_.emplace(prog.id, std::move(rec)).first;
+  }
+  Recording& rec = it->second;
+  rec.last_step = ++step_;
+  if (rec.key != key) {
+    for (auto& f : rec.frames) f.recorded = false;
+    rec.key = key;
+  }
+  uint32_t fi = rec.next;
+  Frame& fr = rec.frames[fi];
+  rec.next = (rec.next + 1) % kFrames;
+  fr.op_base = uint32_t(rec.table_offset + fi * n);
+  // Before waiting for this frame's last run, submit the Program waiting in
+  // the batch, so the device works on it meanwhile.
+  if (fr.serial > done_serial_ && batch_has_program_) flush();
+  wait_for(fr.serial);  // its table entries, sets and command buffer are free again
+  for (size_t j = 0; j < n; ++j)
+    std::memcpy(table_.mapped + (fr.op_base + j) * op_stride_, &ops_[j], sizeof(OpParams));
+  if (fr.sets.size() != n) allocate_sets(fr, n);
+  // Without update-after-bind, writing a set invalidates the recording.
+  if (write_sets(fr, n) && !uab_) fr.recorded = false;
+  // While profiling, each run is recorded anew with its own queries. The
+  // queries are tagged with the next serial, so the Program waiting in the
+  // batch goes first (enqueue_program would submit it anyway), and this one
+  // runs as that serial.
+  const bool prof = profiling();
+  if (prof && batch_has_program_) flush();
+  int64_t query = prof ? query_reserve(uint32_t(n + 1)) : -1;
+  if (query >= 0 || fr.profiled) fr.recorded = false;
+  if (!fr.recorded) record(fr, prog, key, query);
+  fr.serial = enqueue_program(fr.cb);
+  if (query >= 0) {
+    ProfRec r;
+    r.first = uint32_t(query), r.count = uint32_t(n + 1);
+    r.kernels.reserve(n);
+    for (const Instr& ins : prog.instrs) r.kernels.push_back(ins.kernel);
+    batch_prof_.push_back(std::move(r));
+  }
+  for (const Binding& b : bind)
+    if (b.buffer) static_cast<Alloc*>(b.buffer.handle)->last_use = fr.serial;
+}
+
+}  // namespace switchyard::vk_impl

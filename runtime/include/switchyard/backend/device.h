@@ -1,0 +1,113 @@
+// The backend contract: what a device implementation provides (buffers,
+// transfers, Program execution) and the counters tests and benchmarks read.
+// User code does not need this header; backends and the runtime do.
+#pragma once
+// Marks the backend API, so user-only code can check it stays out.
+#define SWITCHYARD_BACKEND_API 1
+#include <cstdint>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "switchyard/backend/kernels.h"
+#include "switchyard/backend/program.h"
+#include "switchyard/device.h"
+
+namespace switchyard {
+
+// Counters tests and benchmarks read. "allocations" are real device
+// allocations, not hits in the runtime's buffer cache.
+struct Counters {
+  uint64_t submissions = 0;
+  uint64_t kernel_launches = 0;
+  uint64_t buffer_allocations = 0;
+  uint64_t buffer_releases = 0;
+  uint64_t bytes_uploaded = 0;
+  uint64_t bytes_downloaded = 0;
+  uint64_t bytes_copied = 0;
+  uint64_t bytes_in_use = 0;
+  uint64_t peak_bytes_in_use = 0;
+  // GPU backends: real queue submissions (vkQueueSubmit; on CUDA a graph
+  // launch, or each launch of a Program run eagerly), command buffers
+  // recorded (CUDA: graphs captured), descriptor sets allocated, device-memory
+  // allocations (blocks that tensors are suballocated from; cudaMalloc and
+  // cudaHostAlloc calls), and validation-layer messages.
+  uint64_t queue_submits = 0;
+  uint64_t command_recordings = 0;
+  uint64_t descriptor_set_allocations = 0;
+  uint64_t memory_allocations = 0;
+  uint64_t validation_messages = 0;
+  // Device memory the backend holds from the driver, in use or kept for
+  // reuse (CUDA's caching allocator, Vulkan's blocks).
+  uint64_t bytes_reserved = 0;
+  uint64_t launches_by_kernel[size_t(kNumKernels)] = {};  // indexed by Kernel
+};
+
+// Public non-virtual methods check arguments and keep the counters; the
+// private *_impl methods are what a backend implements.
+//
+// The contract for asynchronous backends:
+// - upload, download, copy and execute are enqueued in order on one queue;
+//   synchronize() waits for all of them. Each is ordered after earlier work
+//   that touches the same buffer (so a backend writing zero-copy memory from
+//   the host must first wait for queued readers of it).
+// - upload() has consumed `src` when it returns (copied it or staged it).
+// - download() fills `dst` by the next synchronize().
+// - release() may be called while queued work still uses the buffer: the
+//   runtime reuses released buffers only for later queued work, so a backend
+//   must not return the memory to the system before that work completes.
+// - execute() runs a Program over `bindings` (one per slot); the same Program
+//   (same id) comes back every training step, possibly with other bindings
+//   and other scalar params, so a backend may cache what it recorded.
+class BackendDevice : public Device {
+ public:
+  explicit BackendDevice(DeviceInfo info) : Device(std::move(info)) {}
+
+  const Counters& counters() const { return counters_; }
+  void reset_peak() { counters_.peak_bytes_in_use = counters_.bytes_in_use; }
+
+  Buffer allocate(size_t bytes);  // throws OutOfMemory
+  // Host memory this device copies from and to directly, without staging
+  // (page-locked / host-visible): what Tensor::pin_memory() uses. host_pointer()
+  // gives its address. An empty Buffer when the device has none. Released
+  // with release(), which waits for queued copies as for any buffer.
+  Buffer allocate_host(size_t bytes);
+  void release(Buffer b);
+  void upload(Buffer dst, size_t offset, const void* src, size_t bytes);
+  void download(Buffer src, size_t offset, void* dst, size_t bytes);
+  void copy(Buffer src, size_t src_offset, Buffer dst, size_t dst_offset, size_t bytes);
+  void execute(const Program& p, std::span<const Binding> bindings);
+  void synchronize() { synchronize_impl(); }
+  // Host pointer to the buffer's memory when the device shares it with the
+  // host (CPU, zero-copy GPU memory, allocate_host), else nullptr.
+  virtual void* host_pointer(Buffer) { return nullptr; }
+  // Waits until no queued work uses the buffer, so the host may write it
+  // through host_pointer(). The default waits for everything.
+  virtual void wait_until_unused(Buffer) { synchronize(); }
+  virtual bool supports(Kernel k) const = 0;
+
+ protected:
+  Counters counters_;
+
+ private:
+  virtual Buffer allocate_impl(size_t bytes) = 0;
+  virtual Buffer allocate_host_impl(size_t) { return {}; }
+  virtual void release_impl(Buffer b) = 0;
+  virtual void upload_impl(Buffer dst, size_t offset, const void* src, size_t bytes) = 0;
+  virtual void download_impl(Buffer src, size_t offset, void* dst, size_t bytes) = 0;
+  virtual void copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t bytes) = 0;
+  virtual void execute_impl(const Program& p, std::span<const Binding> bindings) = 0;
+  virtual void synchronize_impl() = 0;
+};
+
+// The backend side of a device handle (every Device is one).
+inline BackendDevice& backend_of(Device& d) { return static_cast<BackendDevice&>(d); }
+inline const BackendDevice& backend_of(const Device& d) { return static_cast<const BackendDevice&>(d); }
+// device(name), as its backend side.
+inline BackendDevice& backend_device(std::string_view name) { return backend_of(device(name)); }
+
+// Adds a backend at run time (a plugin, or a test double). Its devices are
+// then named "<name>:<index>". Throws if the name is taken.
+void register_backend(BackendEntry entry);
+
+}  // namespace switchyard

@@ -1,0 +1,316 @@
+// The kernel table: every kernel a backend implements, named once, with its
+// typed parameters and what a launch needs to know of it (which arguments it
+// writes, whether it reports bad input, whether it has a subgroup build).
+// Dispatch in every backend, the Vulkan launch table and its GLSL mirror
+// (generated from these lists), the scheduler's plan keys, the conformance
+// suite and the op benchmarks all read it. See docs/adding-an-op.md.
+//
+// C++17 (the CUDA kernels include it too).
+#pragma once
+// Marks the backend API, so user-only code can check it stays out.
+#define SWITCHYARD_BACKEND_API 1
+#include <cstddef>
+#include <cstdint>
+#include <type_traits>
+
+#include "switchyard/dtype.h"
+
+namespace switchyard {
+
+// ---- pointwise codes ---------------------------------------------------------
+// X(name, public op): the modes of the unary, unary_backward and binary
+// kernels (and gemm's fused activation). The GLSL shaders get the same codes
+// as U_<name> / B_<name> constants, generated from these lists.
+#define SWITCHYARD_UNARY_OPS(X)                                                 \
+  X(none) X(relu) X(gelu) X(tanh) X(sigmoid) X(exp) X(log) X(sqrt) X(square) X(abs)
+#define SWITCHYARD_BINARY_OPS(X) X(add) X(sub) X(mul) X(div) X(eq)
+
+enum class Unary : int32_t {
+#define SY_ENUM_ENTRY(name) name,
+  SWITCHYARD_UNARY_OPS(SY_ENUM_ENTRY)
+};
+enum class Binary : int32_t { SWITCHYARD_BINARY_OPS(SY_ENUM_ENTRY) };
+#undef SY_ENUM_ENTRY
+#define SY_COUNT_ENTRY(name) +1
+constexpr int kNumUnary = 0 SWITCHYARD_UNARY_OPS(SY_COUNT_ENTRY);
+constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
+#undef SY_COUNT_ENTRY
+
+// ---- parameters ----------------------------------------------------------------
+// Each kernel's parameters are a field list, SY_PARAMS_<kernel>(I, D, W, A, F):
+//   I(type, name)         an integer (int64_t, bool, DType, Unary, Binary) that
+//                         is part of the Program's shape: it keys the plan
+//   D(type, name)         an integer that may change between runs of one Program
+//   W(name)               a 64-bit word that may change between runs (RNG state)
+//   A(type, name, count)  a fixed-size integer array, part of the plan key
+//   F(name)               a float; may change between runs
+// From each list come a struct (<Kernel>Params below), its encoding into
+// KernelParams, and the GLSL struct the shader reads (backends/vulkan).
+// Shapes are given as the kernel sees its arguments; see each shader's and
+// each .cu file's header for launch geometry.
+
+// out = value. out has n elements of `dtype`.
+#define SY_PARAMS_fill(I, D, W, A, F) I(int64_t, n) I(DType, dtype) F(value)
+// out[k] = start + k * step, n elements of `dtype`.
+#define SY_PARAMS_arange(I, D, W, A, F) I(int64_t, n) I(DType, dtype) F(start) F(step)
+// out = Philox4x32-10 uniform in [low, high), n f32. Stream `offset` of `seed`.
+#define SY_PARAMS_rand_uniform(I, D, W, A, F) I(int64_t, n) W(seed) W(offset) F(low) F(high)
+// out = normal(mean, std), Box-Muller on the same Philox stream as rand_uniform.
+#define SY_PARAMS_rand_normal(I, D, W, A, F) I(int64_t, n) W(seed) W(offset) F(mean) F(std)
+// out (to) = in (from), n elements.
+#define SY_PARAMS_cast(I, D, W, A, F) I(int64_t, n) I(DType, from) I(DType, to)
+// out[c, r] = in[r, c]: in is rows x cols of elem_size-byte elements.
+#define SY_PARAMS_transpose(I, D, W, A, F) I(int64_t, rows) I(int64_t, cols) I(int64_t, elem_size)
+// out = zeros(total) with out[begin, begin + len) = in (f32): a row slice's backward.
+#define SY_PARAMS_pad(I, D, W, A, F) I(int64_t, begin) I(int64_t, len) I(int64_t, total)
+// out (m x n) = act(alpha * op(A) op(B) + bias[n]): args out, A, B[, bias].
+// op(A) is m x k (A stored k x m when trans_a); op(B) is k x n (n x k when trans_b).
+#define SY_PARAMS_gemm(I, D, W, A, F)                                                  \
+  I(int64_t, m) I(int64_t, n) I(int64_t, k) I(bool, trans_a) I(bool, trans_b) I(bool, has_bias) \
+  I(Unary, act) F(alpha)
+// out = a (op) b over a 4-D output `dims`, inputs read through element
+// strides (0 along a broadcast dimension).
+#define SY_PARAMS_binary(I, D, W, A, F) \
+  I(Binary, op) A(int64_t, dims, 4) A(int64_t, a_strides, 4) A(int64_t, b_strides, 4)
+// out = scale * in + shift, n elements.
+#define SY_PARAMS_affine(I, D, W, A, F) I(int64_t, n) F(scale) F(shift)
+// out = op(in), n elements.
+#define SY_PARAMS_unary(I, D, W, A, F) I(Unary, op) I(int64_t, n)
+// dx = dy * op'(x, y): args dx, dy, x, y (y = op(x)), n elements.
+#define SY_PARAMS_unary_backward(I, D, W, A, F) I(Unary, op) I(int64_t, n)
+// out[o, i] = scale * sum_l in[o, l, i].
+#define SY_PARAMS_reduce_sum(I, D, W, A, F) I(int64_t, outer) I(int64_t, len) I(int64_t, inner) F(scale)
+// out[o, l, i] = scale * in[o, i]: broadcast along a new middle axis.
+#define SY_PARAMS_expand(I, D, W, A, F) I(int64_t, outer) I(int64_t, len) I(int64_t, inner) F(scale)
+// Row-wise softmax, or log_softmax when `log`, of a rows x cols matrix.
+#define SY_PARAMS_softmax(I, D, W, A, F) I(int64_t, rows) I(int64_t, cols) I(bool, log)
+// dx from dy and the forward output y: softmax y*(dy - sum(dy*y)); log_softmax
+// dy - exp(y)*sum(dy). args dx, dy, y.
+#define SY_PARAMS_softmax_backward(I, D, W, A, F) I(int64_t, rows) I(int64_t, cols) I(bool, log)
+// loss[1] = mean_r (logsumexp(x_r) - x_r[label_r]): args loss, x, labels (i32).
+#define SY_PARAMS_cross_entropy(I, D, W, A, F) I(int64_t, rows) I(int64_t, cols)
+// dx = (softmax(x) - onehot(label)) * dloss / rows: args dx, x, labels, dloss[1].
+#define SY_PARAMS_cross_entropy_backward(I, D, W, A, F) I(int64_t, rows) I(int64_t, cols)
+// out[r] = argmax_c x[r, c] (i32, the first maximum). args out, x.
+#define SY_PARAMS_argmax(I, D, W, A, F) I(int64_t, rows) I(int64_t, cols)
+// IN PLACE on p: p -= lr * (g + weight_decay * p). args p, g; n elements.
+#define SY_PARAMS_sgd_update(I, D, W, A, F) I(int64_t, n) F(lr) F(weight_decay)
+// IN PLACE on p and buf: SGD with momentum, dampening, weight decay and
+// Nesterov, as torch.optim.SGD. args p, buf, g. first_step: buf = g.
+#define SY_PARAMS_sgd_momentum_update(I, D, W, A, F) \
+  I(int64_t, n) I(bool, nesterov) D(bool, first_step) F(lr) F(momentum) F(dampening) F(weight_decay)
+// IN PLACE on p, m, v: Adam, or AdamW when `decoupled`. args p, m, v, g,
+// step[1] (f32, already incremented on the device).
+#define SY_PARAMS_adam_update(I, D, W, A, F) \
+  I(int64_t, n) I(bool, decoupled) F(lr) F(beta1) F(beta2) F(eps) F(weight_decay)
+
+// ---- the table ---------------------------------------------------------------------
+// X(kernel, Params struct, buffer args, written args (bit mask), traits).
+// Arguments the mask leaves out are only read.
+enum KernelTraits : uint32_t {
+  kNoTraits = 0,
+  kReportsStatus = 1,  // sets the device's status word on bad input (labels)
+  kSubgroup = 2,       // Vulkan: also built with subgroup arithmetic (<name>_sg)
+};
+
+#define SWITCHYARD_KERNELS(X)                                                        \
+  X(fill, FillParams, 1, 0b1, kNoTraits)                                             \
+  X(arange, ArangeParams, 1, 0b1, kNoTraits)                                         \
+  X(rand_uniform, RandUniformParams, 1, 0b1, kNoTraits)                              \
+  X(rand_normal, RandNormalParams, 1, 0b1, kNoTraits)                                \
+  X(cast, CastParams, 2, 0b1, kNoTraits)                                             \
+  X(transpose, TransposeParams, 2, 0b1, kNoTraits)                                   \
+  X(pad, PadParams, 2, 0b1, kNoTraits)                                               \
+  X(gemm, GemmParams, 4, 0b1, kSubgroup)                                             \
+  X(binary, BinaryParams, 3, 0b1, kNoTraits)                                         \
+  X(affine, AffineParams, 2, 0b1, kNoTraits)                                         \
+  X(unary, UnaryParams, 2, 0b1, kNoTraits)                                           \
+  X(unary_backward, UnaryBackwardParams, 4, 0b1, kNoTraits)                          \
+  X(reduce_sum, ReduceSumParams, 2, 0b1, kSubgroup)                                  \
+  X(expand, ExpandParams, 2, 0b1, kNoTraits)                                         \
+  X(softmax, SoftmaxParams, 2, 0b1, kSubgroup)                                       \
+  X(softmax_backward, SoftmaxBackwardParams, 3, 0b1, kSubgroup)                      \
+  X(cross_entropy, CrossEntropyParams, 3, 0b1, kReportsStatus | kSubgroup)           \
+  X(cross_entropy_backward, CrossEntropyBackwardParams, 4, 0b1, kReportsStatus)      \
+  X(argmax, ArgmaxParams, 2, 0b1, kNoTraits)                                         \
+  X(sgd_update, SgdParams, 2, 0b1, kNoTraits)                                        \
+  X(sgd_momentum_update, SgdMomentumParams, 3, 0b11, kNoTraits)                      \
+  X(adam_update, AdamParams, 5, 0b111, kNoTraits)
+
+enum class Kernel : uint8_t {
+#define SY_KERNEL_ENUM(name, ...) name,
+  SWITCHYARD_KERNELS(SY_KERNEL_ENUM)
+#undef SY_KERNEL_ENUM
+};
+#define SY_KERNEL_COUNT(...) +1
+constexpr int kNumKernels = 0 SWITCHYARD_KERNELS(SY_KERNEL_COUNT);
+#undef SY_KERNEL_COUNT
+constexpr int kMaxKernelArgs = 5;
+
+struct KernelInfo {
+  const char* name;
+  int num_args;
+  uint32_t writes;  // bit a: argument a is written
+  uint32_t traits;  // KernelTraits
+};
+const KernelInfo& kernel_info(Kernel k);
+inline const char* kernel_name(Kernel k) { return kernel_info(k).name; }
+inline int kernel_num_args(Kernel k) { return kernel_info(k).num_args; }
+inline bool kernel_writes(Kernel k, int arg) { return (kernel_info(k).writes >> arg) & 1u; }
+inline bool kernel_has(Kernel k, KernelTraits t) { return (kernel_info(k).traits & t) != 0; }
+
+// The parameter structs: one per kernel, named fields, zero-initialized.
+#define SY_MEMBER_I(T, name) T name{};
+#define SY_MEMBER_W(name) uint64_t name = 0;
+#define SY_MEMBER_A(T, name, count) T name[count] = {};
+#define SY_MEMBER_F(name) float name = 0.f;
+#define SY_DEFINE_PARAMS(kernel, Params, ...) \
+  struct Params {                             \
+    SY_PARAMS_##kernel(SY_MEMBER_I, SY_MEMBER_I, SY_MEMBER_W, SY_MEMBER_A, SY_MEMBER_F) \
+  };
+SWITCHYARD_KERNELS(SY_DEFINE_PARAMS)
+#undef SY_DEFINE_PARAMS
+#undef SY_MEMBER_I
+#undef SY_MEMBER_W
+#undef SY_MEMBER_A
+#undef SY_MEMBER_F
+
+// Which kernel a params struct belongs to, and back.
+template <class P>
+struct KernelOf;
+template <Kernel K>
+struct ParamsOf;
+#define SY_MAP_PARAMS(kernel, Params, ...)                                     \
+  template <>                                                                  \
+  struct KernelOf<Params> {                                                    \
+    static constexpr Kernel value = Kernel::kernel;                            \
+  };                                                                           \
+  template <>                                                                  \
+  struct ParamsOf<Kernel::kernel> {                                            \
+    using type = Params;                                                       \
+  };
+SWITCHYARD_KERNELS(SY_MAP_PARAMS)
+#undef SY_MAP_PARAMS
+
+// Slots of the launch record: every integer field (and array element, and
+// 64-bit word) takes one int slot, every float one float slot, in field order.
+constexpr int kParamInts = 16;
+constexpr int kParamFloats = 8;
+
+// How one field is stored, for code that walks a kernel's fields without
+// knowing its struct (the Vulkan table packer, the GLSL generator, plan keys).
+struct ParamField {
+  const char* name;
+  char kind;         // 'I', 'D', 'W', 'A' (count elements) or 'F'
+  int count;         // 1 except for arrays
+  const char* type;  // C++ type name
+  int slot = 0;      // first slot: an int slot, or a float slot for 'F'
+};
+struct ParamLayout {
+  const ParamField* fields;
+  int num_fields;
+  int ints;    // int slots used
+  int floats;  // float slots used
+};
+const ParamLayout& param_layout(Kernel k);
+
+// One launch's parameters, in the slots above, tagged with their kernel.
+// Made from a params struct and read back as one: backends read typed
+// fields through get<P>() (or params<K>()), never slots by position.
+class KernelParams {
+ public:
+  KernelParams() = default;
+  template <class P, class = decltype(KernelOf<P>::value)>
+  KernelParams(const P& p);  // NOLINT: implicit, so a struct can be passed where params go
+  template <class P>
+  P get() const;
+  Kernel kernel() const { return kernel_; }
+
+  // The raw slots: for code that treats every kernel alike (hashing, the
+  // Vulkan table packer, plan keys); it walks param_layout(kernel()).
+  const int64_t* int_slots() const { return i_; }
+  const float* float_slots() const { return f_; }
+  bool operator==(const KernelParams& o) const;
+  bool operator!=(const KernelParams& o) const { return !(*this == o); }
+
+ private:
+  Kernel kernel_ = Kernel::fill;
+  int64_t i_[kParamInts] = {};
+  float f_[kParamFloats] = {};
+};
+
+namespace detail {
+[[noreturn]] void params_mismatch(Kernel have, Kernel want);
+// Slot counts of a field list, checked against the record at compile time.
+#define SY_COUNT_I(T, name) +1
+#define SY_COUNT_W(name) +1
+#define SY_COUNT_A(T, name, count) +(count)
+#define SY_COUNT_F(name) +1
+#define SY_COUNT_NONE(...)
+#define SY_CHECK_FITS(kernel, Params, ...)                                                  \
+  static_assert(0 SY_PARAMS_##kernel(SY_COUNT_I, SY_COUNT_I, SY_COUNT_W, SY_COUNT_A,        \
+                                     SY_COUNT_NONE) <= kParamInts,                          \
+                #Params " has more integer fields than KernelParams holds");                \
+  static_assert(0 SY_PARAMS_##kernel(SY_COUNT_NONE, SY_COUNT_NONE, SY_COUNT_NONE,           \
+                                     SY_COUNT_NONE, SY_COUNT_F) <= kParamFloats,            \
+                #Params " has more float fields than KernelParams holds");
+SWITCHYARD_KERNELS(SY_CHECK_FITS)
+#undef SY_CHECK_FITS
+
+// Encode / decode one struct, generated from its field list.
+template <class P>
+struct ParamCodec;
+#define SY_ENC_I(T, name) i[ni++] = int64_t(p.name);
+#define SY_ENC_W(name) i[ni++] = int64_t(p.name);
+#define SY_ENC_A(T, name, count) \
+  for (int j = 0; j < (count); ++j) i[ni++] = int64_t(p.name[j]);
+#define SY_ENC_F(name) f[nf++] = p.name;
+#define SY_DEC_I(T, name) p.name = T(i[ni++]);
+#define SY_DEC_W(name) p.name = uint64_t(i[ni++]);
+#define SY_DEC_A(T, name, count) \
+  for (int j = 0; j < (count); ++j) p.name[j] = T(i[ni++]);
+#define SY_DEC_F(name) p.name = f[nf++];
+#define SY_CODEC(kernel, Params, ...)                                                     \
+  template <>                                                                             \
+  struct ParamCodec<Params> {                                                             \
+    static void encode(const Params& p, int64_t* i, [[maybe_unused]] float* f) {          \
+      [[maybe_unused]] int ni = 0, nf = 0;                                                \
+      SY_PARAMS_##kernel(SY_ENC_I, SY_ENC_I, SY_ENC_W, SY_ENC_A, SY_ENC_F)                \
+    }                                                                                     \
+    static Params decode(const int64_t* i, [[maybe_unused]] const float* f) {             \
+      Params p;                                                                           \
+      [[maybe_unused]] int ni = 0, nf = 0;                                                \
+      SY_PARAMS_##kernel(SY_DEC_I, SY_DEC_I, SY_DEC_W, SY_DEC_A, SY_DEC_F)                \
+      return p;                                                                           \
+    }                                                                                     \
+  };
+SWITCHYARD_KERNELS(SY_CODEC)
+#undef SY_CODEC
+#undef SY_ENC_I
+#undef SY_ENC_W
+#undef SY_ENC_A
+#undef SY_ENC_F
+#undef SY_DEC_I
+#undef SY_DEC_W
+#undef SY_DEC_A
+#undef SY_DEC_F
+}  // namespace detail
+
+template <class P, class>
+KernelParams::KernelParams(const P& p) : kernel_(KernelOf<P>::value) {
+  detail::ParamCodec<P>::encode(p, i_, f_);
+}
+
+template <class P>
+P KernelParams::get() const {
+  if (kernel_ != KernelOf<P>::value) detail::params_mismatch(kernel_, KernelOf<P>::value);
+  return detail::ParamCodec<P>::decode(i_, f_);
+}
+
+// The typed parameters of a launch of kernel K.
+template <Kernel K>
+typename ParamsOf<K>::type params(const KernelParams& p) {
+  return p.get<typename ParamsOf<K>::type>();
+}
+
+}  // namespace switchyard

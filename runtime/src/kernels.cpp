@@ -1,0 +1,77 @@
+// The kernel table's run-time side: names, argument facts and parameter
+// layouts, generated from the lists in switchyard/backend/kernels.h.
+#include "switchyard/backend/kernels.h"
+
+#include <cstring>
+#include <initializer_list>
+#include <vector>
+
+#include "switchyard/error.h"
+
+namespace switchyard {
+namespace {
+
+constexpr KernelInfo kInfo[] = {
+#define SY_INFO(kernel, Params, nargs, writes, traits) {#kernel, nargs, writes, traits},
+    SWITCHYARD_KERNELS(SY_INFO)
+#undef SY_INFO
+};
+static_assert(sizeof(kInfo) / sizeof(kInfo[0]) == size_t(kNumKernels));
+
+#define SY_FIELD_I(T, name) {#name, 'I', 1, #T},
+#define SY_FIELD_D(T, name) {#name, 'D', 1, #T},
+#define SY_FIELD_W(name) {#name, 'W', 1, "uint64_t"},
+#define SY_FIELD_A(T, name, count) {#name, 'A', count, #T},
+#define SY_FIELD_F(name) {#name, 'F', 1, "float"},
+// Field lists with their slots filled in, in kernel order.
+struct Layouts {
+  std::vector<std::vector<ParamField>> fields;
+  std::vector<ParamLayout> layouts;
+  Layouts() {
+    auto add = [&](std::initializer_list<ParamField> list) {
+      std::vector<ParamField> f(list);
+      int ni = 0, nf = 0;
+      for (auto& x : f) x.slot = x.kind == 'F' ? nf++ : (ni += x.count) - x.count;
+      fields.push_back(std::move(f));
+      layouts.push_back({fields.back().data(), int(fields.back().size()), ni, nf});
+    };
+#define SY_ADD(kernel, ...) add({SY_PARAMS_##kernel(SY_FIELD_I, SY_FIELD_D, SY_FIELD_W, SY_FIELD_A, SY_FIELD_F)});
+    fields.reserve(kNumKernels);
+    SWITCHYARD_KERNELS(SY_ADD)
+#undef SY_ADD
+  }
+};
+
+void check_kernel(Kernel k) {
+  SY_CHECK(size_t(k) < size_t(kNumKernels), "kernel table", "expected a kernel id below ",
+           kNumKernels, ", found ", int(k));
+}
+
+}  // namespace
+
+const KernelInfo& kernel_info(Kernel k) {
+  check_kernel(k);
+  return kInfo[size_t(k)];
+}
+
+const ParamLayout& param_layout(Kernel k) {
+  check_kernel(k);
+  static const Layouts all;
+  return all.layouts[size_t(k)];
+}
+
+bool KernelParams::operator==(const KernelParams& o) const {
+  // Floats compared bitwise: a Program recorded with -0.f or a NaN pattern
+  // is another Program's parameters.
+  return kernel_ == o.kernel_ && std::memcmp(i_, o.i_, sizeof i_) == 0 &&
+         std::memcmp(f_, o.f_, sizeof f_) == 0;
+}
+
+namespace detail {
+void params_mismatch(Kernel have, Kernel want) {
+  throw Error(cat("[", kernel_name(want), "] expected parameters of kernel ", kernel_name(want),
+                  ", found those of ", kernel_name(have)));
+}
+}  // namespace detail
+
+}  // namespace switchyard
