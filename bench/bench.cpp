@@ -13,11 +13,10 @@
 // transfer events.
 #include "bench.h"
 
-#include <CLI/CLI.hpp>
-
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
@@ -65,8 +64,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const std::vector<std::string> kGroups = {"gemm", "elementwise", "reduce", "softmax",
-                                          "optim", "transfer", "model"};
+const std::vector<std::string> kGroups = {"gemm",  "elementwise", "reduce", "softmax",
+                                          "optim", "transfer",    "model"};
 
 struct BenchOptions {
   std::vector<std::string> devices;
@@ -105,7 +104,9 @@ std::vector<std::string> split(const std::string& s, const char* what) {
     if (e > b) out.push_back(s.substr(b, e - b));
     b = e + 1;
   }
-  if (out.empty()) throw Error(std::string("[bench] ") + what + " expects a comma-separated list, found '" + s + "'");
+  if (out.empty())
+    throw Error(std::string("[bench] ") + what + " expects a comma-separated list, found '" + s +
+                "'");
   return out;
 }
 
@@ -149,7 +150,8 @@ Timing measure(BackendDevice& d, const std::function<void()>& run, const BenchOp
     int64_t ns = 0;
     bool any = false;
     for (const profile::Event& e : profile::take())
-      if (e.device == name && (e.track == profile::Track::kernel || e.track == profile::Track::transfer))
+      if (e.device == name &&
+          (e.track == profile::Track::kernel || e.track == profile::Track::transfer))
         ns += e.dur_ns, any = true;
     if (any) t.dev.push_back(double(ns) * 1e-9);
   }
@@ -185,7 +187,8 @@ struct DevBuf {
   DevBuf& operator=(const DevBuf&) = delete;
 };
 
-void upload_random(BackendDevice& d, Buffer b, size_t floats, uint32_t seed, float lo = -1.f, float hi = 1.f) {
+void upload_random(BackendDevice& d, Buffer b, size_t floats, uint32_t seed, float lo = -1.f,
+                   float hi = 1.f) {
   std::vector<float> v(floats);
   uint32_t x = seed * 2654435761u + 1;
   for (auto& f : v) {  // a cheap LCG: benchmark inputs need spread, not quality
@@ -279,7 +282,11 @@ std::vector<Workload> workloads(const BenchOptions& o) {
     return !o.sizes.empty() ? o.sizes : o.quick ? quick : full;
   };
   if (want("gemm")) {
-    struct G { std::string name; int64_t M, N, K; bool ta, tb; };
+    struct G {
+      std::string name;
+      int64_t M, N, K;
+      bool ta, tb;
+    };
     std::vector<G> gs;
     for (int64_t n : sizes_or({256, 512, 1024, 2048}, {256, 1024}))
       gs.push_back({"gemm " + std::to_string(n) + "^3", n, n, n, false, false});
@@ -291,11 +298,16 @@ std::vector<Workload> workloads(const BenchOptions& o) {
       gs.push_back({"gemm mlp bwd dW=dY^T.X 256x784x128", kMlpH1, kMlpIn, 128, true, false});
     }
     for (const G& g : gs)
-      w.push_back({"gemm", g.name, "GFLOP/s", 1e-9, 0, [](BackendDevice&) { return true; }, [g](BackendDevice& d) {
-        GemmParams p{.m = g.M, .n = g.N, .k = g.K, .trans_a = g.ta, .trans_b = g.tb, .alpha = 1.f};
-        KernelCase kc{make(p), {size_t(g.M * g.N * 4), size_t(g.M * g.K * 4), size_t(g.K * g.N * 4)}, {}};
-        return prepare_kernel(d, kc, 2.0 * double(g.M) * double(g.N) * double(g.K));
-      }});
+      w.push_back(
+          {"gemm", g.name, "GFLOP/s", 1e-9, 0, [](BackendDevice&) { return true; },
+           [g](BackendDevice& d) {
+             GemmParams p{
+                 .m = g.M, .n = g.N, .k = g.K, .trans_a = g.ta, .trans_b = g.tb, .alpha = 1.f};
+             KernelCase kc{make(p),
+                           {size_t(g.M * g.N * 4), size_t(g.M * g.K * 4), size_t(g.K * g.N * 4)},
+                           {}};
+             return prepare_kernel(d, kc, 2.0 * double(g.M) * double(g.N) * double(g.K));
+           }});
   }
   auto elems = [&](std::vector<int64_t> full, std::vector<int64_t> quick) {
     std::vector<int64_t> n = sizes_or(full, quick);
@@ -307,68 +319,94 @@ std::vector<Workload> workloads(const BenchOptions& o) {
   // for one tensor on small devices.
   if (want("elementwise"))
     for (int64_t n : elems({4 << 20, 16 << 20}, {16 << 20})) {
-      w.push_back({"elementwise", "add " + fmt_size(n), "GB/s", 1e-9, 0, [](BackendDevice&) { return true; }, [n](BackendDevice& d) {
-        BinaryParams p{.op = Binary::add, .dims = {1, 1, 1, n}, .a_strides = {0, 0, 0, 1}, .b_strides = {0, 0, 0, 1}};
-        KernelCase kc{make(p), {size_t(n * 4), size_t(n * 4), size_t(n * 4)}, {}};
-        return prepare_kernel(d, kc, 3.0 * double(n) * 4);
-      }});
-      w.push_back({"elementwise", "relu " + fmt_size(n), "GB/s", 1e-9, 0, [](BackendDevice&) { return true; }, [n](BackendDevice& d) {
-        KernelCase kc{make(UnaryParams{.op = Unary::relu, .n = n}), {size_t(n * 4), size_t(n * 4)}, {}};
-        return prepare_kernel(d, kc, 2.0 * double(n) * 4);
-      }});
+      w.push_back({"elementwise", "add " + fmt_size(n), "GB/s", 1e-9, 0,
+                   [](BackendDevice&) { return true; },
+                   [n](BackendDevice& d) {
+                     BinaryParams p{.op = Binary::add,
+                                    .dims = {1, 1, 1, n},
+                                    .a_strides = {0, 0, 0, 1},
+                                    .b_strides = {0, 0, 0, 1}};
+                     KernelCase kc{make(p), {size_t(n * 4), size_t(n * 4), size_t(n * 4)}, {}};
+                     return prepare_kernel(d, kc, 3.0 * double(n) * 4);
+                   }});
+      w.push_back({"elementwise", "relu " + fmt_size(n), "GB/s", 1e-9, 0,
+                   [](BackendDevice&) { return true; },
+                   [n](BackendDevice& d) {
+                     KernelCase kc{make(UnaryParams{.op = Unary::relu, .n = n}),
+                                   {size_t(n * 4), size_t(n * 4)},
+                                   {}};
+                     return prepare_kernel(d, kc, 2.0 * double(n) * 4);
+                   }});
     }
   if (want("reduce"))
     for (int64_t n : elems({4 << 20, 16 << 20}, {16 << 20})) {
       const int64_t rows = 4096, cols = std::max<int64_t>(n / rows, 1);
       std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
-      w.push_back({"reduce", "sum rows " + shape, "GB/s", 1e-9, 0, [](BackendDevice&) { return true; }, [rows, cols](BackendDevice& d) {
-        ReduceSumParams p{.outer = rows, .len = cols, .inner = 1, .scale = 1.f};
-        KernelCase kc{make(p), {size_t(rows * 4), size_t(rows * cols * 4)}, {}};
-        return prepare_kernel(d, kc, double(rows * cols) * 4);
-      }});
-      w.push_back({"reduce", "sum cols " + shape, "GB/s", 1e-9, 0, [](BackendDevice&) { return true; }, [rows, cols](BackendDevice& d) {
-        ReduceSumParams p{.outer = 1, .len = rows, .inner = cols, .scale = 1.f};
-        KernelCase kc{make(p), {size_t(cols * 4), size_t(rows * cols * 4)}, {}};
-        return prepare_kernel(d, kc, double(rows * cols) * 4);
-      }});
+      w.push_back({"reduce", "sum rows " + shape, "GB/s", 1e-9, 0,
+                   [](BackendDevice&) { return true; },
+                   [rows, cols](BackendDevice& d) {
+                     ReduceSumParams p{.outer = rows, .len = cols, .inner = 1, .scale = 1.f};
+                     KernelCase kc{make(p), {size_t(rows * 4), size_t(rows * cols * 4)}, {}};
+                     return prepare_kernel(d, kc, double(rows * cols) * 4);
+                   }});
+      w.push_back({"reduce", "sum cols " + shape, "GB/s", 1e-9, 0,
+                   [](BackendDevice&) { return true; },
+                   [rows, cols](BackendDevice& d) {
+                     ReduceSumParams p{.outer = 1, .len = rows, .inner = cols, .scale = 1.f};
+                     KernelCase kc{make(p), {size_t(cols * 4), size_t(rows * cols * 4)}, {}};
+                     return prepare_kernel(d, kc, double(rows * cols) * 4);
+                   }});
     }
   if (want("softmax"))
     for (int64_t n : elems({4 << 20, 16 << 20}, {16 << 20})) {
       const int64_t rows = 4096, cols = std::max<int64_t>(n / rows, 1);
-      w.push_back({"softmax", "softmax " + std::to_string(rows) + "x" + std::to_string(cols), "GB/s", 1e-9, 0,
-                   [](BackendDevice&) { return true; }, [rows, cols](BackendDevice& d) {
-        KernelCase kc{make(SoftmaxParams{.rows = rows, .cols = cols}), {size_t(rows * cols * 4), size_t(rows * cols * 4)},
-                      {}};
-        return prepare_kernel(d, kc, 2.0 * double(rows * cols) * 4);
-      }});
+      w.push_back({"softmax", "softmax " + std::to_string(rows) + "x" + std::to_string(cols),
+                   "GB/s", 1e-9, 0, [](BackendDevice&) { return true; },
+                   [rows, cols](BackendDevice& d) {
+                     KernelCase kc{make(SoftmaxParams{.rows = rows, .cols = cols}),
+                                   {size_t(rows * cols * 4), size_t(rows * cols * 4)},
+                                   {}};
+                     return prepare_kernel(d, kc, 2.0 * double(rows * cols) * 4);
+                   }});
       // The classifier's loss: 10 classes, as many rows as fit.
       const int64_t ce_rows = std::max<int64_t>(n / kMlpOut, 1);
       w.push_back({"softmax", "cross_entropy " + std::to_string(ce_rows) + "x10", "GB/s", 1e-9, 0,
-                   [](BackendDevice&) { return true; }, [ce_rows](BackendDevice& d) {
-        KernelCase kc{make(CrossEntropyParams{.rows = ce_rows, .cols = kMlpOut}),
-                      {4, size_t(ce_rows * kMlpOut * 4), size_t(ce_rows * 4)},
-                      {2}};
-        return prepare_kernel(d, kc, double(ce_rows) * (kMlpOut + 1) * 4);
-      }});
-      w.push_back({"softmax", "cross_entropy_backward " + std::to_string(ce_rows) + "x10", "GB/s", 1e-9, 0,
-                   [](BackendDevice&) { return true; }, [ce_rows](BackendDevice& d) {
-        KernelCase kc{make(CrossEntropyBackwardParams{.rows = ce_rows, .cols = kMlpOut}),
-                      {size_t(ce_rows * kMlpOut * 4), size_t(ce_rows * kMlpOut * 4), size_t(ce_rows * 4), 4}, {2}};
-        return prepare_kernel(d, kc, double(ce_rows) * (2 * kMlpOut + 1) * 4);
-      }});
+                   [](BackendDevice&) { return true; },
+                   [ce_rows](BackendDevice& d) {
+                     KernelCase kc{make(CrossEntropyParams{.rows = ce_rows, .cols = kMlpOut}),
+                                   {4, size_t(ce_rows * kMlpOut * 4), size_t(ce_rows * 4)},
+                                   {2}};
+                     return prepare_kernel(d, kc, double(ce_rows) * (kMlpOut + 1) * 4);
+                   }});
+      w.push_back({"softmax", "cross_entropy_backward " + std::to_string(ce_rows) + "x10", "GB/s",
+                   1e-9, 0, [](BackendDevice&) { return true; },
+                   [ce_rows](BackendDevice& d) {
+                     KernelCase kc{
+                         make(CrossEntropyBackwardParams{.rows = ce_rows, .cols = kMlpOut}),
+                         {size_t(ce_rows * kMlpOut * 4), size_t(ce_rows * kMlpOut * 4),
+                          size_t(ce_rows * 4), 4},
+                         {2}};
+                     return prepare_kernel(d, kc, double(ce_rows) * (2 * kMlpOut + 1) * 4);
+                   }});
     }
   if (want("optim"))
     for (int64_t n : elems({4 << 20, 16 << 20}, {4 << 20})) {
-      w.push_back({"optim", "sgd momentum " + fmt_size(n), "GB/s", 1e-9, 0, [](BackendDevice&) { return true; }, [n](BackendDevice& d) {
-        SgdMomentumParams p{.n = n, .lr = 1e-3f, .momentum = 0.9f};
-        KernelCase kc{make(p), {size_t(n * 4), size_t(n * 4), size_t(n * 4)}, {}};
-        return prepare_kernel(d, kc, 5.0 * double(n) * 4);  // reads p, buf, g; writes p, buf
-      }});
-      w.push_back({"optim", "adam " + fmt_size(n), "GB/s", 1e-9, 0, [](BackendDevice&) { return true; }, [n](BackendDevice& d) {
-        AdamParams p{.n = n, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
-        KernelCase kc{make(p), {size_t(n * 4), size_t(n * 4), size_t(n * 4), size_t(n * 4), 4}, {}};
-        return prepare_kernel(d, kc, 7.0 * double(n) * 4);  // reads p, m, v, g; writes p, m, v
-      }});
+      w.push_back({"optim", "sgd momentum " + fmt_size(n), "GB/s", 1e-9, 0,
+                   [](BackendDevice&) { return true; },
+                   [n](BackendDevice& d) {
+                     SgdMomentumParams p{.n = n, .lr = 1e-3f, .momentum = 0.9f};
+                     KernelCase kc{make(p), {size_t(n * 4), size_t(n * 4), size_t(n * 4)}, {}};
+                     return prepare_kernel(d, kc,
+                                           5.0 * double(n) * 4);  // reads p, buf, g; writes p, buf
+                   }});
+      w.push_back(
+          {"optim", "adam " + fmt_size(n), "GB/s", 1e-9, 0, [](BackendDevice&) { return true; },
+           [n](BackendDevice& d) {
+             AdamParams p{.n = n, .lr = 1e-3f, .beta1 = 0.9f, .beta2 = 0.999f, .eps = 1e-8f};
+             KernelCase kc{
+                 make(p), {size_t(n * 4), size_t(n * 4), size_t(n * 4), size_t(n * 4), 4}, {}};
+             return prepare_kernel(d, kc, 7.0 * double(n) * 4);  // reads p, m, v, g; writes p, m, v
+           }});
     }
   if (want("transfer")) {
     auto gpu = [](BackendDevice& d) { return d.info().backend != "cpu"; };
@@ -376,36 +414,44 @@ std::vector<Workload> workloads(const BenchOptions& o) {
       size_t bytes = size_t(mib) << 20;
       for (bool up : {true, false}) {
         // The device's own path for pageable host memory: zero-copy or staging.
-        w.push_back({"transfer", std::string(up ? "upload " : "download ") + "%MODE% " + std::to_string(mib) + " MiB",
-                     "GB/s", 1e-9, 0, gpu, [bytes, up](BackendDevice& d) {
-          auto buf = std::make_shared<DevBuf>(d, bytes);
-          auto host = std::make_shared<std::vector<char>>(bytes, 1);
-          Prepared p;
-          p.work = double(bytes);
-          p.run = [&d, buf, host, bytes, up] {
-            if (up) d.upload(buf->b, 0, host->data(), bytes);
-            else d.download(buf->b, 0, host->data(), bytes);
-            d.synchronize();
-          };
-          return p;
-        }});
+        w.push_back(
+            {"transfer",
+             std::string(up ? "upload " : "download ") + "%MODE% " + std::to_string(mib) + " MiB",
+             "GB/s", 1e-9, 0, gpu, [bytes, up](BackendDevice& d) {
+               auto buf = std::make_shared<DevBuf>(d, bytes);
+               auto host = std::make_shared<std::vector<char>>(bytes, 1);
+               Prepared p;
+               p.work = double(bytes);
+               p.run = [&d, buf, host, bytes, up] {
+                 if (up)
+                   d.upload(buf->b, 0, host->data(), bytes);
+                 else
+                   d.download(buf->b, 0, host->data(), bytes);
+                 d.synchronize();
+               };
+               return p;
+             }});
         // From and to pinned host memory (Tensor::pin_memory): a device-side copy.
-        w.push_back({"transfer", std::string(up ? "upload " : "download ") + "pinned " + std::to_string(mib) + " MiB",
-                     "GB/s", 1e-9, 0, gpu, [bytes, up](BackendDevice& d) {
-          auto buf = std::make_shared<DevBuf>(d, bytes);
-          Buffer h = d.allocate_host(bytes);
-          SY_CHECK(h, "bench", "expected pinned host memory on ", d.str(), ", found none");
-          std::memset(d.host_pointer(h), 1, bytes);
-          Prepared p;
-          p.work = double(bytes);
-          p.run = [&d, buf, h, bytes, up] {
-            if (up) d.copy(h, 0, buf->b, 0, bytes);
-            else d.copy(buf->b, 0, h, 0, bytes);
-            d.synchronize();
-          };
-          p.cleanup = [&d, h] { d.release(h); };
-          return p;
-        }});
+        w.push_back(
+            {"transfer",
+             std::string(up ? "upload " : "download ") + "pinned " + std::to_string(mib) + " MiB",
+             "GB/s", 1e-9, 0, gpu, [bytes, up](BackendDevice& d) {
+               auto buf = std::make_shared<DevBuf>(d, bytes);
+               Buffer h = d.allocate_host(bytes);
+               SY_CHECK(h, "bench", "expected pinned host memory on ", d.str(), ", found none");
+               std::memset(d.host_pointer(h), 1, bytes);
+               Prepared p;
+               p.work = double(bytes);
+               p.run = [&d, buf, h, bytes, up] {
+                 if (up)
+                   d.copy(h, 0, buf->b, 0, bytes);
+                 else
+                   d.copy(buf->b, 0, h, 0, bytes);
+                 d.synchronize();
+               };
+               p.cleanup = [&d, h] { d.release(h); };
+               return p;
+             }});
       }
     }
   }
@@ -433,33 +479,35 @@ std::vector<Workload> workloads(const BenchOptions& o) {
         return m;
       };
       // A training step: forward, loss, backward, Adam; the loss read back.
-      w.push_back({"model", "mlp train step batch " + std::to_string(batch),         "samples/s", 1.0, train_flop,
-                   [](BackendDevice&) { return true; }, [setup, batch](BackendDevice& d) {
-        auto m = setup(d);
-        Prepared p;
-        p.work = double(batch);
-        p.run = [m] {
-          m->opt->zero_grad();
-          Tensor loss = cross_entropy((*m->model)(m->x), m->y);
-          loss.backward();
-          m->opt->step();
-          (void)loss.item();
-        };
-        return p;
-      }});
+      w.push_back({"model", "mlp train step batch " + std::to_string(batch), "samples/s", 1.0,
+                   train_flop, [](BackendDevice&) { return true; },
+                   [setup, batch](BackendDevice& d) {
+                     auto m = setup(d);
+                     Prepared p;
+                     p.work = double(batch);
+                     p.run = [m] {
+                       m->opt->zero_grad();
+                       Tensor loss = cross_entropy((*m->model)(m->x), m->y);
+                       loss.backward();
+                       m->opt->step();
+                       (void)loss.item();
+                     };
+                     return p;
+                   }});
       // Inference: forward and the logits read back.
-      w.push_back({"model", "mlp inference batch " + std::to_string(batch), "samples/s", 1.0, fwd_flop,
-                   [](BackendDevice&) { return true; }, [setup, batch](BackendDevice& d) {
-        auto m = setup(d);
-        m->model->train(false);
-        Prepared p;
-        p.work = double(batch);
-        p.run = [m] {
-          NoGradGuard ng;
-          (void)(*m->model)(m->x).to_vector<float>();
-        };
-        return p;
-      }});
+      w.push_back({"model", "mlp inference batch " + std::to_string(batch), "samples/s", 1.0,
+                   fwd_flop, [](BackendDevice&) { return true; },
+                   [setup, batch](BackendDevice& d) {
+                     auto m = setup(d);
+                     m->model->train(false);
+                     Prepared p;
+                     p.work = double(batch);
+                     p.run = [m] {
+                       NoGradGuard ng;
+                       (void)(*m->model)(m->x).to_vector<float>();
+                     };
+                     return p;
+                   }});
     }
   }
   return w;
@@ -481,10 +529,13 @@ Ceilings measure_ceilings(BackendDevice& d, const BenchOptions& o) {
     size_t bytes = (o.quick ? 64ull : 256ull) << 20;
     DevBuf a(d, bytes), b(d, bytes);
     upload_random(d, a.b, bytes / 4, 7);
-    Timing t = measure(d, [&] {
-      d.copy(a.b, 0, b.b, 0, bytes);
-      d.synchronize();
-    }, o);
+    Timing t = measure(
+        d,
+        [&] {
+          d.copy(a.b, 0, b.b, 0, bytes);
+          d.synchronize();
+        },
+        o);
     c.gbs = 2.0 * double(bytes) / median(t.wall) * 1e-9;
   }
   // Compute: the best square GEMM.
@@ -517,22 +568,30 @@ double host_memcpy_gbs(const BenchOptions& o) {
 // The options, with CLI11; nullopt when --help was asked (printed here).
 std::optional<BenchOptions> parse(const std::vector<std::string>& args) {
   BenchOptions o;
-  CLI::App app{"The same workloads on every device, side by side. Figures are the median over repeated runs "
-               "after warm-up, with the spread (max - min) / median.",
-               "switchyard bench"};
+  CLI::App app{
+      "The same workloads on every device, side by side. Figures are the median over repeated runs "
+      "after warm-up, with the spread (max - min) / median.",
+      "switchyard bench"};
   std::string devices, ops, sizes;
-  app.add_option("--devices", devices, "devices to compare, e.g. cpu,vulkan:0,cuda:0 (default: every available one)");
-  app.add_option("--baseline", o.baseline, "device the speed-up column compares against")->capture_default_str();
-  app.add_option("--ops", ops, "groups to run: gemm,elementwise,reduce,softmax,optim,transfer,model (default: all)");
+  app.add_option("--devices", devices,
+                 "devices to compare, e.g. cpu,vulkan:0,cuda:0 (default: every available one)");
+  app.add_option("--baseline", o.baseline, "device the speed-up column compares against")
+      ->capture_default_str();
+  app.add_option(
+      "--ops", ops,
+      "groups to run: gemm,elementwise,reduce,softmax,optim,transfer,model (default: all)");
   app.add_option("--sizes", sizes,
                  "the size of each selected group: GEMM square N, elements in Mi (2^20) for "
                  "elementwise/reduce/softmax/optim, MiB for transfers, batch for models");
-  app.add_flag("--quick", o.quick, "fewer sizes and runs (under a minute on a 2-core CPU with lavapipe)");
+  app.add_flag("--quick", o.quick,
+               "fewer sizes and runs (under a minute on a 2-core CPU with lavapipe)");
   app.add_option("--json", o.json, "write every figure as JSON ('-': stdout)");
   app.add_option("--csv", o.csv, "write every figure as CSV ('-': stdout)");
-  app.add_option("--svg", o.svg, "write a grouped bar chart (one group per workload, one bar per device)");
-  app.add_option("--title", o.title, "a line saying where the figures come from, in the chart and the outputs");
-  app.add_flag("--staging-child", o.child)->group("");  // internal: the forced-staging re-run
+  app.add_option("--svg", o.svg,
+                 "write a grouped bar chart (one group per workload, one bar per device)");
+  app.add_option("--title", o.title,
+                 "a line saying where the figures come from, in the chart and the outputs");
+  app.add_flag("--staging-child", o.child)->group("");       // internal: the forced-staging re-run
   std::vector<std::string> rev(args.rbegin(), args.rend());  // CLI11 takes them last first
   try {
     app.parse(rev);
@@ -545,15 +604,18 @@ std::optional<BenchOptions> parse(const std::vector<std::string>& args) {
     for (const CLI::Option* opt : app.get_options())
       for (const std::string& n : opt->get_lnames()) known.push_back("--" + n);
     for (const std::string& extra : app.remaining())
-      if (std::string c = closest_option(extra, known); !c.empty()) msg += " (did you mean " + c + "?)";
+      if (std::string c = closest_option(extra, known); !c.empty())
+        msg += " (did you mean " + c + "?)";
     throw Error("[bench] " + msg + "; see switchyard bench --help");
   }
   if (!devices.empty()) o.devices = split(devices, "--devices");
   if (!ops.empty())
     for (auto& g : split(ops, "--ops")) {
       if (std::find(kGroups.begin(), kGroups.end(), g) == kGroups.end())
-        throw Error("[bench] --ops: expected some of gemm,elementwise,reduce,softmax,optim,transfer,model, found '" +
-                    g + "'");
+        throw Error(
+            "[bench] --ops: expected some of gemm,elementwise,reduce,softmax,optim,transfer,model, "
+            "found '" +
+            g + "'");
       o.groups.insert(g);
     }
   if (!sizes.empty())
@@ -564,7 +626,8 @@ std::optional<BenchOptions> parse(const std::vector<std::string>& args) {
         v = std::stoll(sz, &used);
       } catch (const std::exception&) {
       }
-      if (used != sz.size() || v <= 0) throw Error("[bench] --sizes expects positive integers, found '" + sz + "'");
+      if (used != sz.size() || v <= 0)
+        throw Error("[bench] --sizes expects positive integers, found '" + sz + "'");
       o.sizes.push_back(v);
     }
   if (o.groups.empty()) o.groups.insert(kGroups.begin(), kGroups.end());
@@ -576,25 +639,30 @@ std::optional<BenchOptions> parse(const std::vector<std::string>& args) {
 std::vector<Result> staging_rerun(const BenchOptions& o, const std::vector<BackendDevice*>& devs) {
   std::string list;
   for (BackendDevice* d : devs)
-    if (d->info().backend == "vulkan" && transfer_mode(*d) == "zero-copy") list += (list.empty() ? "" : ",") + d->str();
-  if (list.empty() || std::getenv("SWITCHYARD_VK_FORCE_STAGING")) return {};
+    if (d->info().backend == "vulkan" && transfer_mode(*d) == "zero-copy")
+      list += (list.empty() ? "" : ",") + d->str();
+  const char* forced = std::getenv("SWITCHYARD_VK_FORCE_STAGING");  // read as the backend reads it
+  if (list.empty() || (forced && *forced && std::string(forced) != "0")) return {};
   char exe[4096];
   ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
   if (n <= 0) return {};
   exe[n] = 0;
   // The child runs without the profiler: its report and trace would mix with
   // (or overwrite) this process's.
-  std::string cmd = std::string("env -u SWITCHYARD_PROFILE -u SWITCHYARD_TRACE SWITCHYARD_VK_FORCE_STAGING=1 '") + exe + "' bench --staging-child --ops transfer --devices " +
-                    list + " --csv -" + (o.quick ? " --quick" : "");
+  std::string cmd =
+      std::string("env -u SWITCHYARD_PROFILE -u SWITCHYARD_TRACE SWITCHYARD_VK_FORCE_STAGING=1 '") +
+      exe + "' bench --staging-child --ops transfer --devices " + list + " --csv -" +
+      (o.quick ? " --quick" : "");
   if (!o.sizes.empty()) {
     cmd += " --sizes ";
     for (size_t k = 0; k < o.sizes.size(); ++k) cmd += (k ? "," : "") + std::to_string(o.sizes[k]);
   }
-  std::fprintf(stderr, "bench: measuring the staging path of %s in a second process\n", list.c_str());
+  std::fprintf(stderr, "bench: measuring the staging path of %s in a second process\n",
+               list.c_str());
   // The rest of the benchmark stands without these figures if this fails.
   auto skipped = [&](const std::string& why) {
-    std::fprintf(stderr, "bench: warning: the staging-path run %s, its figures are left out: %s\n", why.c_str(),
-                 cmd.c_str());
+    std::fprintf(stderr, "bench: warning: the staging-path run %s, its figures are left out: %s\n",
+                 why.c_str(), cmd.c_str());
     return std::vector<Result>{};
   };
   FILE* p = popen(cmd.c_str(), "r");
@@ -605,7 +673,8 @@ std::vector<Result> staging_rerun(const BenchOptions& o, const std::vector<Backe
   int st = pclose(p);
   if (st == -1) return skipped("could not be waited for");
   if (WIFSIGNALED(st)) return skipped("was killed by signal " + std::to_string(WTERMSIG(st)));
-  if (WEXITSTATUS(st) != 0) return skipped("failed (exit code " + std::to_string(WEXITSTATUS(st)) + ")");
+  if (WEXITSTATUS(st) != 0)
+    return skipped("failed (exit code " + std::to_string(WEXITSTATUS(st)) + ")");
   std::vector<Result> rs;
   for (Result& x : from_csv(out))
     if (x.workload.find("staging") != std::string::npos) rs.push_back(x);
@@ -624,7 +693,9 @@ int run(const std::vector<std::string>& args) {
     for (Device* d : switchyard::devices()) devs.push_back(&backend_of(*d));
   else
     for (auto& n : o.devices)  // "vulkan" and "vulkan:0" are one device, measured once
-      if (BackendDevice* d = &backend_of(device(n)); std::find(devs.begin(), devs.end(), d) == devs.end()) devs.push_back(d);
+      if (BackendDevice* d = &backend_of(device(n));
+          std::find(devs.begin(), devs.end(), d) == devs.end())
+        devs.push_back(d);
   BackendDevice* base = o.child ? nullptr : &backend_of(device(o.baseline));
   if (base && std::find(devs.begin(), devs.end(), base) == devs.end())
     devs.insert(devs.begin(), base);  // the baseline joins the comparison
@@ -639,11 +710,13 @@ int run(const std::vector<std::string>& args) {
   FILE* log = o.child || o.json == "-" || o.csv == "-" ? stderr : stdout;
   // First, while this process is idle: its own threads (OpenBLAS's, the CPU
   // pool's) still spinning after work would slow the second process down.
-  std::vector<Result> staged = o.child || !o.groups.count("transfer") ? std::vector<Result>{} : staging_rerun(o, devs);
+  std::vector<Result> staged =
+      o.child || !o.groups.count("transfer") ? std::vector<Result>{} : staging_rerun(o, devs);
   if (!o.child) {
     std::fprintf(log, "# switchyard bench%s\n", o.quick ? " --quick" : "");
     if (!o.title.empty()) std::fprintf(log, "# %s\n", o.title.c_str());
-    for (BackendDevice* d : devs) std::fprintf(log, "# %-10s %s\n", d->str().c_str(), d->info().name.c_str());
+    for (BackendDevice* d : devs)
+      std::fprintf(log, "# %-10s %s\n", d->str().c_str(), d->info().name.c_str());
     rep.memcpy_gbs = host_memcpy_gbs(o);
     for (BackendDevice* d : devs) {
       std::fprintf(stderr, "bench: ceilings of %s\n", d->str().c_str());
@@ -664,7 +737,8 @@ int run(const std::vector<std::string>& args) {
       Result r = summarize(wd, *d, t, p.work);
       p = {};  // buffers go before the next workload's
       rep.results.push_back(r);
-      if (std::find(rep.order.begin(), rep.order.end(), wd.name) == rep.order.end()) rep.order.push_back(wd.name);
+      if (std::find(rep.order.begin(), rep.order.end(), wd.name) == rep.order.end())
+        rep.order.push_back(wd.name);
     }
   }
   profile::take();
@@ -681,8 +755,8 @@ int run(const std::vector<std::string>& args) {
       std::string size = x.workload.substr(x.workload.rfind(' ', x.workload.size() - 5));
       std::string dir = x.workload.substr(0, x.workload.find(' '));
       for (auto it = rep.order.begin(); it != rep.order.end(); ++it)
-        if (it->size() >= size.size() && it->compare(it->size() - size.size(), size.size(), size) == 0 &&
-            it->rfind(dir, 0) == 0)
+        if (it->size() >= size.size() &&
+            it->compare(it->size() - size.size(), size.size(), size) == 0 && it->rfind(dir, 0) == 0)
           at = it;
       rep.order.insert(at == rep.order.end() ? at : at + 1, x.workload);
     }
@@ -690,19 +764,25 @@ int run(const std::vector<std::string>& args) {
   }
   // Ceilings: the best GEMM includes every GEMM measured.
   for (const Result& x : rep.results)
-    if (x.group == "gemm") rep.ceilings[x.device].gflops = std::max(rep.ceilings[x.device].gflops, x.median);
+    if (x.group == "gemm")
+      rep.ceilings[x.device].gflops = std::max(rep.ceilings[x.device].gflops, x.median);
   for (Result& x : rep.results) {
     const Ceilings& c = rep.ceilings[x.device];
-    if (x.unit == "GFLOP/s" && c.gflops > 0) x.share = x.median / c.gflops, x.ceiling = "gemm";
-    else if (x.group == "transfer" && rep.memcpy_gbs > 0) x.share = x.median / rep.memcpy_gbs, x.ceiling = "host memcpy";
-    else if (x.unit == "GB/s" && c.gbs > 0) x.share = x.median / c.gbs, x.ceiling = "copy";
+    if (x.unit == "GFLOP/s" && c.gflops > 0)
+      x.share = x.median / c.gflops, x.ceiling = "gemm";
+    else if (x.group == "transfer" && rep.memcpy_gbs > 0)
+      x.share = x.median / rep.memcpy_gbs, x.ceiling = "host memcpy";
+    else if (x.unit == "GB/s" && c.gbs > 0)
+      x.share = x.median / c.gbs, x.ceiling = "copy";
     else if (x.unit == "samples/s" && c.gflops > 0 && x.flop_per_unit > 0)
       x.share = x.median * x.flop_per_unit * 1e-9 / c.gflops, x.ceiling = "gemm";
-    if (const Result* b = find_result(rep, x.workload, rep.baseline); b && b->median > 0) x.speedup = x.median / b->median;
+    if (const Result* b = find_result(rep, x.workload, rep.baseline); b && b->median > 0)
+      x.speedup = x.median / b->median;
   }
   rep.seconds = seconds_since(t_start);
   std::fputs(to_table(rep).c_str(), log);
-  std::fprintf(log, "\nbench: %zu figures on %zu devices in %.1f s\n", rep.results.size(), devs.size(), rep.seconds);
+  std::fprintf(log, "\nbench: %zu figures on %zu devices in %.1f s\n", rep.results.size(),
+               devs.size(), rep.seconds);
   if (!o.json.empty()) write_file(o.json, to_json(rep), "JSON");
   if (!o.csv.empty()) write_file(o.csv, to_csv(rep), "CSV");
   if (!o.svg.empty()) write_file(o.svg, to_svg(rep), "SVG");

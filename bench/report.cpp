@@ -5,11 +5,9 @@
 #include <cmath>
 #include <cstdio>
 #include <fstream>
+#include <nlohmann/json.hpp>
 #include <set>
 #include <sstream>
-
-#include <nlohmann/json.hpp>
-
 
 namespace switchyard::bench {
 
@@ -25,11 +23,16 @@ std::string num(double v, int prec = 4) {
 std::string xml(const std::string& s) {
   std::string o;
   for (char c : s) {
-    if (c == '&') o += "&amp;";
-    else if (c == '<') o += "&lt;";
-    else if (c == '>') o += "&gt;";
-    else if (c == '"') o += "&quot;";
-    else o += c;
+    if (c == '&')
+      o += "&amp;";
+    else if (c == '<')
+      o += "&lt;";
+    else if (c == '>')
+      o += "&gt;";
+    else if (c == '"')
+      o += "&quot;";
+    else
+      o += c;
   }
   return o;
 }
@@ -48,10 +51,14 @@ const char* kCsvHeader =
 std::string fmt(double v) {
   char b[32];
   if (v < 0) return "-";
-  if (v >= 1000) std::snprintf(b, sizeof b, "%.0f", v);
-  else if (v >= 100) std::snprintf(b, sizeof b, "%.1f", v);
-  else if (v >= 10) std::snprintf(b, sizeof b, "%.2f", v);
-  else std::snprintf(b, sizeof b, "%.3f", v);
+  if (v >= 1000)
+    std::snprintf(b, sizeof b, "%.0f", v);
+  else if (v >= 100)
+    std::snprintf(b, sizeof b, "%.1f", v);
+  else if (v >= 10)
+    std::snprintf(b, sizeof b, "%.2f", v);
+  else
+    std::snprintf(b, sizeof b, "%.3f", v);
   return b;
 }
 
@@ -72,8 +79,8 @@ void write_file(const std::string& path, const std::string& text, const char* wh
   f << text;
   f.close();
   if (!f)
-    throw Error(std::string("[bench] cannot write the ") + what + ": expected a writable file at '" + path +
-                "', found it cannot be written");
+    throw Error(std::string("[bench] cannot write the ") + what +
+                ": expected a writable file at '" + path + "', found it cannot be written");
 }
 
 std::string to_json(const Report& r) {
@@ -109,10 +116,10 @@ std::string to_json(const Report& r) {
                        {"ceiling_share", opt(x.share)},
                        {"ceiling", x.ceiling},
                        {"speedup", opt(x.speedup)}});
-  ordered_json out = {{"bench", "switchyard"},   {"quick", r.quick},
-                      {"baseline", r.baseline},  {"title", r.title},
+  ordered_json out = {{"bench", "switchyard"},     {"quick", r.quick},
+                      {"baseline", r.baseline},    {"title", r.title},
                       {"seconds", fig(r.seconds)}, {"host_memcpy_gbs", fig(r.memcpy_gbs)},
-                      {"devices", devices},      {"results", results}};
+                      {"devices", devices},        {"results", results}};
   return out.dump(1) + "\n";
 }
 
@@ -122,10 +129,10 @@ std::string to_csv(const Report& r) {
   auto opt = [](double v) { return v < 0 ? std::string() : num(v); };
   for (const Result& x : r.results)
     o << csv_field(x.group) << "," << csv_field(x.workload) << "," << csv_field(x.unit) << ","
-      << csv_field(x.device) << "," << num(x.median) << "," << num(x.min) << "," << num(x.max) << ","
-      << num(x.median > 0 ? (x.max - x.min) / x.median * 100 : 0) << "," << opt(x.device_median) << ","
-      << num(x.wall_ms) << "," << opt(x.device_ms) << "," << x.runs << "," << opt(x.share) << ","
-      << opt(x.speedup) << "\n";
+      << csv_field(x.device) << "," << num(x.median) << "," << num(x.min) << "," << num(x.max)
+      << "," << num(x.median > 0 ? (x.max - x.min) / x.median * 100 : 0) << ","
+      << opt(x.device_median) << "," << num(x.wall_ms) << "," << opt(x.device_ms) << "," << x.runs
+      << "," << opt(x.share) << "," << opt(x.speedup) << "\n";
   return o.str();
 }
 
@@ -143,9 +150,12 @@ std::vector<Result> from_csv(const std::string& text) {
     std::string cur;
     bool q = false;
     for (char c : line) {
-      if (c == '"') q = !q;
-      else if (c == ',' && !q) f.push_back(cur), cur.clear();
-      else cur += c;
+      if (c == '"')
+        q = !q;
+      else if (c == ',' && !q)
+        f.push_back(cur), cur.clear();
+      else
+        cur += c;
     }
     f.push_back(cur);
     if (f.size() != 14) continue;
@@ -177,20 +187,26 @@ std::string to_table(const Report& r) {
   o << "\n";
   std::snprintf(line, sizeof line, "  %-34s", "compute: best GEMM (GFLOP/s)");
   o << line;
-  for (Device* d : r.devices) o << " " << std::string(12 - std::min<size_t>(12, fmt(r.ceilings.at(d->str()).gflops).size()), ' ') << fmt(r.ceilings.at(d->str()).gflops);
+  for (Device* d : r.devices)
+    o << " "
+      << std::string(12 - std::min<size_t>(12, fmt(r.ceilings.at(d->str()).gflops).size()), ' ')
+      << fmt(r.ceilings.at(d->str()).gflops);
   o << "\n";
   std::snprintf(line, sizeof line, "  %-34s", "bandwidth: device copy (GB/s)");
   o << line;
-  for (Device* d : r.devices) o << " " << std::string(12 - std::min<size_t>(12, fmt(r.ceilings.at(d->str()).gbs).size()), ' ') << fmt(r.ceilings.at(d->str()).gbs);
+  for (Device* d : r.devices)
+    o << " " << std::string(12 - std::min<size_t>(12, fmt(r.ceilings.at(d->str()).gbs).size()), ' ')
+      << fmt(r.ceilings.at(d->str()).gbs);
   o << "\n";
-  std::snprintf(line, sizeof line, "  %-34s %12s   (the ceiling for transfers)\n", "host memcpy (GB/s)",
-                fmt(r.memcpy_gbs).c_str());
+  std::snprintf(line, sizeof line, "  %-34s %12s   (the ceiling for transfers)\n",
+                "host memcpy (GB/s)", fmt(r.memcpy_gbs).c_str());
   o << line;
 
   // Per device: median, spread, device-time figure, share of ceiling, and
   // (besides the baseline) the speed-up.
   o << "\nmedian: from wall time; +-: (max - min) / median; device: from device time; "
-       "peak: share of the ceiling; vs " << r.baseline << ": speed-up\n";
+       "peak: share of the ceiling; vs "
+    << r.baseline << ": speed-up\n";
   std::snprintf(line, sizeof line, "%-38s %-9s", "workload", "unit");
   o << line;
   for (Device* d : r.devices) {
@@ -234,9 +250,12 @@ std::string to_table(const Report& r) {
         continue;
       }
       char spread[16], share[16];
-      std::snprintf(spread, sizeof spread, "%.0f%%", x->median > 0 ? (x->max - x->min) / x->median * 100 : 0.0);
-      if (x->share >= 0) std::snprintf(share, sizeof share, "%.0f%%", x->share * 100);
-      else std::snprintf(share, sizeof share, "-");
+      std::snprintf(spread, sizeof spread, "%.0f%%",
+                    x->median > 0 ? (x->max - x->min) / x->median * 100 : 0.0);
+      if (x->share >= 0)
+        std::snprintf(share, sizeof share, "%.0f%%", x->share * 100);
+      else
+        std::snprintf(share, sizeof share, "-");
       std::snprintf(line, sizeof line, " | %8s %5s %8s %6s", fmt(x->median).c_str(), spread,
                     fmt(x->device_median).c_str(), share);
       o << line;
@@ -265,7 +284,8 @@ std::string to_table(const Report& r) {
 // transfer, ...), so each bar's length is its throughput relative to the
 // largest figure in its section.
 std::string to_svg(const Report& r) {
-  static const char* colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1"};
+  static const char* colors[] = {"#4e79a7", "#f28e2b", "#59a14f", "#e15759",
+                                 "#76b7b2", "#edc948", "#b07aa1"};
   const int W = 980, label_w = 300, chart_w = 520, bar_h = 14, bar_gap = 2, group_gap = 10;
   const int top = r.title.empty() ? 92 : 110;
   std::vector<std::string> ws;
@@ -291,19 +311,25 @@ std::string to_svg(const Report& r) {
   const int H = top + int(ws.size()) * group_h + headers * 22 + 40;
   std::ostringstream o;
   o << "<?xml version=\"1.0\" encoding=\"UTF-8\"?>\n"
-    << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H << "\" viewBox=\"0 0 " << W
-    << " " << H << "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
+    << "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"" << W << "\" height=\"" << H
+    << "\" viewBox=\"0 0 " << W << " " << H
+    << "\" font-family=\"DejaVu Sans, Helvetica, Arial, sans-serif\" font-size=\"12\">\n"
     << "<rect x=\"0\" y=\"0\" width=\"" << W << "\" height=\"" << H << "\" fill=\"white\"/>\n"
-    << "<text x=\"16\" y=\"26\" font-size=\"17\" font-weight=\"bold\">switchyard bench" << (r.quick ? " --quick" : "")
-    << ": throughput per workload (longer is faster)</text>\n"
-    << "<text x=\"16\" y=\"46\" fill=\"#555\">Bars are scaled to the largest figure in their section; the label "
+    << "<text x=\"16\" y=\"26\" font-size=\"17\" font-weight=\"bold\">switchyard bench"
+    << (r.quick ? " --quick" : "") << ": throughput per workload (longer is faster)</text>\n"
+    << "<text x=\"16\" y=\"46\" fill=\"#555\">Bars are scaled to the largest figure in their "
+       "section; the label "
        "is the median over runs, from wall time.</text>\n";
   const int legend_y = r.title.empty() ? 60 : 78;
-  if (!r.title.empty()) o << "<text x=\"16\" y=\"64\" font-weight=\"bold\" fill=\"#a33\">" << xml(r.title) << "</text>\n";
+  if (!r.title.empty())
+    o << "<text x=\"16\" y=\"64\" font-weight=\"bold\" fill=\"#a33\">" << xml(r.title)
+      << "</text>\n";
   for (int k = 0; k < nd; ++k) {
     int x = 16 + k * 300;
-    o << "<rect x=\"" << x << "\" y=\"" << legend_y << "\" width=\"14\" height=\"14\" fill=\"" << colors[k % 7] << "\"/>\n"
-      << "<text x=\"" << x + 20 << "\" y=\"" << legend_y + 12 << "\">" << xml(r.devices[k]->str() + " (" + r.devices[k]->info().name.substr(0, 30) + ")")
+    o << "<rect x=\"" << x << "\" y=\"" << legend_y << "\" width=\"14\" height=\"14\" fill=\""
+      << colors[k % 7] << "\"/>\n"
+      << "<text x=\"" << x + 20 << "\" y=\"" << legend_y + 12 << "\">"
+      << xml(r.devices[k]->str() + " (" + r.devices[k]->info().name.substr(0, 30) + ")")
       << "</text>\n";
   }
   int y = top;
@@ -320,7 +346,8 @@ std::string to_svg(const Report& r) {
       if (x && x->group != group) {
         group = x->group;
         y += 6;
-        o << "<text x=\"16\" y=\"" << y + 10 << "\" font-weight=\"bold\" fill=\"#333\">" << xml(group) << "</text>\n"
+        o << "<text x=\"16\" y=\"" << y + 10 << "\" font-weight=\"bold\" fill=\"#333\">"
+          << xml(group) << "</text>\n"
           << "<line x1=\"16\" y1=\"" << y + 14 << "\" x2=\"" << W - 16 << "\" y2=\"" << y + 14
           << "\" stroke=\"#ccc\"/>\n";
         y += 16;
@@ -337,10 +364,10 @@ std::string to_svg(const Report& r) {
         continue;
       }
       double len = best > 0 ? x->median / best * chart_w : 0;
-      o << "<rect class=\"bar\" data-device=\"" << xml(x->device) << "\" data-workload=\"" << xml(w) << "\" x=\""
-        << label_w << "\" y=\"" << by << "\" width=\"" << num(std::max(len, 1.0), 3) << "\" height=\"" << bar_h
-        << "\" fill=\"" << colors[k % 7] << "\"><title>" << xml(x->device + ": " + fmt(x->median) + " " + x->unit)
-        << "</title></rect>\n"
+      o << "<rect class=\"bar\" data-device=\"" << xml(x->device) << "\" data-workload=\"" << xml(w)
+        << "\" x=\"" << label_w << "\" y=\"" << by << "\" width=\"" << num(std::max(len, 1.0), 3)
+        << "\" height=\"" << bar_h << "\" fill=\"" << colors[k % 7] << "\"><title>"
+        << xml(x->device + ": " + fmt(x->median) + " " + x->unit) << "</title></rect>\n"
         << "<text x=\"" << label_w + int(len) + 6 << "\" y=\"" << by + 11 << "\" font-size=\"11\">"
         << xml(fmt(x->median) + " " + x->unit) << "</text>\n";
     }

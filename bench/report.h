@@ -16,17 +16,16 @@ struct Result {
   double device_median = -1;            // throughput from device time; < 0 if none
   double wall_ms = 0, device_ms = -1;   // median time of one run
   int runs = 0;
-  double share = -1;    // of the device's ceiling; < 0 if none
-  double speedup = -1;  // against the baseline device; < 0 if none
+  double share = -1;         // of the device's ceiling; < 0 if none
+  double speedup = -1;       // against the baseline device; < 0 if none
   double flop_per_unit = 0;  // models: FLOP per sample, for the compute share
-  std::string ceiling;  // which ceiling the share is of
+  std::string ceiling;       // which ceiling the share is of
 };
 
 struct Ceilings {
   double gflops = 0;  // best GEMM
   double gbs = 0;     // device-to-device copy, bytes read + written
 };
-
 
 // Everything one benchmark run measured.
 struct Report {

@@ -5,8 +5,7 @@
 
 namespace switchyard::models {
 
-std::shared_ptr<nn::Sequential> mlp(const std::vector<int64_t>& sizes, Activation act,
-                                    Device& d) {
+std::shared_ptr<nn::Sequential> mlp(const std::vector<int64_t>& sizes, Activation act, Device& d) {
   SY_CHECK(sizes.size() >= 2, "mlp", "expected at least input and output sizes, found ",
            sizes.size(), " size(s)");
   auto net = std::make_shared<nn::Sequential>();
@@ -14,10 +13,18 @@ std::shared_ptr<nn::Sequential> mlp(const std::vector<int64_t>& sizes, Activatio
     net->add(std::make_shared<nn::Linear>(sizes[i], sizes[i + 1], true, d));
     if (i + 2 == sizes.size()) break;
     switch (act) {
-      case Activation::relu: net->add(std::make_shared<nn::ReLU>()); break;
-      case Activation::gelu: net->add(std::make_shared<nn::GELU>()); break;
-      case Activation::tanh: net->add(std::make_shared<nn::Tanh>()); break;
-      case Activation::sigmoid: net->add(std::make_shared<nn::Sigmoid>()); break;
+      case Activation::relu:
+        net->add(std::make_shared<nn::ReLU>());
+        break;
+      case Activation::gelu:
+        net->add(std::make_shared<nn::GELU>());
+        break;
+      case Activation::tanh:
+        net->add(std::make_shared<nn::Tanh>());
+        break;
+      case Activation::sigmoid:
+        net->add(std::make_shared<nn::Sigmoid>());
+        break;
     }
   }
   return net;
@@ -41,8 +48,10 @@ std::vector<int64_t> parse_sizes(const std::string& spec) {
     cur.clear();
   };
   for (char c : spec) {
-    if (c == '-' || c == ',') flush();
-    else cur += c;
+    if (c == '-' || c == ',')
+      flush();
+    else
+      cur += c;
   }
   flush();
   return out;

@@ -55,8 +55,11 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
   // On a GPU the loader's thread puts batches in pinned memory, so moving
   // them is a device-side copy that overlaps with the queued step.
   bool pin = dev.info().backend != "cpu";
-  data::DataLoader loader(train, {.batch_size = cfg.batch, .shuffle = true, .seed = cfg.seed,
-                                  .pin_memory = pin, .pin_device = &dev});
+  data::DataLoader loader(train, {.batch_size = cfg.batch,
+                                  .shuffle = true,
+                                  .seed = cfg.seed,
+                                  .pin_memory = pin,
+                                  .pin_device = &dev});
 
   TrainResult r;
   r.device = dev.str();

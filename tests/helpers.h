@@ -5,11 +5,11 @@
 
 #include <algorithm>
 #include <cctype>
-#include <cstdlib>
 #include <cmath>
-#include <tuple>
+#include <cstdlib>
 #include <random>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "backend_api.h"
@@ -87,13 +87,13 @@ inline std::string cuda_test_device() {
 
 // Skips the test (reported by ctest as skipped, with the reason) when the
 // device is absent; fails it when its backend is required.
-#define SKIP_UNLESS_AVAILABLE(name)                                                        \
-  do {                                                                                     \
-    std::string sy_why_ = unavailable_reason(name);                                        \
-    if (!sy_why_.empty()) {                                                                \
+#define SKIP_UNLESS_AVAILABLE(name)                                                                \
+  do {                                                                                             \
+    std::string sy_why_ = unavailable_reason(name);                                                \
+    if (!sy_why_.empty()) {                                                                        \
       if (backend_required(name)) FAIL() << (name) << " is required but unavailable: " << sy_why_; \
-      GTEST_SKIP() << (name) << " unavailable: " << sy_why_;                                \
-    }                                                                                      \
+      GTEST_SKIP() << (name) << " unavailable: " << sy_why_;                                       \
+    }                                                                                              \
   } while (0)
 
 // Every available device plus the mock one: the op conformance suites run on
@@ -159,6 +159,7 @@ void expect_error(F&& fn, std::initializer_list<std::string> needles) {
     ADD_FAILURE() << "expected a switchyard::Error";
   } catch (const sy::Error& e) {
     std::string msg = e.what();
-    for (auto& n : needles) EXPECT_NE(msg.find(n), std::string::npos) << "message: " << msg << "\nmissing: " << n;
+    for (auto& n : needles)
+      EXPECT_NE(msg.find(n), std::string::npos) << "message: " << msg << "\nmissing: " << n;
   }
 }

@@ -5,7 +5,7 @@ using sy::Tensor;
 
 TEST(Autograd, SharedSubexpressionsAddUp) {
   Tensor x = sy::from_vector(std::vector<float>{1, -2, 3}, {3}).requires_grad_();
-  Tensor a = x * x;           // used twice below
+  Tensor a = x * x;                     // used twice below
   Tensor y = sy::sum(a + a * 2.f + x);  // d/dx = 6x + 1
   y.backward();
   EXPECT_EQ(x.grad().to_vector<float>(), (std::vector<float>{7, -11, 19}));

@@ -2,7 +2,7 @@
 // every available device, against a double-precision reference computed
 // here. Shapes go below, at and above the GEMM tile sizes, and through odd
 // sizes (1, 3, 17, 255, 1000). Each case runs the kernel alone through
-// Device::execute on buffers whose outputs were poisoned (all bytes 0xff, a
+// BackendDevice::execute on buffers whose outputs were poisoned (all bytes 0xff, a
 // NaN) first. Error is the normalized squared error sum((y-r)^2)/sum(r^2);
 // integer outputs must match exactly.
 #include <cmath>
@@ -61,7 +61,6 @@ HostArg out(sy::DType t, std::vector<double> expect) {
 }
 HostArg outf(std::vector<double> e) { return out(sy::DType::f32, std::move(e)); }
 
-
 // A case of the kernel `p` belongs to.
 Case make(std::string name, std::vector<HostArg> args, const sy::KernelParams& p) {
   Case c;
@@ -100,7 +99,8 @@ uint64_t philox_word(uint64_t k, uint32_t seed_lo, uint32_t seed_hi, uint64_t of
   uint32_t k0 = seed_lo, k1 = seed_hi;
   for (int r = 0; r < 10; ++r) {
     uint64_t p0 = uint64_t(0xD2511F53u) * c[0], p1 = uint64_t(0xCD9E8D57u) * c[2];
-    uint32_t n[4] = {uint32_t(p1 >> 32) ^ c[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k1, uint32_t(p0)};
+    uint32_t n[4] = {uint32_t(p1 >> 32) ^ c[1] ^ k0, uint32_t(p1), uint32_t(p0 >> 32) ^ c[3] ^ k1,
+                     uint32_t(p0)};
     std::memcpy(c, n, sizeof c);
     k0 += 0x9E3779B9u;
     k1 += 0xBB67AE85u;
@@ -110,36 +110,55 @@ uint64_t philox_word(uint64_t k, uint32_t seed_lo, uint32_t seed_hi, uint64_t of
 
 double unary_ref(int op, double x) {
   switch (sy::Unary(op)) {
-    case sy::Unary::relu: return x > 0 ? x : 0;
-    case sy::Unary::gelu: return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
-    case sy::Unary::tanh: return std::tanh(x);
-    case sy::Unary::sigmoid: return 1 / (1 + std::exp(-x));
-    case sy::Unary::exp: return std::exp(x);
-    case sy::Unary::log: return std::log(x);
-    case sy::Unary::sqrt: return std::sqrt(x);
-    case sy::Unary::square: return x * x;
-    case sy::Unary::abs: return std::fabs(x);
-    case sy::Unary::none: return x;
+    case sy::Unary::relu:
+      return x > 0 ? x : 0;
+    case sy::Unary::gelu:
+      return 0.5 * x * (1 + std::tanh(0.7978845608028654 * (x + 0.044715 * x * x * x)));
+    case sy::Unary::tanh:
+      return std::tanh(x);
+    case sy::Unary::sigmoid:
+      return 1 / (1 + std::exp(-x));
+    case sy::Unary::exp:
+      return std::exp(x);
+    case sy::Unary::log:
+      return std::log(x);
+    case sy::Unary::sqrt:
+      return std::sqrt(x);
+    case sy::Unary::square:
+      return x * x;
+    case sy::Unary::abs:
+      return std::fabs(x);
+    case sy::Unary::none:
+      return x;
   }
   return x;
 }
 
 double unary_grad_ref(int op, double x, double y) {
   switch (sy::Unary(op)) {
-    case sy::Unary::relu: return x > 0 ? 1 : 0;
+    case sy::Unary::relu:
+      return x > 0 ? 1 : 0;
     case sy::Unary::gelu: {
       const double c = 0.7978845608028654;
       double t = std::tanh(c * (x + 0.044715 * x * x * x));
       return 0.5 * (1 + t) + 0.5 * x * (1 - t * t) * c * (1 + 3 * 0.044715 * x * x);
     }
-    case sy::Unary::tanh: return 1 - y * y;
-    case sy::Unary::sigmoid: return y * (1 - y);
-    case sy::Unary::exp: return y;
-    case sy::Unary::log: return 1 / x;
-    case sy::Unary::sqrt: return 0.5 / y;
-    case sy::Unary::square: return 2 * x;
-    case sy::Unary::abs: return x > 0 ? 1 : (x < 0 ? -1 : 0);
-    case sy::Unary::none: return 1;
+    case sy::Unary::tanh:
+      return 1 - y * y;
+    case sy::Unary::sigmoid:
+      return y * (1 - y);
+    case sy::Unary::exp:
+      return y;
+    case sy::Unary::log:
+      return 1 / x;
+    case sy::Unary::sqrt:
+      return 0.5 / y;
+    case sy::Unary::square:
+      return 2 * x;
+    case sy::Unary::abs:
+      return x > 0 ? 1 : (x < 0 ? -1 : 0);
+    case sy::Unary::none:
+      return 1;
   }
   return 1;
 }
@@ -158,7 +177,8 @@ std::vector<Case> cases_for(Kernel k) {
       for (int64_t n : kSizes) {
         cs.push_back(make("f32 " + sz({n}), {outf(std::vector<double>(size_t(n), 2.5))},
                           sy::FillParams{.n = n, .dtype = sy::DType::f32, .value = 2.5f}));
-        cs.push_back(make("i32 " + sz({n}), {out(sy::DType::i32, std::vector<double>(size_t(n), -7))},
+        cs.push_back(make("i32 " + sz({n}),
+                          {out(sy::DType::i32, std::vector<double>(size_t(n), -7))},
                           sy::FillParams{.n = n, .dtype = sy::DType::i32, .value = -7.f}));
         cs.push_back(make("u8 " + sz({n}), {out(sy::DType::u8, std::vector<double>(size_t(n), 7))},
                           sy::FillParams{.n = n, .dtype = sy::DType::u8, .value = 7.f}));
@@ -167,11 +187,14 @@ std::vector<Case> cases_for(Kernel k) {
     case Kernel::arange:
       for (int64_t n : kSizes) {
         std::vector<double> ef(static_cast<size_t>(n)), ei(static_cast<size_t>(n));
-        for (int64_t j = 0; j < n; ++j) ef[size_t(j)] = -1.5 + 0.25 * double(j), ei[size_t(j)] = 3 + 2 * j;
-        cs.push_back(make("f32 " + sz({n}), {outf(ef)},
-                          sy::ArangeParams{.n = n, .dtype = sy::DType::f32, .start = -1.5f, .step = 0.25f}));
-        cs.push_back(make("i32 " + sz({n}), {out(sy::DType::i32, ei)},
-                          sy::ArangeParams{.n = n, .dtype = sy::DType::i32, .start = 3.f, .step = 2.f}));
+        for (int64_t j = 0; j < n; ++j)
+          ef[size_t(j)] = -1.5 + 0.25 * double(j), ei[size_t(j)] = 3 + 2 * j;
+        cs.push_back(
+            make("f32 " + sz({n}), {outf(ef)},
+                 sy::ArangeParams{.n = n, .dtype = sy::DType::f32, .start = -1.5f, .step = 0.25f}));
+        cs.push_back(
+            make("i32 " + sz({n}), {out(sy::DType::i32, ei)},
+                 sy::ArangeParams{.n = n, .dtype = sy::DType::i32, .start = 3.f, .step = 2.f}));
       }
       break;
     case Kernel::rand_uniform:
@@ -180,17 +203,22 @@ std::vector<Case> cases_for(Kernel k) {
         uint64_t off = (uint64_t(5) << 32) + 77;
         std::vector<double> e(static_cast<size_t>(n));
         for (int64_t j = 0; j < n; ++j) {
-          double u1 = double((philox_word(uint64_t(j), 1234, 99, off, 0) >> 8) + (k == Kernel::rand_normal)) / 16777216.0;
+          double u1 = double((philox_word(uint64_t(j), 1234, 99, off, 0) >> 8) +
+                             (k == Kernel::rand_normal)) /
+                      16777216.0;
           double u2 = double(philox_word(uint64_t(j), 1234, 99, off, 1) >> 8) / 16777216.0;
-          e[size_t(j)] = k == Kernel::rand_uniform ? -2.0 + 4.0 * u1
-                                                   : 0.5 + 2.0 * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+          e[size_t(j)] = k == Kernel::rand_uniform
+                             ? -2.0 + 4.0 * u1
+                             : 0.5 + 2.0 * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
         }
         const uint64_t seed = (uint64_t(99) << 32) | 1234;
         Case c = k == Kernel::rand_uniform
                      ? make(sz({n}), {outf(e)},
-                            sy::RandUniformParams{.n = n, .seed = seed, .offset = off, .low = -2.f, .high = 2.f})
+                            sy::RandUniformParams{
+                                .n = n, .seed = seed, .offset = off, .low = -2.f, .high = 2.f})
                      : make(sz({n}), {outf(e)},
-                            sy::RandNormalParams{.n = n, .seed = seed, .offset = off, .mean = 0.5f, .std = 2.f});
+                            sy::RandNormalParams{
+                                .n = n, .seed = seed, .offset = off, .mean = 0.5f, .std = 2.f});
         c.bound = 1e-9;
         cs.push_back(c);
       }
@@ -208,18 +236,24 @@ std::vector<Case> cases_for(Kernel k) {
           bv[j] = uint8_t(j * 13);
         }
         using sy::DType;
-        auto cast = [n](DType from, DType to) { return sy::CastParams{.n = n, .from = from, .to = to}; };
-        cs.push_back(make("f32->i32 " + sz({n}), {out(DType::i32, trunc), f32(v)}, cast(DType::f32, DType::i32)));
-        cs.push_back(make("i32->f32 " + sz({n}), {outf(asf), i32(iv)}, cast(DType::i32, DType::f32)));
+        auto cast = [n](DType from, DType to) {
+          return sy::CastParams{.n = n, .from = from, .to = to};
+        };
+        cs.push_back(make("f32->i32 " + sz({n}), {out(DType::i32, trunc), f32(v)},
+                          cast(DType::f32, DType::i32)));
+        cs.push_back(
+            make("i32->f32 " + sz({n}), {outf(asf), i32(iv)}, cast(DType::i32, DType::f32)));
         std::vector<double> b2f(bv.begin(), bv.end());
         cs.push_back(make("u8->f32 " + sz({n}), {outf(b2f), u8(bv)}, cast(DType::u8, DType::f32)));
         std::vector<float> small(static_cast<size_t>(n));
         for (size_t j = 0; j < size_t(n); ++j) small[j] = float(bv[j]) + 0.25f;
-        cs.push_back(make("f32->u8 " + sz({n}), {out(DType::u8, b2f), f32(small)}, cast(DType::f32, DType::u8)));
+        cs.push_back(make("f32->u8 " + sz({n}), {out(DType::u8, b2f), f32(small)},
+                          cast(DType::f32, DType::u8)));
       }
       break;
     case Kernel::transpose:
-      for (auto [R, C] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 17}, {17, 255}, {255, 3}, {64, 1000}}) {
+      for (auto [R, C] : std::vector<std::pair<int64_t, int64_t>>{
+               {1, 1}, {3, 17}, {17, 255}, {255, 3}, {64, 1000}}) {
         auto v = random_vec(size_t(R * C), 7);
         std::vector<double> e(static_cast<size_t>(R * C));
         std::vector<uint8_t> b(static_cast<size_t>(R * C));
@@ -230,7 +264,8 @@ std::vector<Case> cases_for(Kernel k) {
             b[size_t(r * C + c)] = uint8_t(r * 31 + c);
             eb[size_t(c * R + r)] = uint8_t(r * 31 + c);
           }
-        cs.push_back(make("f32 " + sz({R, C}), {outf(e), f32(v)}, sy::TransposeParams{.rows = R, .cols = C, .elem_size = 4}));
+        cs.push_back(make("f32 " + sz({R, C}), {outf(e), f32(v)},
+                          sy::TransposeParams{.rows = R, .cols = C, .elem_size = 4}));
         cs.push_back(make("u8 " + sz({R, C}), {out(sy::DType::u8, eb), u8(b)},
                           sy::TransposeParams{.rows = R, .cols = C, .elem_size = 1}));
       }
@@ -241,13 +276,14 @@ std::vector<Case> cases_for(Kernel k) {
         auto v = random_vec(size_t(len), 9);
         std::vector<double> e(static_cast<size_t>(total), 0.0);
         for (int64_t j = 0; j < len; ++j) e[size_t(lo + j)] = v[size_t(j)];
-        cs.push_back(make(sz({total, lo, len}), {outf(e), f32(v)}, sy::PadParams{.begin = lo, .len = len, .total = total}));
+        cs.push_back(make(sz({total, lo, len}), {outf(e), f32(v)},
+                          sy::PadParams{.begin = lo, .len = len, .total = total}));
       }
       break;
     case Kernel::gemm: {
-      std::vector<std::array<int64_t, 3>> shapes = {{1, 1, 1},     {3, 17, 5},     {17, 255, 3},   {64, 64, 64},
-                                                    {63, 65, 17},  {128, 128, 128}, {129, 127, 130}, {255, 17, 1000},
-                                                    {1000, 3, 17}, {128, 256, 784}};
+      std::vector<std::array<int64_t, 3>> shapes = {
+          {1, 1, 1},       {3, 17, 5},      {17, 255, 3},    {64, 64, 64},  {63, 65, 17},
+          {128, 128, 128}, {129, 127, 130}, {255, 17, 1000}, {1000, 3, 17}, {128, 256, 784}};
       for (auto [M, N, K] : shapes)
         for (int t = 0; t < 4; ++t) {
           bool ta = t & 1, tb = t & 2;
@@ -269,11 +305,18 @@ std::vector<Case> cases_for(Kernel k) {
             }
           std::vector<HostArg> args = {outf(e), f32(A), f32(B)};
           if (bias) args.push_back(f32(bv));
-          cs.push_back(make(sz({M, N, K}) + (ta ? " At" : "") + (tb ? " Bt" : "") + (bias ? " +bias" : "") +
+          cs.push_back(make(sz({M, N, K}) + (ta ? " At" : "") + (tb ? " Bt" : "") +
+                                (bias ? " +bias" : "") +
                                 (act ? std::string(" ") + unary_name(act) : ""),
                             args,
-                            sy::GemmParams{.m = M, .n = N, .k = K, .trans_a = ta, .trans_b = tb, .has_bias = bias,
-                                           .act = sy::Unary(act), .alpha = alpha}));
+                            sy::GemmParams{.m = M,
+                                           .n = N,
+                                           .k = K,
+                                           .trans_a = ta,
+                                           .trans_b = tb,
+                                           .has_bias = bias,
+                                           .act = sy::Unary(act),
+                                           .alpha = alpha}));
           // Views: every operand 4 or 12 bytes into its buffer, so none is
           // 16-byte aligned (GPU GEMM libraries pick kernels by alignment).
           if (bias && (M == 17 || M == 64 || M == 128) && t != 1) {
@@ -287,11 +330,13 @@ std::vector<Case> cases_for(Kernel k) {
     }
     case Kernel::binary: {
       // (out dims, a strides, b strides)
-      struct B { std::array<int64_t, 4> d, sa, sb; };
+      struct B {
+        std::array<int64_t, 4> d, sa, sb;
+      };
       std::vector<B> shapes;
       for (int64_t n : kSizes) shapes.push_back({{1, 1, 1, n}, {0, 0, 0, 1}, {0, 0, 0, 1}});
-      shapes.push_back({{1, 1, 17, 255}, {0, 0, 255, 1}, {0, 0, 0, 1}});  // a + row vector
-      shapes.push_back({{1, 1, 17, 3}, {0, 0, 3, 1}, {0, 0, 1, 0}});      // a + column
+      shapes.push_back({{1, 1, 17, 255}, {0, 0, 255, 1}, {0, 0, 0, 1}});   // a + row vector
+      shapes.push_back({{1, 1, 17, 3}, {0, 0, 3, 1}, {0, 0, 1, 0}});       // a + column
       shapes.push_back({{1, 1, 3, 1000}, {0, 0, 1000, 1}, {0, 0, 0, 0}});  // a + scalar
       shapes.push_back({{2, 5, 3, 4}, {0, 0, 4, 1}, {12, 0, 0, 1}});       // both broadcast
       for (auto& s : shapes)
@@ -305,7 +350,8 @@ std::vector<Case> cases_for(Kernel k) {
           auto a = random_vec(size_t(extent(s.sa)), uint32_t(op + 1), -2.f, 2.f);
           auto b = random_vec(size_t(extent(s.sb)), uint32_t(op + 50), 0.5f, 2.f);
           if (op == int(sy::Binary::eq))
-            for (size_t j = 0; j < a.size(); ++j) a[j] = float(j % 3), b[j % b.size()] = float(j % 2);
+            for (size_t j = 0; j < a.size(); ++j)
+              a[j] = float(j % 3), b[j % b.size()] = float(j % 2);
           std::vector<double> e(static_cast<size_t>(n));
           for (int64_t j = 0; j < n; ++j) {
             int64_t i3 = j % s.d[3], r = j / s.d[3], i2 = r % s.d[2];
@@ -315,19 +361,31 @@ std::vector<Case> cases_for(Kernel k) {
             double y = b[size_t(i0 * s.sb[0] + i1 * s.sb[1] + i2 * s.sb[2] + i3 * s.sb[3])];
             double v = 0;
             switch (sy::Binary(op)) {
-              case sy::Binary::add: v = x + y; break;
-              case sy::Binary::sub: v = x - y; break;
-              case sy::Binary::mul: v = x * y; break;
-              case sy::Binary::div: v = x / y; break;
-              case sy::Binary::eq: v = x == y; break;
+              case sy::Binary::add:
+                v = x + y;
+                break;
+              case sy::Binary::sub:
+                v = x - y;
+                break;
+              case sy::Binary::mul:
+                v = x * y;
+                break;
+              case sy::Binary::div:
+                v = x / y;
+                break;
+              case sy::Binary::eq:
+                v = x == y;
+                break;
             }
             e[size_t(j)] = v;
           }
           sy::BinaryParams bp{.op = sy::Binary(op)};
           for (int j = 0; j < 4; ++j)
-            bp.dims[j] = s.d[size_t(j)], bp.a_strides[j] = s.sa[size_t(j)], bp.b_strides[j] = s.sb[size_t(j)];
-          cs.push_back(make(std::string(binary_name(op)) + " " + sz({s.d[0], s.d[1], s.d[2], s.d[3]}),
-                            {outf(e), f32(a), f32(b)}, bp));
+            bp.dims[j] = s.d[size_t(j)], bp.a_strides[j] = s.sa[size_t(j)],
+            bp.b_strides[j] = s.sb[size_t(j)];
+          cs.push_back(
+              make(std::string(binary_name(op)) + " " + sz({s.d[0], s.d[1], s.d[2], s.d[3]}),
+                   {outf(e), f32(a), f32(b)}, bp));
         }
       break;
     }
@@ -336,7 +394,8 @@ std::vector<Case> cases_for(Kernel k) {
         auto v = random_vec(size_t(n), 11);
         std::vector<double> e(static_cast<size_t>(n));
         for (size_t j = 0; j < e.size(); ++j) e[j] = 1.5 * double(v[j]) - 0.5;
-        cs.push_back(make(sz({n}), {outf(e), f32(v)}, sy::AffineParams{.n = n, .scale = 1.5f, .shift = -0.5f}));
+        cs.push_back(make(sz({n}), {outf(e), f32(v)},
+                          sy::AffineParams{.n = n, .scale = 1.5f, .shift = -0.5f}));
       }
       break;
     case Kernel::unary:
@@ -354,7 +413,8 @@ std::vector<Case> cases_for(Kernel k) {
             for (size_t j = 0; j < y.size(); ++j) y[j] = float(unary_ref(op, x[j]));
             auto dy = random_vec(size_t(n), 13);
             for (size_t j = 0; j < e.size(); ++j) e[j] = dy[j] * unary_grad_ref(op, x[j], y[j]);
-            Case c = make(std::string(unary_name(op)) + " " + sz({n}), {outf(e), f32(dy), f32(x), f32(y)},
+            Case c = make(std::string(unary_name(op)) + " " + sz({n}),
+                          {outf(e), f32(dy), f32(x), f32(y)},
                           sy::UnaryBackwardParams{.op = sy::Unary(op), .n = n});
             c.bound = 1e-9;
             cs.push_back(c);
@@ -362,25 +422,34 @@ std::vector<Case> cases_for(Kernel k) {
         }
       break;
     case Kernel::reduce_sum:
-      for (auto [o, l, in] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
-               {1, 1000, 1}, {17, 255, 1}, {3, 17, 255}, {255, 3, 17}, {1, 1000, 3}, {1000, 1, 1}, {2, 4096, 1}}) {
+      for (auto [o, l, in] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{1, 1000, 1},
+                                                                                {17, 255, 1},
+                                                                                {3, 17, 255},
+                                                                                {255, 3, 17},
+                                                                                {1, 1000, 3},
+                                                                                {1000, 1, 1},
+                                                                                {2, 4096, 1}}) {
         auto v = random_vec(size_t(o * l * in), 17);
         std::vector<double> e(static_cast<size_t>(o * in), 0.0);
         for (int64_t a = 0; a < o; ++a)
           for (int64_t b = 0; b < l; ++b)
-            for (int64_t c = 0; c < in; ++c) e[size_t(a * in + c)] += 0.5 * v[size_t((a * l + b) * in + c)];
+            for (int64_t c = 0; c < in; ++c)
+              e[size_t(a * in + c)] += 0.5 * v[size_t((a * l + b) * in + c)];
         cs.push_back(make(sz({o, l, in}), {outf(e), f32(v)},
                           sy::ReduceSumParams{.outer = o, .len = l, .inner = in, .scale = 0.5f}));
       }
       break;
     case Kernel::expand:
-      for (auto [o, l, in] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{{3, 17, 5}, {1, 1000, 1}, {17, 1, 255}, {1, 3, 1000}}) {
+      for (auto [o, l, in] : std::vector<std::tuple<int64_t, int64_t, int64_t>>{
+               {3, 17, 5}, {1, 1000, 1}, {17, 1, 255}, {1, 3, 1000}}) {
         auto v = random_vec(size_t(o * in), 19);
         std::vector<double> e(static_cast<size_t>(o * l * in));
         for (int64_t a = 0; a < o; ++a)
           for (int64_t b = 0; b < l; ++b)
-            for (int64_t c = 0; c < in; ++c) e[size_t((a * l + b) * in + c)] = 2.0 * v[size_t(a * in + c)];
-        cs.push_back(make(sz({o, l, in}), {outf(e), f32(v)}, sy::ExpandParams{.outer = o, .len = l, .inner = in, .scale = 2.f}));
+            for (int64_t c = 0; c < in; ++c)
+              e[size_t((a * l + b) * in + c)] = 2.0 * v[size_t(a * in + c)];
+        cs.push_back(make(sz({o, l, in}), {outf(e), f32(v)},
+                          sy::ExpandParams{.outer = o, .len = l, .inner = in, .scale = 2.f}));
       }
       break;
     case Kernel::softmax:
@@ -388,7 +457,8 @@ std::vector<Case> cases_for(Kernel k) {
     case Kernel::cross_entropy:
     case Kernel::cross_entropy_backward:
     case Kernel::argmax:
-      for (auto [R, C] : std::vector<std::pair<int64_t, int64_t>>{{1, 1}, {3, 17}, {17, 255}, {255, 3}, {2, 1000}, {1000, 10}}) {
+      for (auto [R, C] : std::vector<std::pair<int64_t, int64_t>>{
+               {1, 1}, {3, 17}, {17, 255}, {255, 3}, {2, 1000}, {1000, 10}}) {
         auto x = random_vec(size_t(R * C), uint32_t(R + C), -4.f, 4.f);
         std::vector<int32_t> lab(static_cast<size_t>(R));
         for (int64_t r = 0; r < R; ++r) lab[size_t(r)] = int32_t((r * 7) % C);
@@ -399,25 +469,29 @@ std::vector<Case> cases_for(Kernel k) {
           for (int64_t c = 0; c < C; ++c) m = std::max(m, double(x[size_t(r * C + c)]));
           for (int64_t c = 0; c < C; ++c) s += std::exp(x[size_t(r * C + c)] - m);
           lse[size_t(r)] = m + std::log(s);
-          for (int64_t c = 0; c < C; ++c) sm[size_t(r * C + c)] = std::exp(x[size_t(r * C + c)] - lse[size_t(r)]);
+          for (int64_t c = 0; c < C; ++c)
+            sm[size_t(r * C + c)] = std::exp(x[size_t(r * C + c)] - lse[size_t(r)]);
         }
         std::string name = sz({R, C});
         if (k == Kernel::softmax) {
           for (int op : {0, 1}) {
             std::vector<double> e(static_cast<size_t>(R * C));
             for (size_t j = 0; j < e.size(); ++j) e[j] = op ? x[j] - lse[j / size_t(C)] : sm[j];
-            cs.push_back(make((op ? "log " : "") + name, {outf(e), f32(x)}, sy::SoftmaxParams{.rows = R, .cols = C, .log = op == 1}));
+            cs.push_back(make((op ? "log " : "") + name, {outf(e), f32(x)},
+                              sy::SoftmaxParams{.rows = R, .cols = C, .log = op == 1}));
           }
         } else if (k == Kernel::softmax_backward) {
           for (int op : {0, 1}) {
             std::vector<float> y(static_cast<size_t>(R * C));
-            for (size_t j = 0; j < y.size(); ++j) y[j] = float(op ? x[j] - lse[j / size_t(C)] : sm[j]);
+            for (size_t j = 0; j < y.size(); ++j)
+              y[j] = float(op ? x[j] - lse[j / size_t(C)] : sm[j]);
             auto dy = random_vec(size_t(R * C), 23);
             std::vector<double> e(static_cast<size_t>(R * C));
             for (int64_t r = 0; r < R; ++r) {
               double s = 0;
               for (int64_t c = 0; c < C; ++c)
-                s += op ? dy[size_t(r * C + c)] : double(dy[size_t(r * C + c)]) * y[size_t(r * C + c)];
+                s += op ? dy[size_t(r * C + c)]
+                        : double(dy[size_t(r * C + c)]) * y[size_t(r * C + c)];
               for (int64_t c = 0; c < C; ++c) {
                 size_t j = size_t(r * C + c);
                 e[j] = op ? dy[j] - std::exp(double(y[j])) * s : y[j] * (dy[j] - s);
@@ -430,8 +504,10 @@ std::vector<Case> cases_for(Kernel k) {
           }
         } else if (k == Kernel::cross_entropy) {
           double loss = 0;
-          for (int64_t r = 0; r < R; ++r) loss += lse[size_t(r)] - x[size_t(r * C + lab[size_t(r)])];
-          cs.push_back(make(name, {outf({loss / double(R)}), f32(x), i32(lab)}, sy::CrossEntropyParams{.rows = R, .cols = C}));
+          for (int64_t r = 0; r < R; ++r)
+            loss += lse[size_t(r)] - x[size_t(r * C + lab[size_t(r)])];
+          cs.push_back(make(name, {outf({loss / double(R)}), f32(x), i32(lab)},
+                            sy::CrossEntropyParams{.rows = R, .cols = C}));
         } else if (k == Kernel::cross_entropy_backward) {
           std::vector<double> e(static_cast<size_t>(R * C));
           double scale = 0.7 / double(R);
@@ -443,23 +519,29 @@ std::vector<Case> cases_for(Kernel k) {
         } else {
           std::vector<double> e(static_cast<size_t>(R));
           for (int64_t r = 0; r < R; ++r)
-            e[size_t(r)] = double(std::max_element(x.begin() + r * C, x.begin() + (r + 1) * C) - (x.begin() + r * C));
-          cs.push_back(make(name, {out(sy::DType::i32, e), f32(x)}, sy::ArgmaxParams{.rows = R, .cols = C}));
+            e[size_t(r)] = double(std::max_element(x.begin() + r * C, x.begin() + (r + 1) * C) -
+                                  (x.begin() + r * C));
+          cs.push_back(
+              make(name, {out(sy::DType::i32, e), f32(x)}, sy::ArgmaxParams{.rows = R, .cols = C}));
           // Whole numbers in [-4, 4]: every row has ties, and the first max wins.
           std::vector<float> q(x.size());
           for (size_t j = 0; j < q.size(); ++j) q[j] = std::round(x[j]);
           for (int64_t r = 0; r < R; ++r)
-            e[size_t(r)] = double(std::max_element(q.begin() + r * C, q.begin() + (r + 1) * C) - (q.begin() + r * C));
-          cs.push_back(make(name + " ties", {out(sy::DType::i32, e), f32(q)}, sy::ArgmaxParams{.rows = R, .cols = C}));
+            e[size_t(r)] = double(std::max_element(q.begin() + r * C, q.begin() + (r + 1) * C) -
+                                  (q.begin() + r * C));
+          cs.push_back(make(name + " ties", {out(sy::DType::i32, e), f32(q)},
+                            sy::ArgmaxParams{.rows = R, .cols = C}));
         }
       }
       break;
     case Kernel::sgd_update:
     case Kernel::sgd_momentum_update:
       for (int64_t n : kSizes)
-        for (int variant = k == Kernel::sgd_update ? 0 : 1; variant < (k == Kernel::sgd_update ? 1 : 4);
+        for (int variant = k == Kernel::sgd_update ? 0 : 1;
+             variant < (k == Kernel::sgd_update ? 1 : 4);
              ++variant) {  // plain; momentum: first step, later step, nesterov
-          auto w = random_vec(size_t(n), 29), g = random_vec(size_t(n), 31), buf = random_vec(size_t(n), 37);
+          auto w = random_vec(size_t(n), 29), g = random_vec(size_t(n), 31),
+               buf = random_vec(size_t(n), 37);
           const double lr = 0.1, mom = 0.9, damp = 0.1, wd = 0.01;
           bool has_buf = variant > 0, first = variant == 1, nest = variant == 3;
           std::vector<double> ew(static_cast<size_t>(n)), eb(static_cast<size_t>(n));
@@ -483,16 +565,17 @@ std::vector<Case> cases_for(Kernel k) {
           }
           args.push_back(f32(g));
           const char* names[] = {"plain ", "first step ", "momentum ", "nesterov "};
-          Case c = has_buf ? make(names[variant] + sz({n}), args,
-                                  sy::SgdMomentumParams{.n = n,
-                                                        .nesterov = nest,
-                                                        .first_step = first,
-                                                        .lr = float(lr),
-                                                        .momentum = float(mom),
-                                                        .dampening = float(damp),
-                                                        .weight_decay = float(wd)})
-                           : make(names[variant] + sz({n}), args,
-                                  sy::SgdParams{.n = n, .lr = float(lr), .weight_decay = float(wd)});
+          Case c = has_buf
+                       ? make(names[variant] + sz({n}), args,
+                              sy::SgdMomentumParams{.n = n,
+                                                    .nesterov = nest,
+                                                    .first_step = first,
+                                                    .lr = float(lr),
+                                                    .momentum = float(mom),
+                                                    .dampening = float(damp),
+                                                    .weight_decay = float(wd)})
+                       : make(names[variant] + sz({n}), args,
+                              sy::SgdParams{.n = n, .lr = float(lr), .weight_decay = float(wd)});
           c.bound = 1e-12;
           cs.push_back(c);
         }
@@ -500,10 +583,12 @@ std::vector<Case> cases_for(Kernel k) {
     case Kernel::adam_update:
       for (int64_t n : kSizes)
         for (int adamw : {0, 1}) {
-          auto w = random_vec(size_t(n), 41), m = random_vec(size_t(n), 43), g = random_vec(size_t(n), 47);
+          auto w = random_vec(size_t(n), 41), m = random_vec(size_t(n), 43),
+               g = random_vec(size_t(n), 47);
           auto v = random_vec(size_t(n), 53, 0.f, 1.f);
           const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.05, t = 3;
-          std::vector<double> ew(static_cast<size_t>(n)), em(static_cast<size_t>(n)), ev(static_cast<size_t>(n));
+          std::vector<double> ew(static_cast<size_t>(n)), em(static_cast<size_t>(n)),
+              ev(static_cast<size_t>(n));
           double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
           for (size_t j = 0; j < size_t(n); ++j) {
             double wj = adamw ? w[j] * (1 - lr * wd) : w[j];
@@ -514,14 +599,15 @@ std::vector<Case> cases_for(Kernel k) {
           }
           HostArg pw = f32(w), pm = f32(m), pv = f32(v);
           pw.expect = ew, pm.expect = em, pv.expect = ev;
-          Case c = make((adamw ? "adamw " : "adam ") + sz({n}), {pw, pm, pv, f32(g), f32({float(t)})},
-                        sy::AdamParams{.n = n,
-                                       .decoupled = adamw == 1,
-                                       .lr = float(lr),
-                                       .beta1 = float(b1),
-                                       .beta2 = float(b2),
-                                       .eps = float(eps),
-                                       .weight_decay = float(wd)});
+          Case c =
+              make((adamw ? "adamw " : "adam ") + sz({n}), {pw, pm, pv, f32(g), f32({float(t)})},
+                   sy::AdamParams{.n = n,
+                                  .decoupled = adamw == 1,
+                                  .lr = float(lr),
+                                  .beta1 = float(b1),
+                                  .beta2 = float(b2),
+                                  .eps = float(eps),
+                                  .weight_decay = float(wd)});
           c.bound = 1e-10;
           cs.push_back(c);
         }
@@ -565,13 +651,17 @@ std::string run_case(sy::BackendDevice& dev, const Case& c) {
           size_t worst = 0;
           for (size_t j = 0; j < n; ++j)
             if (!(std::abs(f[j] - h.expect[j]) <= std::abs(f[worst] - h.expect[worst]))) worst = j;
-          err = sy::detail::cat("arg ", a, ": NSE ", e, " > ", c.bound, "; worst at ", worst, ": ", f[worst],
-                           " vs ", h.expect[worst]);
+          err = sy::detail::cat("arg ", a, ": NSE ", e, " > ", c.bound, "; worst at ", worst, ": ",
+                                f[worst], " vs ", h.expect[worst]);
         }
       } else {
         for (size_t j = 0; j < n && err.empty(); ++j) {
-          double v = h.dtype == sy::DType::i32 ? double(reinterpret_cast<const int32_t*>(got.data())[j]) : double(got[j]);
-          if (v != h.expect[j]) err = sy::detail::cat("arg ", a, ": element ", j, " is ", v, ", expected ", h.expect[j]);
+          double v = h.dtype == sy::DType::i32
+                         ? double(reinterpret_cast<const int32_t*>(got.data())[j])
+                         : double(got[j]);
+          if (v != h.expect[j])
+            err =
+                sy::detail::cat("arg ", a, ": element ", j, " is ", v, ", expected ", h.expect[j]);
         }
       }
     }
@@ -600,7 +690,8 @@ TEST_P(Conformance, KernelMatchesDoublePrecisionReference) {
       ADD_FAILURE() << sy::kernel_name(k) << " [" << c.name << "] on " << dev.str() << ": " << err;
     }
   }
-  std::printf("%s on %s: %zu cases, %d failed\n", sy::kernel_name(k), dev.str().c_str(), cases.size(), failed);
+  std::printf("%s on %s: %zu cases, %d failed\n", sy::kernel_name(k), dev.str().c_str(),
+              cases.size(), failed);
 }
 
 #ifdef SWITCHYARD_TEST_CUDA_EMU

@@ -43,7 +43,6 @@ struct FakeDevice {
   }
 };
 
-
 }  // namespace
 
 TEST(CachingAllocator, ReusesFreedBlocksWithoutNewSegments) {
@@ -82,7 +81,8 @@ TEST(CachingAllocator, SplitsAndMergesNeighbours) {
   void* y = a.allocate(size_t(8) << 20);
   void* z = a.allocate(size_t(8) << 20);
   EXPECT_EQ(f.allocs, 1);
-  EXPECT_EQ(static_cast<char*>(y) - static_cast<char*>(x), ptrdiff_t(8) << 20) << "best fit, lowest address";
+  EXPECT_EQ(static_cast<char*>(y) - static_cast<char*>(x), ptrdiff_t(8) << 20)
+      << "best fit, lowest address";
   a.free(y);
   a.free(x);  // merges with y
   a.free(z);  // and the rest: one free block spans the segment again
@@ -193,7 +193,8 @@ TEST(Cuda, AbsentDevicesComeWithAReason) {
   }
   EXPECT_TRUE(cuda->devices.empty());
   EXPECT_FALSE(cuda->reason.empty());
-  EXPECT_EQ(cuda->reason.find("not built"), std::string::npos) << "this binary has the backend: " << cuda->reason;
+  EXPECT_EQ(cuda->reason.find("not built"), std::string::npos)
+      << "this binary has the backend: " << cuda->reason;
   expect_error([] { (void)sy::backend_device("cuda"); }, {"'cuda' is not available", cuda->reason});
   expect_error([] { (void)sy::backend_device("cuda:1"); }, {"'cuda:1' is not available"});
   EXPECT_NE(sy::backend_device("auto").info().backend, "cuda");
@@ -223,7 +224,8 @@ TEST(Cuda, CachingAllocatorServesATrainingLoopFromItsCache) {
     for (auto& b : bufs) d.release(b);
     bufs.clear();
   }
-  EXPECT_EQ(d.counters().memory_allocations, allocs) << "no cudaMalloc once the cache holds the sizes";
+  EXPECT_EQ(d.counters().memory_allocations, allocs)
+      << "no cudaMalloc once the cache holds the sizes";
   EXPECT_GT(d.counters().bytes_reserved, 0u);
 }
 
@@ -244,7 +246,8 @@ TEST(Cuda, GraphReplayFollowsNewBindingsAndParams) {
   p.instrs = {ins};
   std::vector<float> x(4096), y(4096);
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
-  sy::Buffer in = d.allocate(x.size() * 4), out[2] = {d.allocate(x.size() * 4), d.allocate(x.size() * 4)};
+  sy::Buffer in = d.allocate(x.size() * 4),
+             out[2] = {d.allocate(x.size() * 4), d.allocate(x.size() * 4)};
   d.upload(in, 0, x.data(), x.size() * 4);
   uint64_t captures0 = d.counters().command_recordings;
   for (int run = 0; run < 12; ++run) {
@@ -254,7 +257,8 @@ TEST(Cuda, GraphReplayFollowsNewBindingsAndParams) {
     d.execute(p, b);
     d.download(o, 0, y.data(), y.size() * 4);
     d.synchronize();
-    for (size_t i = 0; i < y.size(); i += 511) ASSERT_EQ(y[i], float(1 + run % 3) * x[i] + 0.5f) << "run " << run;
+    for (size_t i = 0; i < y.size(); i += 511)
+      ASSERT_EQ(y[i], float(1 + run % 3) * x[i] + 0.5f) << "run " << run;
   }
   EXPECT_GT(d.counters().command_recordings, captures0) << "repeats were captured";
   for (sy::Buffer b : {in, out[0], out[1]}) d.release(b);

@@ -1,10 +1,10 @@
 // DataLoader and datasets: coverage, seeded order, last batch, IDX parsing.
+#include <zlib.h>
+
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
 #include <set>
-
-#include <zlib.h>
 
 #include "helpers.h"
 
@@ -15,7 +15,8 @@ namespace {
 std::shared_ptr<data::TensorDataset> numbered(int64_t n) {
   std::vector<float> x(size_t(n * 2));
   std::vector<int32_t> y(static_cast<size_t>(n));
-  for (int64_t i = 0; i < n; ++i) x[size_t(2 * i)] = float(i), x[size_t(2 * i + 1)] = float(-i), y[size_t(i)] = int32_t(i);
+  for (int64_t i = 0; i < n; ++i)
+    x[size_t(2 * i)] = float(i), x[size_t(2 * i + 1)] = float(-i), y[size_t(i)] = int32_t(i);
   return std::make_shared<data::TensorDataset>(sy::from_vector(x, {n, 2}), sy::from_vector(y, {n}));
 }
 
@@ -92,11 +93,16 @@ TEST(DataLoader, StoppingEarlyAndErrorsInTheWorker) {
     data::Batch get_batch(std::span<const int64_t> idx) const override {
       if (idx[0] >= 4 || (idx.size() > 1 && idx[1] >= 4))
         throw sy::Error("[Failing] sample 4 is corrupt");
-      return {sy::zeros({int64_t(idx.size()), 1}), sy::zeros({int64_t(idx.size())}, sy::DType::i32)};
+      return {sy::zeros({int64_t(idx.size()), 1}),
+              sy::zeros({int64_t(idx.size())}, sy::DType::i32)};
     }
   };
   data::DataLoader f(std::make_shared<Failing>(), {.batch_size = 2, .shuffle = false});
-  expect_error([&] { for (const auto& b : f) (void)b; }, {"[Failing]", "corrupt"});
+  expect_error(
+      [&] {
+        for (const auto& b : f) (void)b;
+      },
+      {"[Failing]", "corrupt"});
 }
 
 TEST(DataLoader, BatchesMoveToTheDevice) {
@@ -127,20 +133,31 @@ TEST(Idx, ReadsAValidFileAndRejectsCorruptOnes) {
   truncated.resize(15);
   expect_error([&] { data::read_idx(write_gz("sy_trunc.idx.gz", truncated)); },
                {"[read_idx]", "truncated", "expected 6 bytes", "found 3"});
-  expect_error([&] { data::read_idx(write_gz("sy_magic.idx.gz", {1, 2, 8, 1, 0, 0, 0, 1, 9})); },
-               {"[read_idx]", "magic"});
-  expect_error([&] { data::read_idx(write_gz("sy_type.idx.gz", {0, 0, 0x0D, 1, 0, 0, 0, 1, 9, 9, 9, 9})); },
-               {"[read_idx]", "element type"});
+  expect_error(
+      [&] {
+        data::read_idx(write_gz("sy_magic.idx.gz", {1, 2, 8, 1, 0, 0, 0, 1, 9}));
+      },
+      {"[read_idx]", "magic"});
+  expect_error(
+      [&] {
+        data::read_idx(write_gz("sy_type.idx.gz", {0, 0, 0x0D, 1, 0, 0, 0, 1, 9, 9, 9, 9}));
+      },
+      {"[read_idx]", "element type"});
   expect_error([] { data::read_idx("/nonexistent/file.gz"); }, {"[read_idx]", "not found"});
   // Dimensions whose product wraps around 64 bits must not pass as small.
-  expect_error([&] { data::read_idx(write_gz("sy_huge.idx.gz", {0, 0, 8, 4, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
-                                                                0xff, 0xff, 0xff, 0xff, 0, 0, 0, 16, 1, 2, 3})); },
-               {"[read_idx]", "implausible dimensions"});
+  expect_error(
+      [&] {
+        data::read_idx(write_gz("sy_huge.idx.gz", {0,    0,    8,    4,    0xff, 0xff, 0xff, 0xff,
+                                                   0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0xff,
+                                                   0,    0,    0,    16,   1,    2,    3}));
+      },
+      {"[read_idx]", "implausible dimensions"});
 }
 
 TEST(FashionMNIST, MissingDatasetSaysWhichPackageProvidesIt) {
-  expect_error([] { data::FashionMNIST("/nonexistent-dir", true); },
-               {"[FashionMNIST]", "dataset-fashion-mnist", "--data", "/nonexistent-dir/train-images"});
+  expect_error(
+      [] { data::FashionMNIST("/nonexistent-dir", true); },
+      {"[FashionMNIST]", "dataset-fashion-mnist", "--data", "/nonexistent-dir/train-images"});
 }
 
 TEST(FashionMNIST, LoadsRealDataAndNormalizes) {

@@ -19,8 +19,10 @@ TEST(Device, AutoNeverPicksACpuTypeDevice) {
   for (auto& b : sy::backends())
     if (b.name == "cuda" || b.name == "vulkan")
       for (auto& d : b.devices) gpu |= d->info().type != sy::DeviceType::cpu;
-  if (!gpu) EXPECT_EQ(&a, &sy::backend_of(sy::cpu()));
-  else EXPECT_NE(a.info().type, sy::DeviceType::cpu);
+  if (!gpu)
+    EXPECT_EQ(&a, &sy::backend_of(sy::cpu()));
+  else
+    EXPECT_NE(a.info().type, sy::DeviceType::cpu);
 }
 
 TEST(Device, EnvironmentOverridesTheDefault) {
@@ -129,4 +131,53 @@ TEST(Device, CountersTrackAllocationsAndReleases) {
   m.release(b);
   EXPECT_EQ(m.counters().bytes_in_use, c0.bytes_in_use);
   expect_error([&] { m.allocate(0); }, {"[allocate]", "size > 0"});
+}
+
+// A backend may lack kernels: the op then fails when the graph is built,
+// naming the kernel, the device and what it has, and the kernels it has
+// still run. The double is a CPU device that says it has no softmax.
+namespace {
+class NoSoftmaxDevice final : public sy::BackendDevice {
+ public:
+  NoSoftmaxDevice()
+      : sy::BackendDevice({"partial", 0, "CPU without softmax", sy::DeviceType::cpu, 1 << 30, {}}),
+        inner_(sy::detail::make_cpu_device("partial_inner", 0)),
+        cpu_(sy::backend_of(*inner_)) {}
+  bool supports(sy::Kernel k) const override { return k != sy::Kernel::softmax; }
+  void* host_pointer(sy::Buffer b) override { return cpu_.host_pointer(b); }
+
+ private:
+  sy::Buffer allocate_impl(size_t n) override { return cpu_.allocate(n); }
+  void release_impl(sy::Buffer b) override { cpu_.release(b); }
+  void upload_impl(sy::Buffer d, size_t o, const void* s, size_t n) override {
+    cpu_.upload(d, o, s, n);
+  }
+  void download_impl(sy::Buffer s, size_t o, void* d, size_t n) override {
+    cpu_.download(s, o, d, n);
+  }
+  void copy_impl(sy::Buffer s, size_t so, sy::Buffer d, size_t dof, size_t n) override {
+    cpu_.copy(s, so, d, dof, n);
+  }
+  void execute_impl(const sy::Program& p, std::span<const sy::Binding> b) override {
+    cpu_.execute(p, b);
+  }
+  void synchronize_impl() override { cpu_.synchronize(); }
+
+  std::shared_ptr<sy::Device> inner_;
+  sy::BackendDevice& cpu_;
+};
+}  // namespace
+
+TEST(Device, AnOpTheDeviceLacksFailsWhenTheGraphIsBuilt) {
+  static bool registered = false;
+  if (!registered)
+    sy::register_backend({"partial", true, "", {std::make_shared<NoSoftmaxDevice>()}});
+  registered = true;
+  sy::Device& d = sy::device("partial:0");
+  Tensor x = sy::from_vector(std::vector<float>{1, -2, 3, -4}, {2, 2}, d);
+  EXPECT_EQ(sy::relu(x).to_vector<float>(), (std::vector<float>{1, 0, 3, 0}))
+      << "what it has still runs";
+  expect_error([&] { (void)sy::softmax(x); },
+               {"[softmax]", "partial:0", "it implements:", "unary"});
+  expect_error([&] { (void)x.softmax(-1); }, {"[softmax]", "does not"});
 }

@@ -4,22 +4,35 @@
 using sy::Tensor;
 
 TEST(Errors, MatmulShapeMismatch) {
-  expect_error([] { sy::matmul(sy::zeros({32, 784}), sy::zeros({128, 10})); },
-               {"[matmul]", "(32,784)", "(128,10)", "inner dims 784 != 128"});
+  expect_error(
+      [] {
+        sy::matmul(sy::zeros({32, 784}), sy::zeros({128, 10}));
+      },
+      {"[matmul]", "(32,784)", "(128,10)", "inner dims 784 != 128"});
   expect_error([] { sy::matmul(sy::zeros({3}), sy::zeros({3, 2})); }, {"[matmul]", "2-D"});
-  expect_error([] { sy::linear(sy::zeros({2, 5}), sy::zeros({3, 4}), sy::zeros({3})); },
-               {"[linear]", "inner dims 5 != 4"});
-  expect_error([] { sy::linear(sy::zeros({2, 4}), sy::zeros({3, 4}), sy::zeros({2})); },
-               {"[linear]", "bias of shape (3)", "(2)"});
+  expect_error(
+      [] {
+        sy::linear(sy::zeros({2, 5}), sy::zeros({3, 4}), sy::zeros({3}));
+      },
+      {"[linear]", "inner dims 5 != 4"});
+  expect_error(
+      [] {
+        sy::linear(sy::zeros({2, 4}), sy::zeros({3, 4}), sy::zeros({2}));
+      },
+      {"[linear]", "bias of shape (3)", "(2)"});
 }
 
 TEST(Errors, TensorsOnDifferentDevices) {
   Tensor a = sy::zeros({2, 2});
   Tensor b = sy::zeros({2, 2}, mock_device());
-  expect_error([&] { sy::add(a, b); }, {"[add]", "expected all tensors to be on the same device", "cpu", "mock:0"});
+  expect_error([&] { sy::add(a, b); },
+               {"[add]", "expected all tensors to be on the same device", "cpu", "mock:0"});
   expect_error([&] { sy::matmul(a, b); }, {"[matmul]", "same device"});
-  expect_error([&] { sy::cross_entropy(a, sy::zeros({2}, sy::Options(mock_device()).dtype(sy::DType::i32))); },
-               {"[cross_entropy]", "same device"});
+  expect_error(
+      [&] {
+        sy::cross_entropy(a, sy::zeros({2}, sy::Options(mock_device()).dtype(sy::DType::i32)));
+      },
+      {"[cross_entropy]", "same device"});
   Tensor p = sy::zeros({2}).requires_grad_();
   p.set_grad(sy::zeros({2}, mock_device()));
   sy::optim::SGD opt({p}, 0.1f);
@@ -28,50 +41,75 @@ TEST(Errors, TensorsOnDifferentDevices) {
 
 TEST(Errors, UnknownAndUnavailableDevices) {
   mock_device();
-  expect_error([] { sy::backend_device("gpu"); }, {"[device]", "unknown device 'gpu'", "available devices: cpu"});
+  expect_error([] { sy::backend_device("gpu"); },
+               {"[device]", "unknown device 'gpu'", "available devices: cpu"});
   expect_error([] { sy::backend_device("cpu:x"); }, {"[device]", "index", "'x'"});
   expect_error([] { sy::backend_device("mock:3"); }, {"[device]", "'mock:3' does not exist"});
   for (auto& b : sy::backends())
     if (!b.available)
-      expect_error([&] { sy::backend_device(b.name); }, {"[device]", "'" + b.name + "' is not available", b.reason});
+      expect_error([&] { sy::backend_device(b.name); },
+                   {"[device]", "'" + b.name + "' is not available", b.reason});
   expect_error([] { sy::zeros({2}).to("tpu"); }, {"unknown device 'tpu'"});
 }
 
 TEST(Errors, BroadcastDtypeAndShapeChecks) {
-  expect_error([] { sy::add(sy::zeros({2, 3}), sy::zeros({4})); },
-               {"[add]", "(2,3)", "(4)", "cannot be broadcast"});
-  expect_error([] { sy::relu(sy::zeros({2}, sy::DType::i32)); }, {"[relu]", "expected dtype f32", "i32"});
+  expect_error(
+      [] {
+        sy::add(sy::zeros({2, 3}), sy::zeros({4}));
+      },
+      {"[add]", "(2,3)", "(4)", "cannot be broadcast"});
+  expect_error([] { sy::relu(sy::zeros({2}, sy::DType::i32)); },
+               {"[relu]", "expected dtype f32", "i32"});
   expect_error([] { sy::zeros({2, 3}).reshape({4, 2}); }, {"[reshape]", "(2,3)", "(4,2)"});
   expect_error([] { sy::zeros({2, 3}).slice(1, 5); }, {"[slice]", "end <= 2"});
   expect_error([] { sy::zeros({2, 3}).item(); }, {"[item]", "one element", "(2,3)"});
   expect_error([] { sy::zeros({2}).to_vector<int32_t>(); }, {"[to_vector]", "i32", "f32"});
-  expect_error([] { sy::cross_entropy(sy::zeros({2, 3}), sy::zeros({2})); },
-               {"[cross_entropy]", "labels of dtype i32", "f32"});
-  expect_error([] { sy::cross_entropy(sy::zeros({2, 3}), sy::zeros({3}, sy::DType::i32)); },
-               {"[cross_entropy]", "labels of shape (2)", "(3)"});
+  expect_error(
+      [] {
+        sy::cross_entropy(sy::zeros({2, 3}), sy::zeros({2}));
+      },
+      {"[cross_entropy]", "labels of dtype i32", "f32"});
+  expect_error(
+      [] {
+        sy::cross_entropy(sy::zeros({2, 3}), sy::zeros({3}, sy::DType::i32));
+      },
+      {"[cross_entropy]", "labels of shape (2)", "(3)"});
   expect_error([] { sy::softmax(sy::zeros({2, 3}), 0); }, {"[softmax]", "last dim"});
   expect_error([] { sy::sum(sy::zeros({2, 3}), 2); }, {"[sum]", "dim 2 out of range"});
-  expect_error([] { sy::from_vector(std::vector<float>{1, 2}, {3}); }, {"[from_vector]", "expected 3", "found 2"});
+  expect_error(
+      [] {
+        sy::from_vector(std::vector<float>{1, 2}, {3});
+      },
+      {"[from_vector]", "expected 3", "found 2"});
   expect_error([] { sy::Tensor().shape(); }, {"undefined"});
-  expect_error([] { sy::nn::Linear(4, 2).forward(sy::zeros({3, 5})); }, {"[Linear]", "(batch, 4)", "(3,5)"});
+  expect_error(
+      [] {
+        sy::nn::Linear(4, 2).forward(sy::zeros({3, 5}));
+      },
+      {"[Linear]", "(batch, 4)", "(3,5)"});
 }
 
 TEST(Errors, BackwardOnNonScalarWithoutGradient) {
   Tensor x = sy::ones({4}).requires_grad_();
   expect_error([&] { (x * 2.f).backward(); }, {"[backward]", "scalar outputs", "(4)"});
-  expect_error([&] { (x * 2.f).backward(sy::ones({3})); }, {"[backward]", "gradient of shape (4)", "(3)"});
+  expect_error([&] { (x * 2.f).backward(sy::ones({3})); },
+               {"[backward]", "gradient of shape (4)", "(3)"});
 }
 
 TEST(Errors, OptimizerAndModelArguments) {
   expect_error([] { sy::optim::SGD({sy::zeros({2})}, 0.1f); }, {"[optimizer]", "require grad"});
-  expect_error([] { sy::optim::Adam({sy::zeros({2}).requires_grad_()}, sy::optim::AdamOptions{.beta1 = 1.5f}); },
-               {"[Adam]", "betas in [0, 1)", "1.5"});
+  expect_error(
+      [] {
+        sy::optim::Adam({sy::zeros({2}).requires_grad_()}, sy::optim::AdamOptions{.beta1 = 1.5f});
+      },
+      {"[Adam]", "betas in [0, 1)", "1.5"});
   expect_error([] { sy::data::DataLoader(nullptr, {}); }, {"[DataLoader]", "dataset"});
 }
 
 TEST(Errors, OutOfMemoryIsAnExceptionAndTheDeviceStaysUsable) {
   // 2^58 floats = 2^60 bytes: beyond any address space, whatever the overcommit policy.
-  expect_error([] { sy::sum(sy::zeros({int64_t(1) << 58})).item(); }, {"[allocate]", "cannot allocate"});
+  expect_error([] { sy::sum(sy::zeros({int64_t(1) << 58})).item(); },
+               {"[allocate]", "cannot allocate"});
   EXPECT_FLOAT_EQ(sy::sum(sy::ones({8})).item(), 8.f);
   EXPECT_THROW(sy::sum(sy::zeros({int64_t(1) << 58})).item(), sy::OutOfMemory);
 }

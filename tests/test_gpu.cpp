@@ -24,8 +24,11 @@ TEST_P(GpuDevice, TrainingStepIsOneQueueSubmitAndNothingNewAfterWarmup) {
     auto model = sy::models::mlp({20, 16, 8, 4});
     model->to(d);
     std::unique_ptr<sy::optim::Optimizer> opt;
-    if (adam) opt = std::make_unique<sy::optim::Adam>(model->parameters(), 1e-2f);
-    else opt = std::make_unique<sy::optim::SGD>(model->parameters(), sy::optim::SGDOptions{.lr = 0.1f, .momentum = 0.9f});
+    if (adam)
+      opt = std::make_unique<sy::optim::Adam>(model->parameters(), 1e-2f);
+    else
+      opt = std::make_unique<sy::optim::SGD>(model->parameters(),
+                                             sy::optim::SGDOptions{.lr = 0.1f, .momentum = 0.9f});
     std::vector<int32_t> labels(32);
     for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 4);
     Tensor y = sy::from_vector(labels, {32}).to(d);
@@ -45,12 +48,14 @@ TEST_P(GpuDevice, TrainingStepIsOneQueueSubmitAndNothingNewAfterWarmup) {
     for (int i = 5; i < 15; ++i) last = step(i);
     auto c1 = d.counters();
     const char* what = adam ? "adam" : "sgd";
-    EXPECT_EQ(c1.queue_submits - c0.queue_submits, 10u) << what << ": one queue submission (vkQueueSubmit, cudaGraphLaunch) per step";
+    EXPECT_EQ(c1.queue_submits - c0.queue_submits, 10u)
+        << what << ": one queue submission (vkQueueSubmit, cudaGraphLaunch) per step";
     EXPECT_EQ(c1.submissions - c0.submissions, 10u) << what;
     EXPECT_EQ(c1.buffer_allocations - c0.buffer_allocations, 0u) << what;
     EXPECT_EQ(c1.memory_allocations - c0.memory_allocations, 0u) << what;
     EXPECT_EQ(c1.descriptor_set_allocations - c0.descriptor_set_allocations, 0u) << what;
-    EXPECT_EQ(c1.command_recordings - c0.command_recordings, 0u) << what << ": replayed, not re-recorded (or re-captured)";
+    EXPECT_EQ(c1.command_recordings - c0.command_recordings, 0u)
+        << what << ": replayed, not re-recorded (or re-captured)";
     EXPECT_EQ(c1.bytes_in_use, c0.bytes_in_use) << what;
     EXPECT_EQ(c1.bytes_reserved, c0.bytes_reserved) << what << ": the device holds no more memory";
     EXPECT_GT(c1.bytes_reserved, 0u) << what;
@@ -74,7 +79,8 @@ TEST_P(GpuDevice, OutOfMemoryIsAClearErrorAndTheDeviceStaysUsable) {
     ADD_FAILURE() << "expected switchyard::OutOfMemory";
   }
   auto after = d.counters();
-  EXPECT_LE(after.bytes_in_use, before.bytes_in_use) << "nothing leaked (the pool may have given cached buffers back)";
+  EXPECT_LE(after.bytes_in_use, before.bytes_in_use)
+      << "nothing leaked (the pool may have given cached buffers back)";
   Tensor t = sy::ones({1000}, d) + keep;
   auto v = t.to_vector<float>();
   EXPECT_EQ(v.front(), 2.f);
@@ -115,7 +121,8 @@ TEST_P(GpuDevice, BadLabelsFoundOnTheDeviceAreAnError) {
   sy::BackendDevice& d = D();
   Tensor logits = sy::randn({4, 10}, d);
   Tensor labels = sy::from_vector(std::vector<int32_t>{1, 2, 10, 3}, {4}).to(d);
-  expect_error([&] { (void)sy::cross_entropy(logits, labels).item(); }, {"cross_entropy", "labels", d.str()});
+  expect_error([&] { (void)sy::cross_entropy(logits, labels).item(); },
+               {"cross_entropy", "labels", d.str()});
   // The device goes on working.
   Tensor ok = sy::from_vector(std::vector<int32_t>{1, 2, 9, 3}, {4}).to(d);
   EXPECT_TRUE(std::isfinite(sy::cross_entropy(logits, ok).item()));
@@ -136,7 +143,8 @@ TEST_P(GpuDevice, TrainingMatchesTheCpuStepForStep) {
   ASSERT_EQ(cpu.first_losses.size(), 50u);
   ASSERT_EQ(gpu.first_losses.size(), 50u);
   for (size_t i = 0; i < 50; ++i)
-    EXPECT_NEAR(gpu.first_losses[i], cpu.first_losses[i], 1e-4 * std::abs(cpu.first_losses[i])) << "step " << i;
+    EXPECT_NEAR(gpu.first_losses[i], cpu.first_losses[i], 1e-4 * std::abs(cpu.first_losses[i]))
+        << "step " << i;
   EXPECT_NEAR(gpu.test_acc, cpu.test_acc, 0.005);
 }
 
@@ -205,8 +213,10 @@ TEST_P(GpuDevice, LoaderPinsBatchesForTheDevice) {
   std::vector<int32_t> ys(64);
   for (size_t i = 0; i < xs.size(); ++i) xs[i] = float(i);
   for (size_t i = 0; i < ys.size(); ++i) ys[i] = int32_t(i % 5);
-  auto ds = std::make_shared<sy::data::TensorDataset>(sy::from_vector(xs, {64, 3}), sy::from_vector(ys, {64}));
-  sy::data::DataLoader loader(ds, {.batch_size = 16, .shuffle = false, .pin_memory = true, .pin_device = &d});
+  auto ds = std::make_shared<sy::data::TensorDataset>(sy::from_vector(xs, {64, 3}),
+                                                      sy::from_vector(ys, {64}));
+  sy::data::DataLoader loader(
+      ds, {.batch_size = 16, .shuffle = false, .pin_memory = true, .pin_device = &d});
   int batches = 0;
   for (const auto& b : loader) {
     EXPECT_TRUE(b.data.is_pinned());
@@ -235,5 +245,7 @@ TEST_P(GpuDevice, OverlappingCopiesWithinABufferActAsMemmove) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Gpus, GpuDevice, ::testing::ValuesIn(gpu_devices()),
-                         [](const ::testing::TestParamInfo<std::string>& i) { return device_param_name(i.param); });
+                         [](const ::testing::TestParamInfo<std::string>& i) {
+                           return device_param_name(i.param);
+                         });
 GTEST_ALLOW_UNINSTANTIATED_PARAMETERIZED_TEST(GpuDevice);

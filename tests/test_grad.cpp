@@ -10,17 +10,20 @@ namespace {
 
 // Checks d(sum(f(x) * w))/dx_i for every input against finite differences,
 // with a fixed random weighting w so every output element matters.
-void gradcheck(sy::BackendDevice& dev, const char* name, const Fn& f, const std::vector<sy::Shape>& shapes,
-               uint32_t seed = 1, float lo = -1.f, float hi = 1.f) {
+void gradcheck(sy::BackendDevice& dev, const char* name, const Fn& f,
+               const std::vector<sy::Shape>& shapes, uint32_t seed = 1, float lo = -1.f,
+               float hi = 1.f) {
   SCOPED_TRACE(name);
   std::vector<std::vector<float>> vals;
   for (size_t i = 0; i < shapes.size(); ++i)
     vals.push_back(random_vec(size_t(sy::numel(shapes[i])), seed + uint32_t(i), lo, hi));
   sy::Shape out_shape = f([&] {
-    std::vector<Tensor> in;
-    for (size_t i = 0; i < shapes.size(); ++i) in.push_back(sy::from_vector(vals[i], shapes[i], dev));
-    return in;
-  }()).shape();
+                          std::vector<Tensor> in;
+                          for (size_t i = 0; i < shapes.size(); ++i)
+                            in.push_back(sy::from_vector(vals[i], shapes[i], dev));
+                          return in;
+                        }())
+                            .shape();
   auto w = random_vec(size_t(sy::numel(out_shape)), seed + 100, 0.5f, 1.5f);
   auto loss = [&](const std::vector<std::vector<float>>& v, bool grad, std::vector<Tensor>* ins) {
     std::vector<Tensor> in;
@@ -46,8 +49,9 @@ void gradcheck(sy::BackendDevice& dev, const char* name, const Fn& f, const std:
       auto plus = vals, minus = vals;
       plus[i][k] += eps;
       minus[i][k] -= eps;
-      double fd = (double(loss(plus, false, nullptr).item()) - double(loss(minus, false, nullptr).item())) /
-                  (2.0 * double(eps));
+      double fd =
+          (double(loss(plus, false, nullptr).item()) - double(loss(minus, false, nullptr).item())) /
+          (2.0 * double(eps));
       num2 += fd * fd;
       err2 += (fd - analytic[k]) * (fd - analytic[k]);
     }
@@ -65,11 +69,14 @@ TEST_P(OnDevice, GradMatmul) {
 }
 
 TEST_P(OnDevice, GradLinear) {
-  gradcheck(D(), "linear", [](auto& x) { return sy::linear(x[0], x[1], x[2]); }, {{3, 4}, {5, 4}, {5}});
+  gradcheck(D(), "linear", [](auto& x) { return sy::linear(x[0], x[1], x[2]); },
+            {{3, 4}, {5, 4}, {5}});
   gradcheck(D(), "linear_nobias", [](auto& x) { return sy::linear(x[0], x[1]); }, {{3, 4}, {2, 4}});
 }
 
-TEST_P(OnDevice, GradTranspose) { gradcheck(D(), "transpose", [](auto& x) { return sy::transpose(x[0]); }, {{3, 5}}); }
+TEST_P(OnDevice, GradTranspose) {
+  gradcheck(D(), "transpose", [](auto& x) { return sy::transpose(x[0]); }, {{3, 5}});
+}
 
 TEST_P(OnDevice, GradBinaryWithBroadcasting) {
   std::vector<std::pair<sy::Shape, sy::Shape>> shapes = {
@@ -83,18 +90,24 @@ TEST_P(OnDevice, GradBinaryWithBroadcasting) {
 }
 
 TEST_P(OnDevice, GradScalarOps) {
-  gradcheck(D(), "scalar", [](auto& x) { return (2.f - x[0]) * 3.f + x[0] / 4.f - (-x[0]) + 1.f; }, {{3, 4}});
+  gradcheck(D(), "scalar", [](auto& x) { return (2.f - x[0]) * 3.f + x[0] / 4.f - (-x[0]) + 1.f; },
+            {{3, 4}});
 }
 
 TEST_P(OnDevice, GradActivations) {
-  gradcheck(D(), "relu", [](auto& x) { return sy::relu(x[0]); }, {{4, 5}}, 3, 0.05f, 1.f);
-  gradcheck(D(), "relu_neg", [](auto& x) { return sy::relu(x[0] - 2.f); }, {{4, 5}}, 3, 0.05f, 1.f);
-  gradcheck(D(), "gelu", [](auto& x) { return sy::gelu(x[0]); }, {{4, 5}}, 4, -2.f, 2.f);
+  gradcheck(
+      D(), "relu", [](auto& x) { return sy::relu(x[0]); }, {{4, 5}}, 3, 0.05f, 1.f);
+  gradcheck(
+      D(), "relu_neg", [](auto& x) { return sy::relu(x[0] - 2.f); }, {{4, 5}}, 3, 0.05f, 1.f);
+  gradcheck(
+      D(), "gelu", [](auto& x) { return sy::gelu(x[0]); }, {{4, 5}}, 4, -2.f, 2.f);
   gradcheck(D(), "tanh", [](auto& x) { return sy::tanh(x[0]); }, {{4, 5}});
   gradcheck(D(), "sigmoid", [](auto& x) { return sy::sigmoid(x[0]); }, {{4, 5}});
   gradcheck(D(), "exp", [](auto& x) { return sy::exp(x[0]); }, {{4, 5}});
-  gradcheck(D(), "log", [](auto& x) { return sy::log(x[0]); }, {{4, 5}}, 5, 0.5f, 2.f);
-  gradcheck(D(), "sqrt", [](auto& x) { return sy::sqrt(x[0]); }, {{4, 5}}, 6, 0.5f, 2.f);
+  gradcheck(
+      D(), "log", [](auto& x) { return sy::log(x[0]); }, {{4, 5}}, 5, 0.5f, 2.f);
+  gradcheck(
+      D(), "sqrt", [](auto& x) { return sy::sqrt(x[0]); }, {{4, 5}}, 6, 0.5f, 2.f);
   gradcheck(D(), "square", [](auto& x) { return sy::square(x[0]); }, {{4, 5}});
 }
 
@@ -103,7 +116,8 @@ TEST_P(OnDevice, GradReductions) {
   gradcheck(D(), "mean", [](auto& x) { return sy::mean(x[0]); }, {{3, 4}});
   for (int64_t axis : {0, 1, 2, -1}) {
     gradcheck(D(), "sum_axis", [=](auto& x) { return sy::sum(x[0], axis); }, {{2, 3, 4}});
-    gradcheck(D(), "mean_axis_keep", [=](auto& x) { return sy::mean(x[0], axis, true); }, {{2, 3, 4}});
+    gradcheck(D(), "mean_axis_keep", [=](auto& x) { return sy::mean(x[0], axis, true); },
+              {{2, 3, 4}});
   }
   gradcheck(D(), "expand", [](auto& x) { return sy::expand(x[0], {3, 2, 4}); }, {{2, 1}});
   gradcheck(D(), "sum_to", [](auto& x) { return sy::sum_to(x[0], {3, 1}); }, {{2, 3, 4}});
@@ -113,7 +127,9 @@ TEST_P(OnDevice, GradSoftmaxAndLosses) {
   gradcheck(D(), "softmax", [](auto& x) { return sy::softmax(x[0]); }, {{3, 5}});
   gradcheck(D(), "log_softmax", [](auto& x) { return sy::log_softmax(x[0]); }, {{3, 5}});
   Tensor labels = sy::from_vector(std::vector<int32_t>{2, 0, 4}, {3}, D());
-  gradcheck(D(), "cross_entropy", [&](auto& x) { return sy::cross_entropy(x[0], labels); }, {{3, 5}}, 7, -2.f, 2.f);
+  gradcheck(
+      D(), "cross_entropy", [&](auto& x) { return sy::cross_entropy(x[0], labels); }, {{3, 5}}, 7,
+      -2.f, 2.f);
   gradcheck(D(), "mse_loss", [](auto& x) { return sy::mse_loss(x[0], x[1]); }, {{3, 4}, {3, 4}});
 }
 
@@ -122,13 +138,17 @@ TEST_P(OnDevice, GradViewsAndMoves) {
   gradcheck(D(), "slice", [](auto& x) { return x[0].slice(1, 3) * x[0].slice(0, 2); }, {{4, 3}});
   gradcheck(D(), "flatten", [](auto& x) { return x[0].flatten(); }, {{2, 3, 2}});
   sy::Device& other = &D() == &mock_device() ? sy::cpu() : static_cast<sy::Device&>(mock_device());
-  gradcheck(D(), "to_other_device", [&](auto& x) { return (x[0].to(other) * 3.f).to(x[0].device()); }, {{2, 3}});
+  gradcheck(D(), "to_other_device",
+            [&](auto& x) { return (x[0].to(other) * 3.f).to(x[0].device()); }, {{2, 3}});
 }
 
 TEST_P(OnDevice, GradTwoLayerMlp) {
   gradcheck(D(), "mlp",
-            [](auto& x) { return sy::cross_entropy(sy::linear(sy::tanh(sy::linear(x[0], x[1], x[2])), x[3], x[4]),
-                                                   sy::from_vector(std::vector<int32_t>{1, 0}, {2}, x[0].device())); },
+            [](auto& x) {
+              return sy::cross_entropy(
+                  sy::linear(sy::tanh(sy::linear(x[0], x[1], x[2])), x[3], x[4]),
+                  sy::from_vector(std::vector<int32_t>{1, 0}, {2}, x[0].device()));
+            },
             {{2, 4}, {3, 4}, {3}, {2, 3}, {2}});
 }
 

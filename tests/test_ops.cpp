@@ -26,8 +26,11 @@ std::vector<double> ref_matmul(const std::vector<float>& a, const std::vector<fl
 }
 }  // namespace
 
-struct MatmulCase { int64_t M, N, K; };
-std::string matmul_case_name(const ::testing::TestParamInfo<std::tuple<std::string, MatmulCase>>& i) {
+struct MatmulCase {
+  int64_t M, N, K;
+};
+std::string matmul_case_name(
+    const ::testing::TestParamInfo<std::tuple<std::string, MatmulCase>>& i) {
   const MatmulCase& c = std::get<1>(i.param);
   std::string n = device_param_name(std::get<0>(i.param));
   n += "_M";
@@ -54,17 +57,21 @@ TEST_P(MatmulTest, AllTransposesMatchReference) {
     }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, MatmulTest,
-                         ::testing::Combine(::testing::ValuesIn(conformance_devices()), ::testing::Values(MatmulCase{1, 1, 1}, MatmulCase{3, 17, 5},
-                                           MatmulCase{17, 255, 3}, MatmulCase{33, 300, 65},
-                                           MatmulCase{128, 256, 784}, MatmulCase{255, 3, 1000},
-                                           MatmulCase{4, 5, 0})),
-                         matmul_case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, MatmulTest,
+    ::testing::Combine(::testing::ValuesIn(conformance_devices()),
+                       ::testing::Values(MatmulCase{1, 1, 1}, MatmulCase{3, 17, 5},
+                                         MatmulCase{17, 255, 3}, MatmulCase{33, 300, 65},
+                                         MatmulCase{128, 256, 784}, MatmulCase{255, 3, 1000},
+                                         MatmulCase{4, 5, 0})),
+    matmul_case_name);
 
 TEST_P(OnDevice, OpsLinearWithBias) {
   int64_t B = 17, I = 33, O = 10;
-  auto x = random_vec(size_t(B * I), 3), w = random_vec(size_t(O * I), 4), b = random_vec(size_t(O), 5);
-  Tensor y = sy::linear(sy::from_vector(x, {B, I}, D()), sy::from_vector(w, {O, I}, D()), sy::from_vector(b, {O}, D()));
+  auto x = random_vec(size_t(B * I), 3), w = random_vec(size_t(O * I), 4),
+       b = random_vec(size_t(O), 5);
+  Tensor y = sy::linear(sy::from_vector(x, {B, I}, D()), sy::from_vector(w, {O, I}, D()),
+                        sy::from_vector(b, {O}, D()));
   auto ref = ref_matmul(x, w, B, O, I, false, true);
   for (int64_t i = 0; i < B; ++i)
     for (int64_t j = 0; j < O; ++j) ref[size_t(i * O + j)] += b[size_t(j)];
@@ -82,7 +89,9 @@ TEST_P(OnDevice, OpsTranspose) {
   }
 }
 
-struct BinCase { sy::Shape a, b, out; };
+struct BinCase {
+  sy::Shape a, b, out;
+};
 std::string bin_case_name(const ::testing::TestParamInfo<std::tuple<std::string, BinCase>>& i) {
   std::string n = device_param_name(std::get<0>(i.param));
   n += "_case";
@@ -102,7 +111,8 @@ using BinaryTest = DeviceTest<BinCase>;
 
 TEST_P(BinaryTest, BroadcastingMatchesReference) {
   const BinCase& c = C();
-  auto av = random_vec(size_t(sy::numel(c.a)), 7), bv = random_vec(size_t(sy::numel(c.b)), 8, 0.5f, 2.f);
+  auto av = random_vec(size_t(sy::numel(c.a)), 7),
+       bv = random_vec(size_t(sy::numel(c.b)), 8, 0.5f, 2.f);
   Tensor A = sy::from_vector(av, c.a, D()), B = sy::from_vector(bv, c.b, D());
   // Reference broadcast: right-aligned index mapping.
   auto idx = [](const sy::Shape& s, const sy::Shape& out, int64_t flat) {
@@ -118,7 +128,11 @@ TEST_P(BinaryTest, BroadcastingMatchesReference) {
     }
     return off;
   };
-  struct Op { const char* name; std::function<Tensor(Tensor, Tensor)> f; std::function<double(double, double)> r; };
+  struct Op {
+    const char* name;
+    std::function<Tensor(Tensor, Tensor)> f;
+    std::function<double(double, double)> r;
+  };
   std::vector<Op> ops = {
       {"add", [](Tensor a, Tensor b) { return a + b; }, [](double a, double b) { return a + b; }},
       {"sub", [](Tensor a, Tensor b) { return a - b; }, [](double a, double b) { return a - b; }},
@@ -130,30 +144,31 @@ TEST_P(BinaryTest, BroadcastingMatchesReference) {
     ASSERT_EQ(y.shape(), c.out) << op.name;
     std::vector<double> ref(size_t(sy::numel(c.out)));
     for (size_t k = 0; k < ref.size(); ++k)
-      ref[k] = op.r(av[size_t(idx(c.a, c.out, int64_t(k)))], bv[size_t(idx(c.b, c.out, int64_t(k)))]);
+      ref[k] =
+          op.r(av[size_t(idx(c.a, c.out, int64_t(k)))], bv[size_t(idx(c.b, c.out, int64_t(k)))]);
     EXPECT_LT(nse(y.to_vector<float>(), ref), kTol) << op.name;
   }
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, BinaryTest,
-                         ::testing::Combine(::testing::ValuesIn(conformance_devices()), ::testing::Values(BinCase{{4, 5}, {4, 5}, {4, 5}},
-                                           BinCase{{17, 255}, {255}, {17, 255}},
-                                           BinCase{{17, 3}, {17, 1}, {17, 3}},
-                                           BinCase{{3, 1000}, {1}, {3, 1000}},
-                                           BinCase{{1}, {3, 4}, {3, 4}},
-                                           BinCase{{2, 3, 4}, {3, 1}, {2, 3, 4}},
-                                           BinCase{{2, 1, 3, 4}, {5, 1, 4}, {2, 5, 3, 4}},
-                                           BinCase{{300, 400}, {300, 400}, {300, 400}})),
-                         bin_case_name);
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, BinaryTest,
+    ::testing::Combine(::testing::ValuesIn(conformance_devices()),
+                       ::testing::Values(
+                           BinCase{{4, 5}, {4, 5}, {4, 5}}, BinCase{{17, 255}, {255}, {17, 255}},
+                           BinCase{{17, 3}, {17, 1}, {17, 3}}, BinCase{{3, 1000}, {1}, {3, 1000}},
+                           BinCase{{1}, {3, 4}, {3, 4}}, BinCase{{2, 3, 4}, {3, 1}, {2, 3, 4}},
+                           BinCase{{2, 1, 3, 4}, {5, 1, 4}, {2, 5, 3, 4}},
+                           BinCase{{300, 400}, {300, 400}, {300, 400}})),
+    bin_case_name);
 
 TEST_P(OnDevice, OpsScalarArithmetic) {
   auto v = random_vec(1000, 9, 0.5f, 2.f);
   Tensor x = sy::from_vector(v, {10, 100}, D());
   std::vector<std::pair<Tensor, std::function<double(double)>>> cases = {
-      {x + 2.f, [](double a) { return a + 2; }},   {x - 2.f, [](double a) { return a - 2; }},
-      {x * 3.f, [](double a) { return a * 3; }},   {x / 4.f, [](double a) { return a / 4; }},
-      {5.f - x, [](double a) { return 5 - a; }},   {-x, [](double a) { return -a; }},
-      {2.f * x, [](double a) { return 2 * a; }},   {1.f + x, [](double a) { return 1 + a; }},
+      {x + 2.f, [](double a) { return a + 2; }}, {x - 2.f, [](double a) { return a - 2; }},
+      {x * 3.f, [](double a) { return a * 3; }}, {x / 4.f, [](double a) { return a / 4; }},
+      {5.f - x, [](double a) { return 5 - a; }}, {-x, [](double a) { return -a; }},
+      {2.f * x, [](double a) { return 2 * a; }}, {1.f + x, [](double a) { return 1 + a; }},
   };
   for (auto& [t, f] : cases) {
     std::vector<double> ref;
@@ -171,25 +186,41 @@ TEST_P(OnDevice, OpsActivations) {
     for (float a : in) ref.push_back(f(a));
     EXPECT_LT(nse(t.to_vector<float>(), ref), 1e-9) << name;
   };
-  check(sy::relu(x), v, [](double a) { return a > 0 ? a : 0.0; }, "relu");
-  check(sy::gelu(x), v, [](double a) { return 0.5 * a * (1 + std::tanh(0.7978845608028654 * (a + 0.044715 * a * a * a))); }, "gelu");
-  check(sy::tanh(x), v, [](double a) { return std::tanh(a); }, "tanh");
-  check(sy::sigmoid(x), v, [](double a) { return 1 / (1 + std::exp(-a)); }, "sigmoid");
-  check(sy::exp(x), v, [](double a) { return std::exp(a); }, "exp");
-  check(sy::square(x), v, [](double a) { return a * a; }, "square");
-  check(sy::log(p), pos, [](double a) { return std::log(a); }, "log");
-  check(sy::sqrt(p), pos, [](double a) { return std::sqrt(a); }, "sqrt");
-  check(sy::abs(x), v, [](double a) { return std::fabs(a); }, "abs");
+  check(
+      sy::relu(x), v, [](double a) { return a > 0 ? a : 0.0; }, "relu");
+  check(
+      sy::gelu(x), v,
+      [](double a) {
+        return 0.5 * a * (1 + std::tanh(0.7978845608028654 * (a + 0.044715 * a * a * a)));
+      },
+      "gelu");
+  check(
+      sy::tanh(x), v, [](double a) { return std::tanh(a); }, "tanh");
+  check(
+      sy::sigmoid(x), v, [](double a) { return 1 / (1 + std::exp(-a)); }, "sigmoid");
+  check(
+      sy::exp(x), v, [](double a) { return std::exp(a); }, "exp");
+  check(
+      sy::square(x), v, [](double a) { return a * a; }, "square");
+  check(
+      sy::log(p), pos, [](double a) { return std::log(a); }, "log");
+  check(
+      sy::sqrt(p), pos, [](double a) { return std::sqrt(a); }, "sqrt");
+  check(
+      sy::abs(x), v, [](double a) { return std::fabs(a); }, "abs");
 }
 
 // The libtorch-style methods are the free functions under another name.
 TEST_P(OnDevice, OpsAsTensorMethods) {
   auto v = random_vec(4 * 6, 12, -3.f, 3.f);
-  Tensor x = sy::from_vector(v, {4, 6}, D()), w = sy::from_vector(random_vec(6 * 5, 13), {6, 5}, D());
+  Tensor x = sy::from_vector(v, {4, 6}, D()),
+         w = sy::from_vector(random_vec(6 * 5, 13), {6, 5}, D());
   auto same = [](const Tensor& a, const Tensor& b, const char* name) {
     EXPECT_EQ(a.shape(), b.shape()) << name;
-    if (a.dtype() == sy::DType::i32) EXPECT_EQ(a.to_vector<int32_t>(), b.to_vector<int32_t>()) << name;
-    else EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>()) << name;
+    if (a.dtype() == sy::DType::i32)
+      EXPECT_EQ(a.to_vector<int32_t>(), b.to_vector<int32_t>()) << name;
+    else
+      EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>()) << name;
   };
   same(x.sum(), sy::sum(x), "sum");
   same(x.sum(1), sy::sum(x, 1), "sum(dim)");
@@ -225,7 +256,8 @@ TEST_P(OnDevice, OpsRandintIsInRangeAndSeeded) {
   for (int c : seen) EXPECT_GT(c, 350) << "every value in [-3, 5) drawn about 500 times";
   sy::manual_seed(7);
   EXPECT_EQ(sy::randint(-3, 5, {4000}, D()).to_vector<int32_t>(), v) << "same seed, same integers";
-  EXPECT_EQ(sy::randint(0, 10, {3}, sy::TensorOptions(D()).dtype(sy::DType::f32)).dtype(), sy::DType::f32);
+  EXPECT_EQ(sy::randint(0, 10, {3}, sy::TensorOptions(D()).dtype(sy::DType::f32)).dtype(),
+            sy::DType::f32);
   EXPECT_THROW(sy::randint(5, 5, {1}, D()), sy::Error);
 }
 
@@ -234,7 +266,8 @@ TEST_P(OnDevice, PrintingShowsValues) {
   small << sy::from_vector(std::vector<float>{1.5f, -2.f}, {2}, D());
   EXPECT_NE(small.str().find("values=[1.5, -2]"), std::string::npos) << small.str();
   big << sy::arange(5000, D());
-  EXPECT_NE(big.str().find("values=[0, 1, 2, ..., 4997, 4998, 4999]"), std::string::npos) << big.str();
+  EXPECT_NE(big.str().find("values=[0, 1, 2, ..., 4997, 4998, 4999]"), std::string::npos)
+      << big.str();
 }
 
 TEST_P(OnDevice, OpsReductions) {
@@ -257,7 +290,8 @@ TEST_P(OnDevice, OpsReductions) {
         for (int64_t k = 0; k < C; ++k) {
           int64_t c[3] = {i, j, k};
           std::vector<int64_t> rest;  // the coordinates that remain, in order
-          for (int d = 0; d < 3; ++d) if (d != axis) rest.push_back(c[d]);
+          for (int d = 0; d < 3; ++d)
+            if (d != axis) rest.push_back(c[d]);
           int64_t o = rest[0] * out[1] + rest[1];
           ref[size_t(o)] += v[size_t((i * B + j) * C + k)];
         }
@@ -279,7 +313,8 @@ TEST_P(OnDevice, OpsExpandAndSumTo) {
   Tensor x = sy::from_vector(v, {5}, D());
   Tensor e = sy::expand(x, {3, 5});
   std::vector<double> ref;
-  for (int r = 0; r < 3; ++r) for (float a : v) ref.push_back(a);
+  for (int r = 0; r < 3; ++r)
+    for (float a : v) ref.push_back(a);
   EXPECT_LT(nse(e.to_vector<float>(), ref), kTol);
   Tensor s = sy::sum_to(e, {5});
   std::vector<double> ref2;
@@ -335,7 +370,9 @@ TEST_P(OnDevice, OpsLossesAndArgmax) {
   auto t = random_vec(size_t(B * C), 16);
   double mse = 0;
   for (size_t i = 0; i < v.size(); ++i) mse += (double(v[i]) - t[i]) * (double(v[i]) - t[i]);
-  EXPECT_LT(nse(sy::mse_loss(x, sy::from_vector(t, {B, C}, D())).to_vector<float>(), {mse / double(v.size())}), kTol);
+  EXPECT_LT(nse(sy::mse_loss(x, sy::from_vector(t, {B, C}, D())).to_vector<float>(),
+                {mse / double(v.size())}),
+            kTol);
 }
 
 TEST_P(OnDevice, OpsFactoriesAndRandom) {
@@ -343,13 +380,21 @@ TEST_P(OnDevice, OpsFactoriesAndRandom) {
   EXPECT_EQ(sy::ones({4}, D()).to_vector<float>(), std::vector<float>(4, 1.f));
   EXPECT_EQ(sy::full({2}, 2.5f, D()).to_vector<float>(), std::vector<float>(2, 2.5f));
   EXPECT_EQ(sy::arange(4, D()).to_vector<float>(), (std::vector<float>{0, 1, 2, 3}));
-  EXPECT_EQ(sy::arange(3, sy::Options(D()).dtype(sy::DType::i32)).to_vector<int32_t>(), (std::vector<int32_t>{0, 1, 2}));
+  EXPECT_EQ(sy::arange(3, sy::Options(D()).dtype(sy::DType::i32)).to_vector<int32_t>(),
+            (std::vector<int32_t>{0, 1, 2}));
   sy::manual_seed(42);
   auto u = sy::rand({100000}, D()).to_vector<float>();
   auto n = sy::randn({100000}, D()).to_vector<float>();
   double mu = 0, mn = 0, vn = 0;
-  for (float a : u) { EXPECT_GE(a, 0.f); EXPECT_LT(a, 1.f); mu += a; }
-  for (float a : n) { mn += a; vn += double(a) * a; }
+  for (float a : u) {
+    EXPECT_GE(a, 0.f);
+    EXPECT_LT(a, 1.f);
+    mu += a;
+  }
+  for (float a : n) {
+    mn += a;
+    vn += double(a) * a;
+  }
   mu /= double(u.size()), mn /= double(n.size()), vn = vn / double(n.size()) - mn * mn;
   EXPECT_NEAR(mu, 0.5, 0.01);
   EXPECT_NEAR(mn, 0.0, 0.02);
@@ -358,7 +403,10 @@ TEST_P(OnDevice, OpsFactoriesAndRandom) {
   EXPECT_EQ(sy::rand({100000}, D()).to_vector<float>(), u) << "same seed, same numbers";
   EXPECT_NE(sy::rand({100000}, D()).to_vector<float>(), u) << "next draw differs";
   auto w = sy::uniform({1000}, -2.f, 3.f, D()).to_vector<float>();
-  for (float a : w) { EXPECT_GE(a, -2.f); EXPECT_LT(a, 3.f); }
+  for (float a : w) {
+    EXPECT_GE(a, -2.f);
+    EXPECT_LT(a, 3.f);
+  }
 }
 
 TEST_P(OnDevice, OpsCastsAndDtypes) {
@@ -408,7 +456,10 @@ TEST_P(OnDevice, OptimSgdAndAdamMatchReferenceFormulas) {
     }
     EXPECT_LT(nse(p.to_vector<float>(), rp), 1e-11);
   };
-  run([](std::vector<Tensor> ps) { return sy::optim::SGD(ps, {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f}); },
+  run(
+      [](std::vector<Tensor> ps) {
+        return sy::optim::SGD(ps, {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f});
+      },
       [&](std::vector<double>& p, std::vector<double>& buf, std::vector<double>&, int t) {
         for (size_t i = 0; i < p.size(); ++i) {
           double g = g0[i] * t + 0.01 * p[i];
@@ -426,8 +477,10 @@ TEST_P(OnDevice, OptimSgdAndAdamMatchReferenceFormulas) {
         [&](std::vector<double>& p, std::vector<double>& m, std::vector<double>& v, int t) {
           for (size_t i = 0; i < p.size(); ++i) {
             double g = g0[i] * t;
-            if (decoupled) p[i] *= 1 - 0.01 * 0.1;
-            else g += 0.1 * p[i];
+            if (decoupled)
+              p[i] *= 1 - 0.01 * 0.1;
+            else
+              g += 0.1 * p[i];
             m[i] = 0.9 * m[i] + 0.1 * g;
             v[i] = 0.999 * v[i] + 0.001 * g * g;
             double mh = m[i] / (1 - std::pow(0.9, t)), vh = v[i] / (1 - std::pow(0.999, t));
@@ -448,14 +501,15 @@ TEST_P(OnDevice, KernelTableEveryKernelIsReachedByTheOps) {
   Tensor b = sy::arange(5, D()).requires_grad_();
   Tensor h = sy::linear(x, w, b);
   Tensor y = sy::relu(h) * sy::sum(h, 0) + sy::mean(h) - sy::softmax(h) / 2.f;
-  Tensor loss = sy::cross_entropy(sy::log_softmax(y), sy::from_vector(std::vector<int32_t>{0, 1, 2, 3}, {4}, D())) +
+  Tensor loss = sy::cross_entropy(sy::log_softmax(y),
+                                  sy::from_vector(std::vector<int32_t>{0, 1, 2, 3}, {4}, D())) +
                 sy::sum(sy::expand(sy::transpose(x).slice(0, 1), {2, 4}));
   loss.backward();
   sy::optim::Adam({x}, 0.1f).step();
   sy::optim::SGD({w}, {.lr = 0.1f, .momentum = 0.5f}).step();
   sy::optim::SGD({b}, {.lr = 0.1f}).step();
-  sy::eval({loss, sy::argmax(y), sy::zeros({2}, D()), sy::from_vector(std::vector<float>{1}, {1}, D()).to(sy::DType::i32),
-            sy::eq(y, y)});
+  sy::eval({loss, sy::argmax(y), sy::zeros({2}, D()),
+            sy::from_vector(std::vector<float>{1}, {1}, D()).to(sy::DType::i32), sy::eq(y, y)});
   sy::synchronize(d);
   auto after = d.counters();
   for (size_t k = 0; k < size_t(sy::kNumKernels); ++k) {

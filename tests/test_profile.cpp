@@ -8,6 +8,7 @@
 #include <cstdio>
 #include <fstream>
 #include <map>
+#include <nlohmann/json.hpp>
 #include <sstream>
 
 #include "helpers.h"
@@ -56,8 +57,8 @@ std::vector<std::string> profiled_devices() {
 
 class ProfiledDevice : public OnDevice {};
 
-[[maybe_unused]] prof::Event ev(prof::Track t, const std::string& dev, const std::string& name, int64_t start, int64_t dur,
-               uint64_t bytes = 0) {
+[[maybe_unused]] prof::Event ev(prof::Track t, const std::string& dev, const std::string& name,
+                                int64_t start, int64_t dur, uint64_t bytes = 0) {
   prof::Event e;
   e.track = t, e.device = dev, e.name = name, e.start_ns = start, e.dur_ns = dur, e.bytes = bytes;
   e.device_clock = t == prof::Track::kernel;
@@ -115,11 +116,13 @@ TEST_P(ProfiledDevice, KernelEventsAreTheLaunchesTheDeviceRan) {
     submissions += e.track == prof::Track::submission;
   }
   for (size_t k = 0; k < size_t(sy::kNumKernels); ++k)
-    if (uint64_t n = c1.launches_by_kernel[k] - c0.launches_by_kernel[k]) expected[sy::kernel_name(sy::Kernel(k))] = n;
+    if (uint64_t n = c1.launches_by_kernel[k] - c0.launches_by_kernel[k])
+      expected[sy::kernel_name(sy::Kernel(k))] = n;
   EXPECT_EQ(by_kernel, expected) << "one kernel event per launch, by name";
   EXPECT_FALSE(expected.empty());
   EXPECT_EQ(up, c1.bytes_uploaded - c0.bytes_uploaded) << "upload events carry every uploaded byte";
-  EXPECT_EQ(down, c1.bytes_downloaded - c0.bytes_downloaded) << "download events carry every downloaded byte";
+  EXPECT_EQ(down, c1.bytes_downloaded - c0.bytes_downloaded)
+      << "download events carry every downloaded byte";
   EXPECT_GE(planning, 4u) << "the scheduler's planning spans";
   EXPECT_GE(submissions, 4u) << "the submission spans";
 
@@ -132,7 +135,8 @@ TEST_P(ProfiledDevice, KernelEventsAreTheLaunchesTheDeviceRan) {
     if (r.device == d.str() && r.track == prof::Track::kernel) {
       EXPECT_EQ(r.count, expected[r.name]) << r.name;
       EXPECT_GE(r.share, 0.0);
-      EXPECT_LE(r.share, 1.0) << r.name << ": device work inside a step takes at most the step's time";
+      EXPECT_LE(r.share, 1.0) << r.name
+                              << ": device work inside a step takes at most the step's time";
     }
   std::string table = prof::format_summary(s);
   EXPECT_NE(table.find("gemm"), std::string::npos) << table;
@@ -149,14 +153,16 @@ TEST_P(ProfiledDevice, KernelEventsAreTheLaunchesTheDeviceRan) {
   for (const prof::Event& e : events) all_kernel_events += e.track == prof::Track::kernel;
   EXPECT_EQ(count(t, "\"cat\":\"kernels\""), all_kernel_events);
   EXPECT_GE(all_kernel_events, kernels);
-  EXPECT_NE(t.find("\"name\":\"thread_name\",\"args\":{\"name\":\"" + d.str() + " kernels\"}"), std::string::npos);
+  EXPECT_NE(t.find("\"name\":\"thread_name\",\"args\":{\"name\":\"" + d.str() + " kernels\"}"),
+            std::string::npos);
 
   // Off again: back to the replayed path, nothing recorded.
   for (int i = 7; i < 9; ++i) step(i);  // recorded (captured) again once
   auto r0 = d.counters();
   for (int i = 9; i < 12; ++i) step(i);
   auto r1 = d.counters();
-  EXPECT_EQ(r1.command_recordings - r0.command_recordings, 0u) << "profiling left the replay path as it was";
+  EXPECT_EQ(r1.command_recordings - r0.command_recordings, 0u)
+      << "profiling left the replay path as it was";
   EXPECT_TRUE(prof::events().empty());
 }
 
@@ -179,7 +185,8 @@ TEST_P(ProfiledDevice, TransfersOfEveryKindAreMeasured) {
   EXPECT_EQ(back, host);
   std::map<std::string, uint64_t> bytes;
   for (const prof::Event& e : events)
-    if (e.device == d.str() && e.track == prof::Track::transfer) bytes[e.name.substr(0, e.name.find(' '))] += e.bytes;
+    if (e.device == d.str() && e.track == prof::Track::transfer)
+      bytes[e.name.substr(0, e.name.find(' '))] += e.bytes;
   EXPECT_EQ(bytes["upload"], n);
   EXPECT_EQ(bytes["copy"], n);
   EXPECT_EQ(bytes["download"], n);
@@ -245,11 +252,19 @@ TEST(Profile, TraceSlicesNestOrFollowOnEachTrack) {
   prof::write_chrome_trace(path, e);
   std::string t = read_file(path);
   std::remove(path.c_str());
-  EXPECT_NE(t.find("\"name\":\"b\",\"ts\":1.500,\"dur\":0.200"), std::string::npos)
-      << "b starts where a ended and keeps its end: " << t;
-  EXPECT_NE(t.find("\"name\":\"build plan\",\"ts\":0.100,\"dur\":0.300"), std::string::npos)
-      << "a nested host span stays where it was: " << t;
-  EXPECT_NE(t.find("\"measured_us\":0.500"), std::string::npos) << "the measured time is kept";
+  auto trace = nlohmann::json::parse(t);
+  auto slice = [&](const std::string& name) {
+    for (const auto& x : trace["traceEvents"])
+      if (x["ph"] == "X" && x["name"] == name) return x;
+    ADD_FAILURE() << "no slice " << name << " in " << t;
+    return nlohmann::json();
+  };
+  auto b = slice("b"), plan = slice("build plan");
+  EXPECT_DOUBLE_EQ(b["ts"].get<double>(), 1.5) << "b starts where a ended: " << t;
+  EXPECT_DOUBLE_EQ(b["dur"].get<double>(), 0.2) << "and keeps its end: " << t;
+  EXPECT_DOUBLE_EQ(b["args"]["measured_us"].get<double>(), 0.5) << "the measured time is kept";
+  EXPECT_DOUBLE_EQ(plan["ts"].get<double>(), 0.1) << "a nested host span stays where it was: " << t;
+  EXPECT_DOUBLE_EQ(plan["dur"].get<double>(), 0.3);
   EXPECT_EQ(count(t, "\"ph\":\"X\""), e.size());
 }
 

@@ -25,8 +25,11 @@ Step make_step(sy::BackendDevice& d, bool adam) {
   Step s;
   s.model = sy::models::mlp({20, 16, 8, 4});
   s.model->to(d);
-  if (adam) s.opt = std::make_unique<sy::optim::Adam>(s.model->parameters(), 1e-2f);
-  else s.opt = std::make_unique<sy::optim::SGD>(s.model->parameters(), sy::optim::SGDOptions{.lr = 0.1f, .momentum = 0.9f});
+  if (adam)
+    s.opt = std::make_unique<sy::optim::Adam>(s.model->parameters(), 1e-2f);
+  else
+    s.opt = std::make_unique<sy::optim::SGD>(s.model->parameters(),
+                                             sy::optim::SGDOptions{.lr = 0.1f, .momentum = 0.9f});
   std::vector<int32_t> labels(32);
   for (size_t i = 0; i < labels.size(); ++i) labels[i] = int32_t(i % 4);
   s.x = sy::randn({32, 20}).to(d);
@@ -100,11 +103,11 @@ TEST(Scheduler, IntermediatesShareBuffers) {
 TEST(Scheduler, UpdatesRunAfterEveryReadOfTheOldValue) {
   Tensor p = sy::from_vector(std::vector<float>{1, 2, 3}, {3}).requires_grad_();
   sy::optim::SGD opt({p}, 0.5f);
-  sy::sum(p * p).backward();      // grad = 2p = {2, 4, 6}
+  sy::sum(p * p).backward();           // grad = 2p = {2, 4, 6}
   Tensor old_view = p.detach() * 1.f;  // reads p before the update, still pending
-  opt.step();                     // p -= 0.5 * grad -> {0, 0, 0}
-  Tensor new_view = p * 1.f;      // reads p after the update
-  sy::eval({new_view, old_view});  // one program: the old read is ordered first
+  opt.step();                          // p -= 0.5 * grad -> {0, 0, 0}
+  Tensor new_view = p * 1.f;           // reads p after the update
+  sy::eval({new_view, old_view});      // one program: the old read is ordered first
   EXPECT_EQ(new_view.to_vector<float>(), (std::vector<float>{0, 0, 0}));
   EXPECT_EQ(old_view.to_vector<float>(), (std::vector<float>{1, 2, 3}));
 }
@@ -251,7 +254,8 @@ TEST(Scheduler, VeryLongGraphsEvaluateAndFreeWithoutRecursion) {
 }
 
 TEST(Scheduler, TestsRunWithPoisonedBuffers) {
-  if (!std::getenv("SWITCHYARD_POISON")) GTEST_SKIP() << "run through ctest, which sets SWITCHYARD_POISON=1";
+  if (!std::getenv("SWITCHYARD_POISON"))
+    GTEST_SKIP() << "run through ctest, which sets SWITCHYARD_POISON=1";
   auto& pool = sy::detail::context_of(sy::cpu()).pool;
   sy::Buffer b = pool.acquire(64);
   auto* bytes = static_cast<unsigned char*>(sy::backend_of(sy::cpu()).host_pointer(b));

@@ -1,24 +1,24 @@
 // The switchyard command: list devices, train an MLP on Fashion-MNIST.
+#include "switchyard/switchyard.h"
+
 #include <sys/resource.h>
 #include <unistd.h>
 
+#include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
+#include <nlohmann/json.hpp>
 #include <sstream>
 #include <string>
 #include <vector>
-
-#include <CLI/CLI.hpp>
-#include <nlohmann/json.hpp>
 
 #include "bench.h"
 #include "mlp.h"
 #include "switchyard/backend/device.h"
 #include "switchyard/profile.h"
-#include "switchyard/switchyard.h"
 #include "trainer.h"
 
 namespace sy = switchyard;
@@ -56,13 +56,14 @@ int cmd_devices(bool as_json) {
                        {"properties", props}});
       }
     }
-    std::cout << out.dump() << "\n";
+    std::cout << out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) << "\n";
     return 0;
   }
   std::printf("%-10s %-14s %-10s %s\n", "DEVICE", "TYPE", "MEMORY", "NAME / STATUS");
   for (auto& b : sy::backends()) {
     if (b.devices.empty())
-      std::printf("%-10s %-14s %-10s unavailable: %s\n", b.name.c_str(), "-", "-", b.reason.c_str());
+      std::printf("%-10s %-14s %-10s unavailable: %s\n", b.name.c_str(), "-", "-",
+                  b.reason.c_str());
     for (auto& d : b.devices) {
       auto& i = d->info();
       char mem[32];
@@ -131,7 +132,8 @@ int cmd_train(TrainFlags& f) {
     std::fprintf(table, "%s", sy::profile::format_summary(sy::profile::summarize(events)).c_str());
     if (!trace.empty()) {
       sy::profile::write_chrome_trace(trace, events);
-      std::fprintf(table, "profile: wrote Chrome trace %s (%zu events)\n", trace.c_str(), events.size());
+      std::fprintf(table, "profile: wrote Chrome trace %s (%zu events)\n", trace.c_str(),
+                   events.size());
     }
     std::fflush(table);
     // What the device ran, by its own counters: the trace's kernel events
@@ -159,41 +161,61 @@ int cmd_train(TrainFlags& f) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"Switchyard: train and run neural networks on the CPU, Vulkan and CUDA", "switchyard"};
+  CLI::App app{"Switchyard: train and run neural networks on the CPU, Vulkan and CUDA",
+               "switchyard"};
   app.require_subcommand(1, 1);
 
   bool devices_json = false;
-  CLI::App* devices = app.add_subcommand("devices", "list every device, and why an absent backend is absent");
+  CLI::App* devices =
+      app.add_subcommand("devices", "list every device, and why an absent backend is absent");
   devices->add_flag("--json", devices_json, "print JSON");
 
   TrainFlags tf;
   if (const char* e = std::getenv("SWITCHYARD_DEVICE"); e && *e) tf.cfg.device = e;
   CLI::App* train = app.add_subcommand("train", "train an MLP on Fashion-MNIST");
-  train->add_option("--device", tf.cfg.device, "cpu, vulkan[:N], cuda[:N] or auto (default: $SWITCHYARD_DEVICE, else auto)")
+  train
+      ->add_option("--device", tf.cfg.device,
+                   "cpu, vulkan[:N], cuda[:N] or auto (default: $SWITCHYARD_DEVICE, else auto)")
       ->capture_default_str();
-  train->add_option("--epochs", tf.cfg.epochs, "passes over the training set")->check(CLI::Range(1, 1000000))
+  train->add_option("--epochs", tf.cfg.epochs, "passes over the training set")
+      ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
-  train->add_option("--batch", tf.cfg.batch, "samples per step")->check(CLI::Range(int64_t(1), int64_t(1) << 24))
+  train->add_option("--batch", tf.cfg.batch, "samples per step")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 24))
       ->capture_default_str();
-  train->add_option("--lr", tf.cfg.lr, "learning rate")->check(CLI::Range(0.0, 1e6))->capture_default_str();
+  train->add_option("--lr", tf.cfg.lr, "learning rate")
+      ->check(CLI::Range(0.0, 1e6))
+      ->capture_default_str();
   train->add_option("--opt", tf.cfg.opt, "optimizer: sgd (momentum 0.9), adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
       ->capture_default_str();
-  train->add_option("--hidden", tf.hidden, "hidden layer sizes, e.g. 256,128")->capture_default_str();
-  train->add_option("--seed", tf.cfg.seed, "seed of the initialization and the shuffle")->capture_default_str();
-  train->add_option("--data", tf.cfg.data_dir, "directory of the Fashion-MNIST IDX files")->capture_default_str();
+  train->add_option("--hidden", tf.hidden, "hidden layer sizes, e.g. 256,128")
+      ->capture_default_str();
+  train->add_option("--seed", tf.cfg.seed, "seed of the initialization and the shuffle")
+      ->capture_default_str();
+  train->add_option("--data", tf.cfg.data_dir, "directory of the Fashion-MNIST IDX files")
+      ->capture_default_str();
   train->add_option("--limit", tf.cfg.limit, "use the first N training samples (default: all)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
   train->add_flag("--json", tf.json, "print JSON lines only");
-  train->add_flag("--profile", tf.prof, "device time per kernel and transfer kind (also: SWITCHYARD_PROFILE=1)");
-  train->add_option("--trace", tf.trace, "write a Chrome trace (Perfetto, chrome://tracing) of the run; implies --profile");
+  train->add_flag("--profile", tf.prof,
+                  "device time per kernel and transfer kind (also: SWITCHYARD_PROFILE=1)");
+  train->add_option(
+      "--trace", tf.trace,
+      "write a Chrome trace (Perfetto, chrome://tracing) of the run; implies --profile");
 
   // bench parses its own options (bench/bench.cpp): everything after the
   // word goes to it, --help included.
-  CLI::App* bench = app.add_subcommand("bench", "compare devices on kernels, transfers and the MLP (bench --help)");
+  CLI::App* bench = app.add_subcommand(
+      "bench", "compare devices on kernels, transfers and the MLP (bench --help)");
   bench->prefix_command();
   bench->set_help_flag();
 
+  // No command: the commands, on stderr; `switchyard help`: the same on stdout.
+  if (argc < 2 || std::string(argv[1]) == "help") {
+    std::fputs(app.help().c_str(), argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -212,7 +234,8 @@ int main(int argc, char** argv) {
       for (const CLI::Option* o : sub->get_options())
         for (const std::string& n : o->get_lnames()) known.push_back("--" + n);
       for (const std::string& extra : sub->remaining())
-        if (std::string c = sy::bench::closest_option(extra, known); !c.empty()) msg += " (did you mean " + c + "?)";
+        if (std::string c = sy::bench::closest_option(extra, known); !c.empty())
+          msg += " (did you mean " + c + "?)";
     }
     std::fprintf(stderr, "%s: %s\nsee: %s --help\n", where.c_str(), msg.c_str(), where.c_str());
     return 2;

@@ -74,7 +74,8 @@ class CpuDevice final : public BackendDevice {
   }
   void copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t n) override {
     int64_t t0 = profile::enabled() ? profile::now_ns() : -1;
-    std::memmove(static_cast<char*>(dst.handle) + dof, static_cast<const char*>(src.handle) + so, n);
+    std::memmove(static_cast<char*>(dst.handle) + dof, static_cast<const char*>(src.handle) + so,
+                 n);
     if (t0 >= 0) timed(profile::Track::transfer, "copy", n, t0);
   }
   void execute_impl(const Program& prog, std::span<const Binding> bind) override {
@@ -97,9 +98,7 @@ class CpuDevice final : public BackendDevice {
 }  // namespace switchyard::cpu_impl
 
 namespace switchyard::detail {
-BackendEntry cpu_backend() {
-  return {"cpu", true, "", {std::make_shared<cpu_impl::CpuDevice>()}};
-}
+BackendEntry cpu_backend() { return {"cpu", true, "", {std::make_shared<cpu_impl::CpuDevice>()}}; }
 std::shared_ptr<Device> make_cpu_device(const std::string& backend, int index) {
   return std::make_shared<cpu_impl::CpuDevice>(cpu_impl::make_info(backend, index));
 }

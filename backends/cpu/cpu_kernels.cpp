@@ -8,8 +8,8 @@
 #include <type_traits>
 #include <vector>
 
-#include "switchyard/dtype.h"
 #include "pointwise.h"
+#include "switchyard/dtype.h"
 #include "switchyard/error.h"
 #include "thread_pool.h"
 
@@ -24,7 +24,9 @@ void pfor(int64_t n, F&& f) {
 }
 
 // ---- Philox4x32-10, as in Salmon et al. 2011 (and cuRAND, PyTorch). --------
-struct U4 { uint32_t v[4]; };
+struct U4 {
+  uint32_t v[4];
+};
 U4 philox(U4 c, uint32_t k0, uint32_t k1) {
   for (int r = 0; r < 10; ++r) {
     uint64_t p0 = uint64_t(0xD2511F53u) * c.v[0];
@@ -89,7 +91,9 @@ using pointwise::unary_grad;
 inline float binary_apply(Binary op, float a, float b) { return pointwise::binary(op, a, b); }
 
 template <class T>
-T* as(void* p) { return static_cast<T*>(p); }
+T* as(void* p) {
+  return static_cast<T*>(p);
+}
 
 template <Binary OP>
 void binary_loop(const BinaryParams& p, float* out, const float* a, const float* b) {
@@ -117,21 +121,21 @@ void softmax_rows(const SoftmaxParams& p, float* out, const float* x) {
   const bool log_out = p.log;
   pool().parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(cols, 1)),
                       [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
-      const float* xr = x + r * cols;
-      float* yr = out + r * cols;
-      float m = *std::max_element(xr, xr + cols);
-      double s = 0;
-      for (int64_t c = 0; c < cols; ++c) s += std::exp(double(xr[c] - m));
-      if (log_out) {
-        float lse = m + float(std::log(s));
-        for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] - lse;
-      } else {
-        float inv = float(1.0 / s);
-        for (int64_t c = 0; c < cols; ++c) yr[c] = std::exp(xr[c] - m) * inv;
-      }
-    }
-  });
+                        for (int64_t r = lo; r < hi; ++r) {
+                          const float* xr = x + r * cols;
+                          float* yr = out + r * cols;
+                          float m = *std::max_element(xr, xr + cols);
+                          double s = 0;
+                          for (int64_t c = 0; c < cols; ++c) s += std::exp(double(xr[c] - m));
+                          if (log_out) {
+                            float lse = m + float(std::log(s));
+                            for (int64_t c = 0; c < cols; ++c) yr[c] = xr[c] - lse;
+                          } else {
+                            float inv = float(1.0 / s);
+                            for (int64_t c = 0; c < cols; ++c) yr[c] = std::exp(xr[c] - m) * inv;
+                          }
+                        }
+                      });
 }
 
 void check_label(int32_t l, int64_t cols, int64_t row) {
@@ -146,16 +150,28 @@ void cast(const CastParams& p, void* out, const void* in) {
     using T = std::remove_pointer_t<decltype(o)>;
     for (int64_t k = 0; k < n; ++k) {
       switch (from) {
-        case DType::f32: o[k] = T(as<const float>(const_cast<void*>(in))[k]); break;
-        case DType::i32: o[k] = T(as<const int32_t>(const_cast<void*>(in))[k]); break;
-        case DType::u8: o[k] = T(as<const uint8_t>(const_cast<void*>(in))[k]); break;
+        case DType::f32:
+          o[k] = T(as<const float>(const_cast<void*>(in))[k]);
+          break;
+        case DType::i32:
+          o[k] = T(as<const int32_t>(const_cast<void*>(in))[k]);
+          break;
+        case DType::u8:
+          o[k] = T(as<const uint8_t>(const_cast<void*>(in))[k]);
+          break;
       }
     }
   };
   switch (to) {
-    case DType::f32: conv(as<float>(out)); break;
-    case DType::i32: conv(as<int32_t>(out)); break;
-    case DType::u8: conv(as<uint8_t>(out)); break;
+    case DType::f32:
+      conv(as<float>(out));
+      break;
+    case DType::i32:
+      conv(as<int32_t>(out));
+      break;
+    case DType::u8:
+      conv(as<uint8_t>(out));
+      break;
   }
 }
 
@@ -174,9 +190,17 @@ void transpose_t(int64_t R, int64_t C, T* out, const T* in) {
 
 void run(const FillParams& p, void* const* a) {
   switch (p.dtype) {
-    case DType::f32: pfor(p.n, [&](int64_t lo, int64_t hi) { std::fill(as<float>(a[0]) + lo, as<float>(a[0]) + hi, p.value); }); break;
-    case DType::i32: std::fill_n(as<int32_t>(a[0]), p.n, int32_t(p.value)); break;
-    case DType::u8: std::memset(a[0], int(uint8_t(p.value)), size_t(p.n)); break;
+    case DType::f32:
+      pfor(p.n, [&](int64_t lo, int64_t hi) {
+        std::fill(as<float>(a[0]) + lo, as<float>(a[0]) + hi, p.value);
+      });
+      break;
+    case DType::i32:
+      std::fill_n(as<int32_t>(a[0]), p.n, int32_t(p.value));
+      break;
+    case DType::u8:
+      std::memset(a[0], int(uint8_t(p.value)), size_t(p.n));
+      break;
   }
 }
 
@@ -185,9 +209,12 @@ void run(const ArangeParams& p, void* const* a) {
     using T = std::remove_pointer_t<decltype(o)>;
     for (int64_t j = 0; j < p.n; ++j) o[j] = T(p.start + float(j) * p.step);
   };
-  if (p.dtype == DType::f32) fill(as<float>(a[0]));
-  else if (p.dtype == DType::i32) fill(as<int32_t>(a[0]));
-  else fill(as<uint8_t>(a[0]));
+  if (p.dtype == DType::f32)
+    fill(as<float>(a[0]));
+  else if (p.dtype == DType::i32)
+    fill(as<int32_t>(a[0]));
+  else
+    fill(as<uint8_t>(a[0]));
 }
 
 void run(const RandUniformParams& p, void* const* a) {
@@ -206,8 +233,7 @@ void run(const RandNormalParams& p, void* const* a) {
       U4 r = philox_at(p.seed, p.offset, j);
       float u1 = float((r.v[0] >> 8) + 1) * kTwoPow24;  // (0, 1]
       float u2 = float(r.v[1] >> 8) * kTwoPow24;
-      o[j] = p.mean + p.std * std::sqrt(-2.f * std::log(u1)) *
-                          std::cos(6.283185307179586f * u2);
+      o[j] = p.mean + p.std * std::sqrt(-2.f * std::log(u1)) * std::cos(6.283185307179586f * u2);
     }
   });
 }
@@ -215,8 +241,10 @@ void run(const RandNormalParams& p, void* const* a) {
 void run(const CastParams& p, void* const* a) { cast(p, a[0], a[1]); }
 
 void run(const TransposeParams& p, void* const* a) {
-  if (p.elem_size == 1) transpose_t(p.rows, p.cols, as<uint8_t>(a[0]), as<const uint8_t>(a[1]));
-  else transpose_t(p.rows, p.cols, as<uint32_t>(a[0]), as<const uint32_t>(a[1]));
+  if (p.elem_size == 1)
+    transpose_t(p.rows, p.cols, as<uint8_t>(a[0]), as<const uint8_t>(a[1]));
+  else
+    transpose_t(p.rows, p.cols, as<uint32_t>(a[0]), as<const uint32_t>(a[1]));
 }
 
 void run(const PadParams& p, void* const* a) {
@@ -237,8 +265,10 @@ void run(const BinaryParams& p, void* const* a) {
   float* o = as<float>(a[0]);
   const float *x = as<const float>(a[1]), *y = as<const float>(a[2]);
   switch (p.op) {
-#define SY_BINARY_CASE(name) \
-  case Binary::name: binary_loop<Binary::name>(p, o, x, y); break;
+#define SY_BINARY_CASE(name)               \
+  case Binary::name:                       \
+    binary_loop<Binary::name>(p, o, x, y); \
+    break;
     SWITCHYARD_BINARY_OPS(SY_BINARY_CASE)
 #undef SY_BINARY_CASE
   }
@@ -263,8 +293,7 @@ void run(const UnaryParams& p, void* const* a) {
 
 void run(const UnaryBackwardParams& p, void* const* a) {
   float* dx = as<float>(a[0]);
-  const float *dy = as<const float>(a[1]), *x = as<const float>(a[2]),
-              *y = as<const float>(a[3]);
+  const float *dy = as<const float>(a[1]), *x = as<const float>(a[2]), *y = as<const float>(a[3]);
   pfor(p.n, [&](int64_t lo, int64_t hi) {
     if (p.op == Unary::relu)
       relu_backward_loop(lo, hi, dx, dy, x);
@@ -280,26 +309,27 @@ void run(const ReduceSumParams& p, void* const* a) {
   if (inner == 1) {
     pool().parallel_for(outer, std::max<int64_t>(1, kGrain / std::max<int64_t>(len, 1)),
                         [&](int64_t lo, int64_t hi) {
-      for (int64_t r = lo; r < hi; ++r) {
-        double s = 0;
-        for (int64_t l = 0; l < len; ++l) s += x[r * len + l];
-        o[r] = float(s) * p.scale;
-      }
-    });
+                          for (int64_t r = lo; r < hi; ++r) {
+                            double s = 0;
+                            for (int64_t l = 0; l < len; ++l) s += x[r * len + l];
+                            o[r] = float(s) * p.scale;
+                          }
+                        });
     return;
   }
   pool().parallel_for(inner, std::max<int64_t>(64, kGrain / std::max<int64_t>(len * outer, 1)),
                       [&](int64_t lo, int64_t hi) {
-    std::vector<double> acc(size_t(hi - lo));
-    for (int64_t ob = 0; ob < outer; ++ob) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (int64_t l = 0; l < len; ++l) {
-        const float* row = x + (ob * len + l) * inner;
-        for (int64_t i = lo; i < hi; ++i) acc[size_t(i - lo)] += row[i];
-      }
-      for (int64_t i = lo; i < hi; ++i) o[ob * inner + i] = float(acc[size_t(i - lo)]) * p.scale;
-    }
-  });
+                        std::vector<double> acc(size_t(hi - lo));
+                        for (int64_t ob = 0; ob < outer; ++ob) {
+                          std::fill(acc.begin(), acc.end(), 0.0);
+                          for (int64_t l = 0; l < len; ++l) {
+                            const float* row = x + (ob * len + l) * inner;
+                            for (int64_t i = lo; i < hi; ++i) acc[size_t(i - lo)] += row[i];
+                          }
+                          for (int64_t i = lo; i < hi; ++i)
+                            o[ob * inner + i] = float(acc[size_t(i - lo)]) * p.scale;
+                        }
+                      });
 }
 
 void run(const ExpandParams& p, void* const* a) {
@@ -311,7 +341,9 @@ void run(const ExpandParams& p, void* const* a) {
         o[(ob * p.len + l) * p.inner + i] = p.scale * x[ob * p.inner + i];
 }
 
-void run(const SoftmaxParams& p, void* const* a) { softmax_rows(p, as<float>(a[0]), as<const float>(a[1])); }
+void run(const SoftmaxParams& p, void* const* a) {
+  softmax_rows(p, as<float>(a[0]), as<const float>(a[1]));
+}
 
 void run(const SoftmaxBackwardParams& p, void* const* a) {
   const int64_t rows = p.rows, cols = p.cols;
@@ -370,7 +402,8 @@ void run(const ArgmaxParams& p, void* const* a) {
   const int64_t cols = p.cols;
   const float* x = as<const float>(a[1]);
   for (int64_t r = 0; r < p.rows; ++r)
-    as<int32_t>(a[0])[r] = int32_t(std::max_element(x + r * cols, x + (r + 1) * cols) - (x + r * cols));
+    as<int32_t>(a[0])[r] =
+        int32_t(std::max_element(x + r * cols, x + (r + 1) * cols) - (x + r * cols));
 }
 
 void run(const SgdParams& p, void* const* a) {
@@ -384,8 +417,8 @@ void run(const SgdMomentumParams& p, void* const* a) {
   float* buf = as<float>(a[1]);
   const float* g = as<const float>(a[2]);
   pfor(p.n, [&](int64_t lo, int64_t hi) {
-    sgd_momentum_loop(lo, hi, w, buf, g, p.lr, p.momentum, p.dampening, p.weight_decay,
-                      p.nesterov, p.first_step);
+    sgd_momentum_loop(lo, hi, w, buf, g, p.lr, p.momentum, p.dampening, p.weight_decay, p.nesterov,
+                      p.first_step);
   });
 }
 
@@ -412,7 +445,8 @@ float unary_apply(Unary op, float x) { return pointwise::unary(op, x); }
 void run_kernel(const KernelParams& prm, void* const* a) {
   switch (prm.kernel()) {
 #define SY_RUN(kernel, Params, ...) \
-  case Kernel::kernel: return run(prm.get<Params>(), a);
+  case Kernel::kernel:              \
+    return run(prm.get<Params>(), a);
     SWITCHYARD_KERNELS(SY_RUN)
 #undef SY_RUN
   }

@@ -58,16 +58,18 @@ static void gemm_block(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
                        int64_t r1, int64_t c0, int64_t c1) {
   int64_t m = r1 - r0, n = c1 - c0;
   for (int64_t i = r0; i < r1; ++i) {
-    if (bias) std::memcpy(C + i * N + c0, bias + c0, size_t(n) * sizeof(float));
-    else std::memset(C + i * N + c0, 0, size_t(n) * sizeof(float));
+    if (bias)
+      std::memcpy(C + i * N + c0, bias + c0, size_t(n) * sizeof(float));
+    else
+      std::memset(C + i * N + c0, 0, size_t(n) * sizeof(float));
   }
   if (K == 0 || m == 0 || n == 0) return;
 #ifdef SWITCHYARD_HAVE_CBLAS
   const float* a = ta ? A + r0 : A + r0 * K;  // op(A) rows r0..r1
   const float* b = tb ? B + c0 * K : B + c0;  // op(B) columns c0..c1
-  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans,
-              int(m), int(n), int(K), alpha, a, int(ta ? M : K), b, int(tb ? K : N), 1.f,
-              C + r0 * N + c0, int(N));
+  cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
+              int(n), int(K), alpha, a, int(ta ? M : K), b, int(tb ? K : N), 1.f, C + r0 * N + c0,
+              int(N));
 #else
   std::vector<float> at, bt;
   if (ta) at = transposed(A, K, M), A = at.data();
@@ -98,8 +100,10 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
   int64_t dim = by_rows ? M : N;
   int64_t grain = std::max<int64_t>(16, (dim / threads + 15) / 16 * 16);
   pool().parallel_for(dim, grain, [&](int64_t lo, int64_t hi) {
-    if (by_rows) gemm_block(ta, tb, M, N, K, alpha, A, B, bias, C, lo, hi, 0, N);
-    else gemm_block(ta, tb, M, N, K, alpha, A, B, bias, C, 0, M, lo, hi);
+    if (by_rows)
+      gemm_block(ta, tb, M, N, K, alpha, A, B, bias, C, lo, hi, 0, N);
+    else
+      gemm_block(ta, tb, M, N, K, alpha, A, B, bias, C, 0, M, lo, hi);
   });
 }
 

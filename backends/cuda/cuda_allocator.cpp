@@ -34,7 +34,8 @@ void* CachingAllocator::allocate(size_t bytes) {
     ++stats_.cache_hits;
     return b->ptr;
   }
-  size_t seg = small ? kSegmentGranule : (size + kSegmentGranule - 1) / kSegmentGranule * kSegmentGranule;
+  size_t seg =
+      small ? kSegmentGranule : (size + kSegmentGranule - 1) / kSegmentGranule * kSegmentGranule;
   void* raw = raw_alloc_(seg);
   if (!raw && release_cached() > 0) raw = raw_alloc_(seg);
   if (!raw) return nullptr;
@@ -43,7 +44,8 @@ void* CachingAllocator::allocate(size_t bytes) {
   ++stats_.raw_allocations;
   ++stats_.segments;
   stats_.reserved_bytes += seg;
-  if (stats_.reserved_bytes > stats_.peak_reserved_bytes) stats_.peak_reserved_bytes = stats_.reserved_bytes;
+  if (stats_.reserved_bytes > stats_.peak_reserved_bytes)
+    stats_.peak_reserved_bytes = stats_.reserved_bytes;
   auto* b = new Block{base, seg, true, small, nullptr, nullptr, base};
   blocks_[base] = b;
   fs.insert({seg, base});
@@ -54,7 +56,8 @@ void* CachingAllocator::allocate(size_t bytes) {
 void CachingAllocator::free(void* p) {
   auto it = blocks_.find(static_cast<char*>(p));
   SY_CHECK(it != blocks_.end() && !it->second->free, "release",
-           "expected a block allocated on this device, found an unknown or already freed pointer ", p);
+           "expected a block allocated on this device, found an unknown or already freed pointer ",
+           p);
   Block* b = it->second;
   stats_.allocated_bytes -= b->size;
   b->free = true;

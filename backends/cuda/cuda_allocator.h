@@ -27,13 +27,13 @@
 namespace switchyard::cuda_impl {
 
 struct AllocatorStats {
-  uint64_t requests = 0;          // allocate() calls that succeeded
-  uint64_t cache_hits = 0;        // served from a cached block, no raw allocation
-  uint64_t raw_allocations = 0;   // segments obtained from the raw allocator
-  uint64_t raw_frees = 0;         // segments given back
-  uint64_t segments = 0;          // segments held now
-  uint64_t reserved_bytes = 0;    // bytes held in segments
-  uint64_t allocated_bytes = 0;   // bytes in blocks handed out (rounded sizes)
+  uint64_t requests = 0;         // allocate() calls that succeeded
+  uint64_t cache_hits = 0;       // served from a cached block, no raw allocation
+  uint64_t raw_allocations = 0;  // segments obtained from the raw allocator
+  uint64_t raw_frees = 0;        // segments given back
+  uint64_t segments = 0;         // segments held now
+  uint64_t reserved_bytes = 0;   // bytes held in segments
+  uint64_t allocated_bytes = 0;  // bytes in blocks handed out (rounded sizes)
   uint64_t peak_reserved_bytes = 0;
 };
 

@@ -30,15 +30,16 @@ void shutdown_at_exit() {
 }
 
 std::string no_driver_reason(cudaError_t e) {
-  std::string why = detail::cat("no usable NVIDIA driver: cudaGetDeviceCount returned ", cudaGetErrorName(e),
-                                " (", cudaGetErrorString(e), ")");
+  std::string why = detail::cat("no usable NVIDIA driver: cudaGetDeviceCount returned ",
+                                cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
   dlerror();
   if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
     int drv = 0;
     if (cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0) {
       int rt = 0;
       (void)cudaRuntimeGetVersion(&rt);
-      why += detail::cat("; the driver supports CUDA ", version(drv), ", this build's runtime is CUDA ", version(rt));
+      why += detail::cat("; the driver supports CUDA ", version(drv),
+                         ", this build's runtime is CUDA ", version(rt));
     }
     dlclose(h);
   } else if (const char* err = dlerror()) {

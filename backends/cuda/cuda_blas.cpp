@@ -23,7 +23,8 @@ namespace {
 void* open_first(const std::string& soname, std::string& path, std::string& errors) {
   std::vector<std::string> tries = {soname};
   for (const char* env : {"CUDA_PATH", "CUDA_HOME"})
-    if (const char* d = std::getenv(env); d && *d) tries.push_back(std::string(d) + "/lib64/" + soname);
+    if (const char* d = std::getenv(env); d && *d)
+      tries.push_back(std::string(d) + "/lib64/" + soname);
   tries.push_back("/usr/local/cuda/lib64/" + soname);
 #ifdef SWITCHYARD_CUDA_TOOLKIT_LIB
   tries.push_back(std::string(SWITCHYARD_CUDA_TOOLKIT_LIB) + "/" + soname);
@@ -51,13 +52,15 @@ Loaded load() {
   if (l.api.lt_lib) l.api.cublas_lib = open_first("libcublas.so." + major, l.api.cublas_path, err);
   if (!l.api.lt_lib || !l.api.cublas_lib) {
     l.error = detail::cat("cuBLAS ", major, " not found (looked for libcublas.so.", major,
-                          " and libcublasLt.so.", major, " on the library path, in $CUDA_PATH/lib64 and "
-                          "/usr/local/cuda/lib64): ", err);
+                          " and libcublasLt.so.", major,
+                          " on the library path, in $CUDA_PATH/lib64 and "
+                          "/usr/local/cuda/lib64): ",
+                          err);
     return l;
   }
   std::string missing;
-#define SY_RESOLVE(lib, name)                                                       \
-  l.api.name = reinterpret_cast<decltype(l.api.name)>(dlsym(l.api.lib, #name));      \
+#define SY_RESOLVE(lib, name)                                                   \
+  l.api.name = reinterpret_cast<decltype(l.api.name)>(dlsym(l.api.lib, #name)); \
   if (!l.api.name) missing += std::string(missing.empty() ? "" : ", ") + #name;
 #define SY_RESOLVE_CUBLAS(name) SY_RESOLVE(cublas_lib, name)
 #define SY_RESOLVE_LT(name) SY_RESOLVE(lt_lib, name)
@@ -168,26 +171,34 @@ Blas::Plan& Blas::plan(const Key& k) {
                              : (pl.fused_act ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
       cublasOperation_t op_first = tb ? CUBLAS_OP_T : CUBLAS_OP_N;   // B
       cublasOperation_t op_second = ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // A
-      check(a.cublasLtMatmulDescCreate(&pl.desc, tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F,
-                                       CUDA_R_32F), "cublasLtMatmulDescCreate");
-      check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first, sizeof(op_first)),
+      check(a.cublasLtMatmulDescCreate(
+                &pl.desc, tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
+            "cublasLtMatmulDescCreate");
+      check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
+                                             sizeof(op_first)),
             "cublasLtMatmulDescSetAttribute(TRANSA)");
-      check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second, sizeof(op_second)),
+      check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSB, &op_second,
+                                             sizeof(op_second)),
             "cublasLtMatmulDescSetAttribute(TRANSB)");
       check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_EPILOGUE, &pl.epilogue,
-                                             sizeof(pl.epilogue)), "cublasLtMatmulDescSetAttribute(EPILOGUE)");
+                                             sizeof(pl.epilogue)),
+            "cublasLtMatmulDescSetAttribute(EPILOGUE)");
       // Stored (column-major) shapes: B^T is N x K (ld N), or K x N (ld K) when
       // transposed; A^T is K x M (ld K), or M x K (ld M); C^T is N x M (ld N).
       check(tb ? a.cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_32F, K, N, K)
-               : a.cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_32F, N, K, N), "cublasLtMatrixLayoutCreate(B)");
+               : a.cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_32F, N, K, N),
+            "cublasLtMatrixLayoutCreate(B)");
       check(ta ? a.cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_32F, M, K, M)
-               : a.cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_32F, K, M, K), "cublasLtMatrixLayoutCreate(A)");
-      check(a.cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_32F, N, M, N), "cublasLtMatrixLayoutCreate(C)");
+               : a.cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_32F, K, M, K),
+            "cublasLtMatrixLayoutCreate(A)");
+      check(a.cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_32F, N, M, N),
+            "cublasLtMatrixLayoutCreate(C)");
       check(a.cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
       uint64_t ws = workspace_bytes_;
       // cuBLASLt's A is our B, its B our A; C and D are our C.
       uint32_t al[4] = {uint32_t(align_b), uint32_t(align_a), uint32_t(align_c), uint32_t(align_c)};
-      check(a.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES, &ws, sizeof(ws)),
+      check(a.cublasLtMatmulPreferenceSetAttribute(pref, CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES,
+                                                   &ws, sizeof(ws)),
             "cublasLtMatmulPreferenceSetAttribute(MAX_WORKSPACE_BYTES)");
       const cublasLtMatmulPreferenceAttributes_t attrs[4] = {
           CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES, CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_B_BYTES,
@@ -197,7 +208,8 @@ Blas::Plan& Blas::plan(const Key& k) {
               "cublasLtMatmulPreferenceSetAttribute(MIN_ALIGNMENT)");
       cublasLtMatmulHeuristicResult_t res{};
       int found = 0;
-      cublasStatus_t s = a.cublasLtMatmulAlgoGetHeuristic(lt_, pl.desc, pl.a, pl.b, pl.c, pl.c, pref, 1, &res, &found);
+      cublasStatus_t s = a.cublasLtMatmulAlgoGetHeuristic(lt_, pl.desc, pl.a, pl.b, pl.c, pl.c,
+                                                          pref, 1, &res, &found);
       a.cublasLtMatmulPreferenceDestroy(pref);
       pref = nullptr;
       if (s == CUBLAS_STATUS_SUCCESS && found > 0 && res.workspaceSize <= workspace_bytes_) {
@@ -242,16 +254,19 @@ void Blas::gemm(const GemmParams& p, float* C, const float* A, const float* B, c
                       alignment_of(C)});
   if (pl.use_lt) {
     if (lt_bias)
-      check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias, sizeof(bias)),
+      check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                             sizeof(bias)),
             "cublasLtMatmulDescSetAttribute(BIAS_POINTER)");
-    check(a.cublasLtMatmul(lt_, pl.desc, &alpha, B, pl.a, A, pl.b, &beta, C, pl.c, C, pl.c, &pl.algo, workspace_,
-                           workspace_bytes_, env.stream), "cublasLtMatmul");
+    check(a.cublasLtMatmul(lt_, pl.desc, &alpha, B, pl.a, A, pl.b, &beta, C, pl.c, C, pl.c,
+                           &pl.algo, workspace_, workspace_bytes_, env.stream),
+          "cublasLtMatmul");
     // What the epilogue did not do (a no-op when it did everything).
     launch_bias_act(M, N, C, lt_bias ? nullptr : bias, pl.fused_act ? Unary::none : act, env);
     return;
   }
-  check(a.cublasSgemm_v2(handle_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(N), int(M),
-                         int(K), &alpha, B, int(tb ? K : N), A, int(ta ? M : K), &beta, C, int(N)),
+  check(a.cublasSgemm_v2(handle_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                         int(N), int(M), int(K), &alpha, B, int(tb ? K : N), A, int(ta ? M : K),
+                         &beta, C, int(N)),
         "cublasSgemm");
   launch_bias_act(M, N, C, bias, act, env);
 }

@@ -18,6 +18,7 @@ struct BlasApi {
   void* cublas_lib = nullptr;
   void* lt_lib = nullptr;
   std::string cublas_path, lt_path;
+// clang-format off
 #define SY_CUBLAS_FUNCS(X)                                                              \
   X(cublasCreate_v2) X(cublasDestroy_v2) X(cublasSetStream_v2) X(cublasSetWorkspace_v2) \
   X(cublasSgemm_v2) X(cublasGetStatusName) X(cublasGetVersion_v2)
@@ -32,6 +33,7 @@ struct BlasApi {
   SY_CUBLASLT_FUNCS(SY_DECLARE_FN)
 #undef SY_DECLARE_FN
 };
+// clang-format on
 
 // Opens libcublasLt and libcublas (the soname of the toolkit built against,
 // then $CUDA_PATH/lib64, /usr/local/cuda/lib64 and the build's toolkit) and

@@ -22,18 +22,17 @@ namespace switchyard::cuda_impl {
 }  // namespace switchyard::cuda_impl
 
 // SY_CUDA(op, call): runs a CUDA runtime call, throws on failure.
-#define SY_CUDA(op, call)                                                       \
-  do {                                                                          \
-    cudaError_t sy_e_ = (call);                                                 \
+#define SY_CUDA(op, call)                                                            \
+  do {                                                                               \
+    cudaError_t sy_e_ = (call);                                                      \
     if (sy_e_ != cudaSuccess) ::switchyard::cuda_impl::throw_cuda(sy_e_, op, #call); \
   } while (0)
 
 // SY_CUDA_LAUNCHED(name): after a <<<...>>> launch. Catches bad launch
 // configurations at once; faults inside the kernel surface at the next
 // synchronization, also as an exception.
-#define SY_CUDA_LAUNCHED(name)                                                  \
-  do {                                                                          \
-    cudaError_t sy_e_ = cudaGetLastError();                                     \
-    if (sy_e_ != cudaSuccess)                                                   \
-      ::switchyard::cuda_impl::throw_cuda(sy_e_, name, "kernel launch");        \
+#define SY_CUDA_LAUNCHED(name)                                                                   \
+  do {                                                                                           \
+    cudaError_t sy_e_ = cudaGetLastError();                                                      \
+    if (sy_e_ != cudaSuccess) ::switchyard::cuda_impl::throw_cuda(sy_e_, name, "kernel launch"); \
   } while (0)

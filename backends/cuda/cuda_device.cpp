@@ -25,6 +25,7 @@
 #include "cuda_check.h"
 #include "cuda_dispatch.h"
 #include "switchyard/profile.h"
+#include "units.h"
 
 namespace switchyard::cuda_impl {
 namespace {
@@ -32,11 +33,9 @@ namespace {
 constexpr size_t kRingBytes = size_t(32) << 20;
 constexpr size_t kChunk = size_t(8) << 20;
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
-constexpr size_t kMaxGraphs = 4;     // per Program
-constexpr size_t kMaxPrograms = 64;  // Programs whose graphs are kept
+constexpr size_t kMaxGraphs = 4;       // per Program
+constexpr size_t kMaxPrograms = 64;    // Programs whose graphs are kept
 constexpr size_t kMaxSegments = 1024;  // staged transfers in flight before the oldest are retired
-
-std::string mib(uint64_t b) { return detail::cat(double(b) / double(1 << 20), " MiB"); }
 
 // Everything a graph bakes in, as words: kernel, addresses, every parameter
 // slot (floats bitwise).
@@ -108,8 +107,8 @@ void CudaDevice::ensure() {
     SY_CUDA("cuda", cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     SY_CUDA("cuda", cudaMalloc(reinterpret_cast<void**>(&status_dev_), sizeof(DeviceStatus)));
     SY_CUDA("cuda", cudaMemsetAsync(status_dev_, 0, sizeof(DeviceStatus), stream_));
-    SY_CUDA("cuda",
-            cudaHostAlloc(reinterpret_cast<void**>(&status_host_), sizeof(DeviceStatus), cudaHostAllocDefault));
+    SY_CUDA("cuda", cudaHostAlloc(reinterpret_cast<void**>(&status_host_), sizeof(DeviceStatus),
+                                  cudaHostAllocDefault));
   } catch (...) {  // leave nothing half-made: the next call tries again
     if (status_dev_) (void)cudaFree(status_dev_);
     if (stream_) (void)cudaStreamDestroy(stream_);
@@ -171,10 +170,10 @@ void CudaDevice::throw_oom(const char* op, size_t bytes) {
   (void)cudaMemGetInfo(&free_b, &total_b);
   (void)cudaGetLastError();
   const AllocatorStats& s = alloc_.stats();
-  throw OutOfMemory(detail::cat("[", op, "] out of device memory on ", str(), ": expected ", bytes, " bytes (",
-                                mib(bytes), ") to fit, found ", mib(free_b), " free of ", mib(total_b),
-                                " (Switchyard holds ", mib(s.reserved_bytes), ", ", mib(s.allocated_bytes),
-                                " of it in use)"));
+  throw OutOfMemory(detail::cat(
+      "[", op, "] out of device memory on ", str(), ": expected ", bytes, " bytes (", mib(bytes),
+      ") to fit, found ", mib(free_b), " free of ", mib(total_b), " (Switchyard holds ",
+      mib(s.reserved_bytes), ", ", mib(s.allocated_bytes), " of it in use)"));
 }
 
 Buffer CudaDevice::allocate_impl(size_t bytes) {
@@ -193,9 +192,9 @@ Buffer CudaDevice::allocate_host_impl(size_t bytes) {
   cudaError_t e = cudaHostAlloc(&p, bytes, cudaHostAllocPortable);
   if (e != cudaSuccess) {
     (void)cudaGetLastError();
-    throw OutOfMemory(detail::cat("[allocate_host] out of pinned host memory on ", str(), ": expected ", bytes,
-                                  " bytes (", mib(bytes), "), found cudaHostAlloc failing with ",
-                                  cudaGetErrorName(e)));
+    throw OutOfMemory(detail::cat("[allocate_host] out of pinned host memory on ", str(),
+                                  ": expected ", bytes, " bytes (", mib(bytes),
+                                  "), found cudaHostAlloc failing with ", cudaGetErrorName(e)));
   }
   ++counters_.memory_allocations;
   host_allocs_[p] = {bytes, nullptr};
@@ -218,7 +217,8 @@ CudaDevice::HostAlloc* CudaDevice::host_alloc_containing(const void* p, size_t n
 
 void CudaDevice::note_host_use(HostAlloc* h) {
   if (!h) return;
-  if (!h->last_use) SY_CUDA("transfer", cudaEventCreateWithFlags(&h->last_use, cudaEventDisableTiming));
+  if (!h->last_use)
+    SY_CUDA("transfer", cudaEventCreateWithFlags(&h->last_use, cudaEventDisableTiming));
   SY_CUDA("transfer", cudaEventRecord(h->last_use, stream_));
 }
 
@@ -296,7 +296,8 @@ void CudaDevice::record_segment(size_t begin, size_t end) {
       done = s.serial;
     }
     if (done) retire_segments_through(done);
-    if (segments_.size() > kMaxSegments) retire_segments_through(segments_[kMaxSegments / 2].serial);
+    if (segments_.size() > kMaxSegments)
+      retire_segments_through(segments_[kMaxSegments / 2].serial);
   }
 }
 
@@ -318,7 +319,8 @@ void CudaDevice::retire_segments_through(uint64_t serial) {
 
 size_t CudaDevice::ring_reserve(size_t n) {
   if (!ring_) {
-    SY_CUDA("transfer", cudaHostAlloc(reinterpret_cast<void**>(&ring_), kRingBytes, cudaHostAllocDefault));
+    SY_CUDA("transfer",
+            cudaHostAlloc(reinterpret_cast<void**>(&ring_), kRingBytes, cudaHostAllocDefault));
     ++counters_.memory_allocations;
   }
   n = (n + 255) & ~size_t(255);
@@ -406,7 +408,8 @@ void CudaDevice::copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t
     if (!tmp) throw_oom("copy", n);
     ProfRec* t0 = prof_begin();
     cudaError_t e1 = cudaMemcpyAsync(tmp, s, n, cudaMemcpyDefault, stream_);
-    cudaError_t e2 = e1 == cudaSuccess ? cudaMemcpyAsync(d, tmp, n, cudaMemcpyDefault, stream_) : e1;
+    cudaError_t e2 =
+        e1 == cudaSuccess ? cudaMemcpyAsync(d, tmp, n, cudaMemcpyDefault, stream_) : e1;
     alloc_.free(tmp);
     SY_CUDA("copy", e2);
     prof_end(t0, copy_kind(src, dst), n);
@@ -500,8 +503,8 @@ void CudaDevice::check_status() {
   DeviceStatus st = *status_host_;
   if (st.code == 0) return;
   std::memset(status_host_, 0, sizeof(DeviceStatus));
-  throw Error(detail::cat("[", kernel_name(Kernel(st.kernel)), "] expected labels in [0, ", st.bound,
-                          "), found ", st.value, " at row ", st.row, " on ", str(),
+  throw Error(detail::cat("[", kernel_name(Kernel(st.kernel)), "] expected labels in [0, ",
+                          st.bound, "), found ", st.value, " at row ", st.row, " on ", str(),
                           " (the loss and its gradient are NaN)"));
 }
 
@@ -526,7 +529,8 @@ void CudaDevice::synchronize_impl() {
 // ---- programs --------------------------------------------------------------------
 
 void CudaDevice::enqueue(const Program& p) {
-  for (size_t i = 0; i < p.instrs.size(); ++i) dispatch(p.instrs[i], &ptrs_[i * kMaxKernelArgs], gemm_, env_);
+  for (size_t i = 0; i < p.instrs.size(); ++i)
+    dispatch(p.instrs[i], &ptrs_[i * kMaxKernelArgs], gemm_, env_);
 }
 
 void CudaDevice::execute_impl(const Program& p, std::span<const Binding> bindings) {
@@ -540,10 +544,12 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
     for (int j = 0; j < ins.nargs; ++j) {
       const Arg& a = ins.args[j];
       SY_CHECK(a.slot < bindings.size() && bindings[a.slot].buffer, kernel_name(ins.kernel),
-               "expected argument ", j, " bound to a buffer on ", str(), ", found slot ", a.slot, " unbound");
+               "expected argument ", j, " bound to a buffer on ", str(), ", found slot ", a.slot,
+               " unbound");
       const Binding& b = bindings[a.slot];
-      SY_CHECK(b.offset + a.offset + a.bytes <= b.buffer.bytes, kernel_name(ins.kernel), "argument ", j,
-               " reaches byte ", b.offset + a.offset + a.bytes, " of a ", b.buffer.bytes, "-byte buffer on ", str());
+      SY_CHECK(b.offset + a.offset + a.bytes <= b.buffer.bytes, kernel_name(ins.kernel),
+               "argument ", j, " reaches byte ", b.offset + a.offset + a.bytes, " of a ",
+               b.buffer.bytes, "-byte buffer on ", str());
       ptrs_[i * kMaxKernelArgs + j] = static_cast<char*>(b.buffer.handle) + b.offset + a.offset;
     }
     append_key(key_, ins, &ptrs_[i * kMaxKernelArgs]);
@@ -573,10 +579,11 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
     return;
   }
   if (graphs_enabled_ && !p.instrs.empty()) {
-    if (programs_.size() >= kMaxPrograms && !programs_.count(p.id)) {  // forget the least recently run
-      auto lru = std::min_element(programs_.begin(), programs_.end(), [](const auto& a, const auto& b) {
-        return a.second.last_run < b.second.last_run;
-      });
+    if (programs_.size() >= kMaxPrograms &&
+        !programs_.count(p.id)) {  // forget the least recently run
+      auto lru = std::min_element(
+          programs_.begin(), programs_.end(),
+          [](const auto& a, const auto& b) { return a.second.last_run < b.second.last_run; });
       for (Graph& g : lru->second.graphs) (void)cudaGraphExecDestroy(g.exec);
       programs_.erase(lru);
     }
@@ -634,8 +641,9 @@ void CudaDevice::run_graph(const Program& p, ProgramGraphs& pg, uint64_t h) {
   g.key = key_;
   g.last_used = runs_;
   if (pg.graphs.size() >= kMaxGraphs) {
-    auto lru = std::min_element(pg.graphs.begin(), pg.graphs.end(),
-                                [](const Graph& a, const Graph& b) { return a.last_used < b.last_used; });
+    auto lru =
+        std::min_element(pg.graphs.begin(), pg.graphs.end(),
+                         [](const Graph& a, const Graph& b) { return a.last_used < b.last_used; });
     (void)cudaGraphExecDestroy(lru->exec);
     pg.graphs.erase(lru);
   }

@@ -71,11 +71,11 @@ class CudaDevice final : public BackendDevice {
     std::vector<Graph> graphs;
     uint64_t recent[8] = {};  // hashes of recent runs: a repeat is worth capturing
     unsigned next_recent = 0;
-    bool disabled = false;    // capture failed once: run eagerly
+    bool disabled = false;  // capture failed once: run eagerly
     uint64_t last_run = 0;
   };
 
-  void ensure();           // creates the stream and helpers on first use
+  void ensure();  // creates the stream and helpers on first use
   void set_device() const;
   struct HostAlloc {
     size_t bytes = 0;
@@ -100,7 +100,7 @@ class CudaDevice final : public BackendDevice {
     std::vector<Kernel> kernels;  // a Program's launches; empty for a copy
     const char* name = nullptr;   // a copy's transfer kind
     uint64_t bytes = 0;
-    int64_t host_ns = 0;          // profiler clock when it was enqueued
+    int64_t host_ns = 0;  // profiler clock when it was enqueued
   };
   cudaEvent_t timing_event();
   const char* copy_kind(Buffer src, Buffer dst);
@@ -136,8 +136,8 @@ class CudaDevice final : public BackendDevice {
   void* workspace_ = nullptr;
   bool graphs_enabled_ = true;
   std::unordered_map<uint64_t, ProgramGraphs> programs_;
-  std::vector<void*> ptrs_;      // resolved argument addresses, 5 per launch
-  std::vector<uint64_t> key_;    // the current run's graph key
+  std::vector<void*> ptrs_;    // resolved argument addresses, 5 per launch
+  std::vector<uint64_t> key_;  // the current run's graph key
   uint64_t runs_ = 0;
   std::vector<ProfRec> prof_;               // waiting for synchronize()
   std::vector<cudaEvent_t> timing_events_;  // free, created with timing

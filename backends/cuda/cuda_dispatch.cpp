@@ -16,7 +16,8 @@ void dispatch(const Instr& ins, void* const* a, const GemmFn& gemm, const Launch
   e.gemm = &gemm;
   switch (ins.kernel) {
 #define SY_CUDA_CASE(kernel, Params, ...) \
-  case Kernel::kernel: return launch(ins.params.get<Params>(), a, e);
+  case Kernel::kernel:                    \
+    return launch(ins.params.get<Params>(), a, e);
     SWITCHYARD_KERNELS(SY_CUDA_CASE)
 #undef SY_CUDA_CASE
   }

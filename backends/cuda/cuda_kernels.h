@@ -20,8 +20,8 @@ struct DeviceStatus {
   int32_t code;    // 0: fine; 1: label out of range
   int32_t kernel;  // Kernel id that reported it
   int32_t row;
-  int32_t value;   // the offending label
-  int32_t bound;   // the number of classes
+  int32_t value;  // the offending label
+  int32_t bound;  // the number of classes
 };
 
 // The GEMM, which is cuBLAS's: the device passes its own in (the CPU

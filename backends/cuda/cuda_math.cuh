@@ -15,7 +15,7 @@
 // their index math is tested where no GPU is.
 #ifdef SY_CUDA_EMULATION
 #define SY_LAUNCH(kernel, grid, block, stream) \
-  (::sy_emu::Launch(grid, block, stream) ->* [](auto... sy_args) { kernel(sy_args...); })
+  (::sy_emu::Launch(grid, block, stream)->*[](auto... sy_args) { kernel(sy_args...); })
 #else
 #define SY_LAUNCH(kernel, grid, block, stream) kernel<<<grid, block, 0, stream>>>
 #endif
@@ -32,8 +32,8 @@ inline unsigned blocks_for(int64_t n, const LaunchEnv& env, int block = kBlock) 
 }
 
 // for (i = global thread id; i < n; i += total threads)
-#define SY_GRID_STRIDE(i, n)                                                       \
-  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n);         \
+#define SY_GRID_STRIDE(i, n)                                                \
+  for (int64_t i = int64_t(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += int64_t(gridDim.x) * blockDim.x)
 
 __device__ inline float warp_sum(float v) {
@@ -51,7 +51,11 @@ __device__ inline float warp_max(float v) {
 
 // The pointwise math, shared with the CPU backend (pointwise.h).
 __device__ inline float unary_apply(Unary op, float x) { return pointwise::unary(op, x); }
-__device__ inline float unary_grad(Unary op, float x, float y) { return pointwise::unary_grad(op, x, y); }
-__device__ inline float binary_apply(Binary op, float a, float b) { return pointwise::binary(op, a, b); }
+__device__ inline float unary_grad(Unary op, float x, float y) {
+  return pointwise::unary_grad(op, x, y);
+}
+__device__ inline float binary_apply(Binary op, float a, float b) {
+  return pointwise::binary(op, a, b);
+}
 
 }  // namespace switchyard::cuda_impl

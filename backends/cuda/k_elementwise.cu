@@ -48,7 +48,8 @@ struct Bcast {
   int64_t d[4], sa[4], sb[4];
 };
 
-__global__ void binary_k(float* out, const float* a, const float* b, Bcast s, int64_t n, Binary op) {
+__global__ void binary_k(float* out, const float* a, const float* b, Bcast s, int64_t n,
+                         Binary op) {
   SY_GRID_STRIDE(i, n) {
     int64_t i3 = i % s.d[3], r = i / s.d[3];
     int64_t i2 = r % s.d[2];
@@ -75,16 +76,23 @@ void fill_as(void* out, int64_t n, T v, const LaunchEnv& env) {
 
 template <class T>
 void arange_as(void* out, int64_t n, float start, float step, const LaunchEnv& env) {
-  SY_LAUNCH(arange_k<T>, blocks_for(n, env), kBlock, env.stream)(static_cast<T*>(out), n, start, step);
+  SY_LAUNCH(arange_k<T>, blocks_for(n, env), kBlock, env.stream)
+  (static_cast<T*>(out), n, start, step);
 }
 
 template <class To>
 void cast_from(DType from, To* out, const void* in, int64_t n, const LaunchEnv& env) {
   unsigned g = blocks_for(n, env);
   switch (from) {
-    case DType::f32: SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, static_cast<const float*>(in), n); break;
-    case DType::i32: SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, static_cast<const int32_t*>(in), n); break;
-    case DType::u8: SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, static_cast<const uint8_t*>(in), n); break;
+    case DType::f32:
+      SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, static_cast<const float*>(in), n);
+      break;
+    case DType::i32:
+      SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, static_cast<const int32_t*>(in), n);
+      break;
+    case DType::u8:
+      SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, static_cast<const uint8_t*>(in), n);
+      break;
   }
 }
 
@@ -95,9 +103,15 @@ void launch(const FillParams& p, void* const* args, const LaunchEnv& env) {
   const int64_t n = p.n;
   if (n <= 0) return;
   switch (p.dtype) {
-    case DType::f32: fill_as<float>(out, n, p.value, env); break;
-    case DType::i32: fill_as<int32_t>(out, n, int32_t(p.value), env); break;
-    case DType::u8: fill_as<uint8_t>(out, n, uint8_t(p.value), env); break;
+    case DType::f32:
+      fill_as<float>(out, n, p.value, env);
+      break;
+    case DType::i32:
+      fill_as<int32_t>(out, n, int32_t(p.value), env);
+      break;
+    case DType::u8:
+      fill_as<uint8_t>(out, n, uint8_t(p.value), env);
+      break;
   }
   SY_CUDA_LAUNCHED("fill");
 }
@@ -107,9 +121,15 @@ void launch(const ArangeParams& p, void* const* args, const LaunchEnv& env) {
   const int64_t n = p.n;
   if (n <= 0) return;
   switch (p.dtype) {
-    case DType::f32: arange_as<float>(out, n, p.start, p.step, env); break;
-    case DType::i32: arange_as<int32_t>(out, n, p.start, p.step, env); break;
-    case DType::u8: arange_as<uint8_t>(out, n, p.start, p.step, env); break;
+    case DType::f32:
+      arange_as<float>(out, n, p.start, p.step, env);
+      break;
+    case DType::i32:
+      arange_as<int32_t>(out, n, p.start, p.step, env);
+      break;
+    case DType::u8:
+      arange_as<uint8_t>(out, n, p.start, p.step, env);
+      break;
   }
   SY_CUDA_LAUNCHED("arange");
 }
@@ -121,9 +141,15 @@ void launch(const CastParams& p, void* const* args, const LaunchEnv& env) {
   if (n <= 0) return;
   const DType from = p.from;
   switch (p.to) {
-    case DType::f32: cast_from(from, static_cast<float*>(out), in, n, env); break;
-    case DType::i32: cast_from(from, static_cast<int32_t*>(out), in, n, env); break;
-    case DType::u8: cast_from(from, static_cast<uint8_t*>(out), in, n, env); break;
+    case DType::f32:
+      cast_from(from, static_cast<float*>(out), in, n, env);
+      break;
+    case DType::i32:
+      cast_from(from, static_cast<int32_t*>(out), in, n, env);
+      break;
+    case DType::u8:
+      cast_from(from, static_cast<uint8_t*>(out), in, n, env);
+      break;
   }
   SY_CUDA_LAUNCHED("cast");
 }
@@ -177,7 +203,8 @@ void launch(const BinaryParams& p, void* const* args, const LaunchEnv& env) {
 void launch_bias_act(int64_t rows, int64_t cols, float* out, const float* bias, Unary act,
                      const LaunchEnv& env) {
   if (rows * cols <= 0 || (!bias && act == Unary::none)) return;
-  SY_LAUNCH(bias_act_k, blocks_for(rows * cols, env), kBlock, env.stream)(out, bias, rows, cols, act);
+  SY_LAUNCH(bias_act_k, blocks_for(rows * cols, env), kBlock, env.stream)
+  (out, bias, rows, cols, act);
   SY_CUDA_LAUNCHED("gemm epilogue");
 }
 

@@ -41,7 +41,8 @@ __global__ void pad_k(float* out, const float* in, int64_t start, int64_t len, i
   SY_GRID_STRIDE(i, total) out[i] = (i >= start && i < start + len) ? in[i - start] : 0.f;
 }
 
-__global__ void expand_k(float* out, const float* in, int64_t len, int64_t inner, int64_t total, float scale) {
+__global__ void expand_k(float* out, const float* in, int64_t len, int64_t inner, int64_t total,
+                         float scale) {
   SY_GRID_STRIDE(i, total) {
     int64_t ii = i % inner, o = i / (inner * len);
     out[i] = scale * in[o * inner + ii];
@@ -59,10 +60,15 @@ void launch(const TransposeParams& p, void* const* args, const LaunchEnv& env) {
   SY_CHECK(gx <= 0x7fffffff, "transpose", "expected at most ", int64_t(0x7fffffff) * kTile,
            " columns on CUDA, found ", C);
   dim3 grid(unsigned(gx), unsigned(gy < 65535 ? gy : 65535)), block(kTile, kRowsPerPass);
-  if (p.elem_size == 1)
-    SY_LAUNCH(transpose_k, grid, block, env.stream)(static_cast<uint8_t*>(out), static_cast<const uint8_t*>(in), R, C);
-  else
-    SY_LAUNCH(transpose_k, grid, block, env.stream)(static_cast<uint32_t*>(out), static_cast<const uint32_t*>(in), R, C);
+  if (p.elem_size == 1) {
+    auto* o = static_cast<uint8_t*>(out);
+    auto* i = static_cast<const uint8_t*>(in);
+    SY_LAUNCH(transpose_k, grid, block, env.stream)(o, i, R, C);
+  } else {
+    auto* o = static_cast<uint32_t*>(out);
+    auto* i = static_cast<const uint32_t*>(in);
+    SY_LAUNCH(transpose_k, grid, block, env.stream)(o, i, R, C);
+  }
   SY_CUDA_LAUNCHED("transpose");
 }
 
@@ -80,7 +86,8 @@ void launch(const ExpandParams& p, void* const* args, const LaunchEnv& env) {
   const float* in = static_cast<const float*>(args[1]);
   const int64_t outer = p.outer, len = p.len, inner = p.inner, total = outer * len * inner;
   if (total <= 0) return;
-  SY_LAUNCH(expand_k, blocks_for(total, env), kBlock, env.stream)(out, in, len, inner, total, p.scale);
+  SY_LAUNCH(expand_k, blocks_for(total, env), kBlock, env.stream)
+  (out, in, len, inner, total, p.scale);
   SY_CUDA_LAUNCHED("expand");
 }
 

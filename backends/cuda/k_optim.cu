@@ -22,16 +22,18 @@ __global__ void sgd_k(float* w, const float* g, int64_t n, float lr, float wd) {
 
 __global__ void sgd_momentum_k(float* w, float* buf, const float* g, int64_t n, float lr, float mom,
                                float damp, float wd, bool nesterov, bool first) {
-  SY_GRID_STRIDE(j, n) pointwise::sgd_momentum_step(w[j], buf[j], g[j], lr, mom, damp, wd, nesterov, first);
+  SY_GRID_STRIDE(j, n)
+  pointwise::sgd_momentum_step(w[j], buf[j], g[j], lr, mom, damp, wd, nesterov, first);
 }
 
-__global__ void adam_k(float* w, float* m, float* v, const float* g, const float* step, int64_t n, float lr,
-                       float b1, float b2, float eps, float wd, bool decoupled) {
+__global__ void adam_k(float* w, float* m, float* v, const float* g, const float* step, int64_t n,
+                       float lr, float b1, float b2, float eps, float wd, bool decoupled) {
   float t = step[0];
   float bc1 = 1.f - powf(b1, t), bc2 = 1.f - powf(b2, t);
   float stepsize = lr / bc1, inv_sqrt_bc2 = 1.f / sqrtf(bc2);
   float keep = decoupled ? 1.f - lr * wd : 1.f, l2 = decoupled ? 0.f : wd;
-  SY_GRID_STRIDE(j, n) pointwise::adam_step(w[j], m[j], v[j], g[j], b1, b2, eps, stepsize, inv_sqrt_bc2, keep, l2);
+  SY_GRID_STRIDE(j, n)
+  pointwise::adam_step(w[j], m[j], v[j], g[j], b1, b2, eps, stepsize, inv_sqrt_bc2, keep, l2);
 }
 
 }  // namespace
@@ -51,8 +53,8 @@ void launch(const SgdMomentumParams& p, void* const* args, const LaunchEnv& env)
   const float* g = static_cast<const float*>(args[2]);
   const int64_t n = p.n;
   if (n <= 0) return;
-  SY_LAUNCH(sgd_momentum_k, blocks_for(n, env), kBlock, env.stream)(w, buf, g, n, p.lr, p.momentum, p.dampening,
-                                                                 p.weight_decay, p.nesterov, p.first_step);
+  SY_LAUNCH(sgd_momentum_k, blocks_for(n, env), kBlock, env.stream)
+  (w, buf, g, n, p.lr, p.momentum, p.dampening, p.weight_decay, p.nesterov, p.first_step);
   SY_CUDA_LAUNCHED("sgd_momentum_update");
 }
 
@@ -64,8 +66,8 @@ void launch(const AdamParams& p, void* const* args, const LaunchEnv& env) {
   const float* step = static_cast<const float*>(args[4]);
   const int64_t n = p.n;
   if (n <= 0) return;
-  SY_LAUNCH(adam_k, blocks_for(n, env), kBlock, env.stream)(w, m, v, g, step, n, p.lr, p.beta1, p.beta2, p.eps,
-                                                         p.weight_decay, p.decoupled);
+  SY_LAUNCH(adam_k, blocks_for(n, env), kBlock, env.stream)
+  (w, m, v, g, step, n, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.decoupled);
   SY_CUDA_LAUNCHED("adam_update");
 }
 

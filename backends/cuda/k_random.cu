@@ -36,8 +36,9 @@ struct Rng {
 };
 
 __device__ inline U4 philox_at(const Rng& r, int64_t k) {
-  return philox({{uint32_t(k), uint32_t(uint64_t(k) >> 32), uint32_t(r.offset), uint32_t(r.offset >> 32)}},
-                r.k0, r.k1);
+  return philox(
+      {{uint32_t(k), uint32_t(uint64_t(k) >> 32), uint32_t(r.offset), uint32_t(r.offset >> 32)}},
+      r.k0, r.k1);
 }
 
 constexpr float kTwoPow24 = 1.0f / 16777216.0f;
@@ -62,7 +63,8 @@ void launch(const RandUniformParams& p, void* const* args, const LaunchEnv& env)
   const int64_t n = p.n;
   if (n <= 0) return;
   Rng r{uint32_t(p.seed), uint32_t(p.seed >> 32), p.offset};
-  SY_LAUNCH(rand_uniform_k, blocks_for(n, env), kBlock, env.stream)(out, n, r, p.low, p.high - p.low);
+  SY_LAUNCH(rand_uniform_k, blocks_for(n, env), kBlock, env.stream)
+  (out, n, r, p.low, p.high - p.low);
   SY_CUDA_LAUNCHED("rand_uniform");
 }
 

@@ -18,7 +18,8 @@ namespace {
 
 constexpr int kWarps = 8;
 
-__global__ void row_sum_warp_k(float* out, const float* in, int64_t rows, int64_t len, float scale) {
+__global__ void row_sum_warp_k(float* out, const float* in, int64_t rows, int64_t len,
+                               float scale) {
   int lane = threadIdx.x & 31;
   int64_t first = int64_t(blockIdx.x) * kWarps + (threadIdx.x >> 5);
   for (int64_t r = first; r < rows; r += int64_t(gridDim.x) * kWarps) {
@@ -30,7 +31,8 @@ __global__ void row_sum_warp_k(float* out, const float* in, int64_t rows, int64_
   }
 }
 
-__global__ void row_sum_block_k(float* out, const float* in, int64_t rows, int64_t len, float scale) {
+__global__ void row_sum_block_k(float* out, const float* in, int64_t rows, int64_t len,
+                                float scale) {
   __shared__ double part[kWarps];
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
@@ -49,7 +51,8 @@ __global__ void row_sum_block_k(float* out, const float* in, int64_t rows, int64
   }
 }
 
-__global__ void col_sum_k(float* out, const float* in, int64_t outer, int64_t len, int64_t inner, float scale) {
+__global__ void col_sum_k(float* out, const float* in, int64_t outer, int64_t len, int64_t inner,
+                          float scale) {
   __shared__ double part[kWarps][33];
   for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
     for (int64_t i0 = int64_t(blockIdx.x) * 32; i0 < inner; i0 += int64_t(gridDim.x) * 32) {
@@ -85,9 +88,11 @@ void launch(const ReduceSumParams& p, void* const* args, const LaunchEnv& env) {
     return;
   }
   if (inner == 1 && len <= 4096) {
-    SY_LAUNCH(row_sum_warp_k, blocks_for(outer, env, kWarps), kWarps * 32, env.stream)(out, in, outer, len, p.scale);
+    SY_LAUNCH(row_sum_warp_k, blocks_for(outer, env, kWarps), kWarps * 32, env.stream)
+    (out, in, outer, len, p.scale);
   } else if (inner == 1) {
-    SY_LAUNCH(row_sum_block_k, blocks_for(outer, env, 1), kWarps * 32, env.stream)(out, in, outer, len, p.scale);
+    SY_LAUNCH(row_sum_block_k, blocks_for(outer, env, 1), kWarps * 32, env.stream)
+    (out, in, outer, len, p.scale);
   } else {
     dim3 grid(blocks_for(inner, env, 32), unsigned(outer < 65535 ? outer : 65535));
     SY_LAUNCH(col_sum_k, grid, dim3(32, kWarps), env.stream)(out, in, outer, len, inner, p.scale);

@@ -21,7 +21,8 @@ namespace {
 
 constexpr int kRowsPerBlock = 8;
 
-__device__ inline void report_label(DeviceStatus* st, Kernel k, int64_t row, int32_t label, int64_t cols) {
+__device__ inline void report_label(DeviceStatus* st, Kernel k, int64_t row, int32_t label,
+                                    int64_t cols) {
   if (atomicCAS(&st->code, 0, -1) == 0) {  // claimed; publish the fields, then the code
     st->kernel = int32_t(k);
     st->row = int32_t(row);
@@ -42,7 +43,7 @@ __device__ inline void row_stats(const float* x, int64_t cols, int lane, float& 
   s = warp_sum(s);
 }
 
-#define SY_FOR_ROWS(r, rows)                                                          \
+#define SY_FOR_ROWS(r, rows)                                                             \
   for (int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5); r < (rows); \
        r += int64_t(gridDim.x) * kRowsPerBlock)
 
@@ -63,8 +64,8 @@ __global__ void softmax_k(float* out, const float* in, int64_t rows, int64_t col
   }
 }
 
-__global__ void softmax_backward_k(float* dx, const float* dy, const float* y, int64_t rows, int64_t cols,
-                                   bool log_out) {
+__global__ void softmax_backward_k(float* dx, const float* dy, const float* y, int64_t rows,
+                                   int64_t cols, bool log_out) {
   int lane = threadIdx.x & 31;
   SY_FOR_ROWS(r, rows) {
     const float *g = dy + r * cols, *yr = y + r * cols;
@@ -84,8 +85,9 @@ __global__ void softmax_backward_k(float* dx, const float* dy, const float* y, i
 
 constexpr int kLossThreads = 1024;
 
-__global__ void __launch_bounds__(kLossThreads) cross_entropy_k(float* loss, const float* in, const int32_t* labels, int64_t rows,
-                                int64_t cols, DeviceStatus* st) {
+__global__ void __launch_bounds__(kLossThreads)
+    cross_entropy_k(float* loss, const float* in, const int32_t* labels, int64_t rows, int64_t cols,
+                    DeviceStatus* st) {
   __shared__ double part[kLossThreads / 32];
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   double acc = 0;
@@ -110,8 +112,9 @@ __global__ void __launch_bounds__(kLossThreads) cross_entropy_k(float* loss, con
   }
 }
 
-__global__ void cross_entropy_backward_k(float* dx, const float* in, const int32_t* labels, const float* dloss,
-                                         int64_t rows, int64_t cols, DeviceStatus* st) {
+__global__ void cross_entropy_backward_k(float* dx, const float* in, const int32_t* labels,
+                                         const float* dloss, int64_t rows, int64_t cols,
+                                         DeviceStatus* st) {
   int lane = threadIdx.x & 31;
   float scale = dloss[0] / float(rows);
   SY_FOR_ROWS(r, rows) {
@@ -152,7 +155,9 @@ __global__ void argmax_k(int32_t* out, const float* in, int64_t rows, int64_t co
   }
 }
 
-unsigned row_blocks(int64_t rows, const LaunchEnv& env) { return blocks_for(rows, env, kRowsPerBlock); }
+unsigned row_blocks(int64_t rows, const LaunchEnv& env) {
+  return blocks_for(rows, env, kRowsPerBlock);
+}
 constexpr int kRowThreads = kRowsPerBlock * 32;
 
 }  // namespace
@@ -172,7 +177,8 @@ void launch(const SoftmaxBackwardParams& p, void* const* args, const LaunchEnv& 
   const float* y = static_cast<const float*>(args[2]);
   const int64_t rows = p.rows, cols = p.cols;
   if (rows <= 0 || cols <= 0) return;
-  SY_LAUNCH(softmax_backward_k, row_blocks(rows, env), kRowThreads, env.stream)(dx, dy, y, rows, cols, p.log);
+  SY_LAUNCH(softmax_backward_k, row_blocks(rows, env), kRowThreads, env.stream)
+  (dx, dy, y, rows, cols, p.log);
   SY_CUDA_LAUNCHED("softmax_backward");
 }
 
@@ -193,8 +199,8 @@ void launch(const CrossEntropyBackwardParams& p, void* const* args, const Launch
   const float* dloss = static_cast<const float*>(args[3]);
   const int64_t rows = p.rows, cols = p.cols;
   if (rows <= 0 || cols <= 0) return;
-  SY_LAUNCH(cross_entropy_backward_k, row_blocks(rows, env), kRowThreads, env.stream)(dx, x, labels, dloss, rows,
-                                                                                  cols, env.status);
+  SY_LAUNCH(cross_entropy_backward_k, row_blocks(rows, env), kRowThreads, env.stream)
+  (dx, x, labels, dloss, rows, cols, env.status);
   SY_CUDA_LAUNCHED("cross_entropy_backward");
 }
 

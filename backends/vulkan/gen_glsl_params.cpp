@@ -74,8 +74,10 @@ int main(int argc, char** argv) {
     std::vector<int> slots(size_t(l.num_fields));
     int ints = vk_impl::table_slots(l, slots.data());
     if (ints > vk_impl::kTableInts || l.floats > vk_impl::kTableFloats) {
-      std::fprintf(stderr, "gen_glsl_params: %s needs %d int and %d float slots; the launch table has %d and %d\n",
-                   e.params, ints, l.floats, vk_impl::kTableInts, vk_impl::kTableFloats);
+      std::fprintf(
+          stderr,
+          "gen_glsl_params: %s needs %d int and %d float slots; the launch table has %d and %d\n",
+          e.params, ints, l.floats, vk_impl::kTableInts, vk_impl::kTableFloats);
       return 1;
     }
     std::string P = e.params;

@@ -15,7 +15,8 @@ void VulkanDevice::check(VkResult r, const char* op, const char* what) {
 void VulkanDevice::ensure() {
   if (shut_down_) throw Error(cat("[vulkan] ", str(), " was shut down (the program is exiting)"));
   if (ready_) {
-    if (lost_) throw Error(cat("[vulkan] ", str(), " was lost (VK_ERROR_DEVICE_LOST) and cannot be used"));
+    if (lost_)
+      throw Error(cat("[vulkan] ", str(), " was lost (VK_ERROR_DEVICE_LOST) and cannot be used"));
     return;
   }
   try {
@@ -35,7 +36,8 @@ void VulkanDevice::create() {
   q.queueCount = 1;
   q.pQueuePriorities = &prio;
   VkPhysicalDeviceFeatures f{};
-  VkPhysicalDeviceDescriptorIndexingFeatures di{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DESCRIPTOR_INDEXING_FEATURES};
+  VkPhysicalDeviceDescriptorIndexingFeatures di{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DESCRIPTOR_INDEXING_FEATURES};
   bool di_api = p_.api >= VK_API_VERSION_1_2 || has_ext(p_.exts, "VK_EXT_descriptor_indexing");
   if (di_api) {
     VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
@@ -43,7 +45,8 @@ void VulkanDevice::create() {
     vk.vkGetPhysicalDeviceFeatures2(p_.pd, &f2);
   }
   uab_feature_ = di_api && di.descriptorBindingStorageBufferUpdateAfterBind;
-  VkPhysicalDeviceDescriptorIndexingFeatures enable_di{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DESCRIPTOR_INDEXING_FEATURES};
+  VkPhysicalDeviceDescriptorIndexingFeatures enable_di{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DESCRIPTOR_INDEXING_FEATURES};
   enable_di.descriptorBindingStorageBufferUpdateAfterBind = VK_TRUE;
   std::vector<const char*> exts;
   if (uab_feature_ && p_.api < VK_API_VERSION_1_2) exts.push_back("VK_EXT_descriptor_indexing");
@@ -71,11 +74,14 @@ void VulkanDevice::create() {
   VkDescriptorSetLayoutBinding b[kBindings] = {};
   VkDescriptorBindingFlags bflags[kBindings];
   for (uint32_t k = 0; k < kBindings; ++k) {
-    b[k] = {k, k == kTableBinding ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, 1,
-            VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+    b[k] = {
+        k,
+        k == kTableBinding ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+        1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
     bflags[k] = k < kArgBindings ? VK_DESCRIPTOR_BINDING_UPDATE_AFTER_BIND_BIT : 0;
   }
-  VkDescriptorSetLayoutBindingFlagsCreateInfo fci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_BINDING_FLAGS_CREATE_INFO};
+  VkDescriptorSetLayoutBindingFlagsCreateInfo fci{
+      VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_BINDING_FLAGS_CREATE_INFO};
   fci.bindingCount = kBindings;
   fci.pBindingFlags = bflags;
   VkDescriptorSetLayoutCreateInfo lci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
@@ -132,8 +138,10 @@ void VulkanDevice::choose_tiles() {
   bool cpu_like = p_.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
   auto& gemm_ = lc_.gemm;
   auto& gemm_small_ = lc_.gemm_small;
-  gemm_ = cpu_like ? std::array<uint32_t, 5>{128, 128, 16, 32, 8} : std::array<uint32_t, 5>{64, 64, 16, 4, 4};
-  gemm_small_ = cpu_like ? std::array<uint32_t, 5>{64, 64, 16, 16, 8} : std::array<uint32_t, 5>{32, 32, 16, 4, 4};
+  gemm_ = cpu_like ? std::array<uint32_t, 5>{128, 128, 16, 32, 8}
+                   : std::array<uint32_t, 5>{64, 64, 16, 4, 4};
+  gemm_small_ = cpu_like ? std::array<uint32_t, 5>{64, 64, 16, 16, 8}
+                         : std::array<uint32_t, 5>{32, 32, 16, 4, 4};
   for (auto* t : {&gemm_, &gemm_small_})
     while (((*t)[0] / (*t)[3]) * ((*t)[1] / (*t)[4]) > maxwg) (*t)[3] *= 2, (*t)[4] *= 2;
   if (const char* e = std::getenv("SWITCHYARD_VK_GEMM_TILE")) {
@@ -142,7 +150,8 @@ void VulkanDevice::choose_tiles() {
              "expected SWITCHYARD_VK_GEMM_TILE=BM,BN,BK,TM,TN, found '", e, "'");
     uint32_t w = t[3] && t[4] ? (t[0] / t[3]) * (t[1] / t[4]) : 0;
     SY_CHECK(w > 0 && w <= maxwg && t[3] % 4 == 0 && t[4] % 4 == 0 && t[0] % t[3] == 0 &&
-                 t[1] % t[4] == 0 && t[2] % 4 == 0 && 4 * t[2] * (t[0] + t[1]) <= L.maxComputeSharedMemorySize,
+                 t[1] % t[4] == 0 && t[2] % 4 == 0 &&
+                 4 * t[2] * (t[0] + t[1]) <= L.maxComputeSharedMemorySize,
              "vulkan", "SWITCHYARD_VK_GEMM_TILE=", e, " does not fit ", str(),
              ": expected TM, TN, BK multiples of 4 dividing BM, BN, with BM/TM*BN/TN <= ", maxwg,
              " invocations and the tiles in shared memory");
@@ -155,7 +164,7 @@ void VulkanDevice::choose_tiles() {
   lc_.grid_cap = cpu_like ? 4096 : 16384;
   if (const char* gc = std::getenv("SWITCHYARD_VK_GRID_CAP"); gc && std::atoi(gc) > 0)
     lc_.grid_cap = uint32_t(std::min<int>(std::atoi(gc), int(kMaxGroups)));
- // The gemm_sg build shares A's loads across a subgroup's lanes; it needs
+  // The gemm_sg build shares A's loads across a subgroup's lanes; it needs
   // every subgroup to be consecutive invocations of one tile row, which
   // CPU drivers guarantee (lanes are SIMD lanes over the invocation index).
   uint32_t sgs = p_.subgroup.subgroupSize;
@@ -164,8 +173,8 @@ void VulkanDevice::choose_tiles() {
   };
   gemm_sg_ = cpu_like && !env_on("SWITCHYARD_VK_NO_SUBGROUPS") &&
              (p_.subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
-             (p_.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) && sg_fits(gemm_) &&
-             sg_fits(gemm_small_);
+             (p_.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) &&
+             sg_fits(gemm_) && sg_fits(gemm_small_);
   use_subgroups_ = p_.subgroup_arith && !env_on("SWITCHYARD_VK_NO_SUBGROUPS");
 }
 
@@ -299,7 +308,8 @@ BackendEntry vulkan_backend() {
       continue;
     }
     bool zero_copy = !force_staging && has_zero_copy(p.mem);
-    e.devices.push_back(std::make_shared<VulkanDevice>(in, std::move(p), int(e.devices.size()), zero_copy));
+    e.devices.push_back(
+        std::make_shared<VulkanDevice>(in, std::move(p), int(e.devices.size()), zero_copy));
   }
   live = new Live;
   live->instance = in;
@@ -307,9 +317,10 @@ BackendEntry vulkan_backend() {
   std::atexit(shutdown_at_exit);
   e.available = !e.devices.empty();
   if (!e.available)
-    e.reason = pds.empty() ? "no Vulkan device found (is a driver installed? mesa-vulkan-drivers provides "
-                             "lavapipe; VK_ICD_FILENAMES may point elsewhere)"
-                           : "no Vulkan device can run Switchyard: " + skipped;
+    e.reason = pds.empty()
+                   ? "no Vulkan device found (is a driver installed? mesa-vulkan-drivers provides "
+                     "lavapipe; VK_ICD_FILENAMES may point elsewhere)"
+                   : "no Vulkan device can run Switchyard: " + skipped;
   return e;
 }
 

@@ -66,8 +66,8 @@ using detail::cat;
 
 constexpr uint32_t kTableBinding = 5, kStatusBinding = 6, kBindings = 7;
 constexpr uint32_t kRingId = UINT32_MAX;  // Range id of the staging ring
-constexpr uint32_t kFrames = 2;      // recordings per Program, used alternately
-constexpr uint64_t kAlign = 256;     // suballocation alignment
+constexpr uint32_t kFrames = 2;           // recordings per Program, used alternately
+constexpr uint64_t kAlign = 256;          // suballocation alignment
 constexpr uint64_t kFirstBlock = 64ull << 20;
 constexpr uint64_t kRingBytes = 32ull << 20;
 constexpr uint64_t kRingChunk = 8ull << 20;
@@ -87,10 +87,10 @@ struct HostBuf {
 struct Frame {
   VkCommandBuffer cb = VK_NULL_HANDLE;
   VkDescriptorPool pool = VK_NULL_HANDLE;
-  std::vector<VkDescriptorSet> sets;             // one per launch
-  std::vector<VkDescriptorBufferInfo> written;   // what the sets hold, kArgBindings per launch
-  uint32_t op_base = 0;  // first entry of this frame's launches in the table
-  uint64_t serial = 0;   // last submission using it
+  std::vector<VkDescriptorSet> sets;            // one per launch
+  std::vector<VkDescriptorBufferInfo> written;  // what the sets hold, kArgBindings per launch
+  uint32_t op_base = 0;                         // first entry of this frame's launches in the table
+  uint64_t serial = 0;                          // last submission using it
   bool recorded = false;
   bool profiled = false;  // recorded with timestamp queries
 };
@@ -134,7 +134,9 @@ struct RingSeg {
 class VulkanDevice final : public BackendDevice {
  public:
   VulkanDevice(std::shared_ptr<Instance> in, Physical p, int index, bool zero_copy)
-      : BackendDevice(make_info(p, index, zero_copy)), in_(std::move(in)), p_(std::move(p)),
+      : BackendDevice(make_info(p, index, zero_copy)),
+        in_(std::move(in)),
+        p_(std::move(p)),
         zero_copy_(zero_copy) {
     std::lock_guard lock(in_->mu);
     in_->counters.push_back(&counters_.validation_messages);
@@ -180,7 +182,8 @@ class VulkanDevice final : public BackendDevice {
   // ---- shared by the parts ----------------------------------------------------------
   static constexpr VkPipelineStageFlags kWork =
       VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT | VK_PIPELINE_STAGE_TRANSFER_BIT;
-  static constexpr VkAccessFlags kWrites = VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
+  static constexpr VkAccessFlags kWrites =
+      VK_ACCESS_SHADER_WRITE_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   static constexpr VkAccessFlags kAll = VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT |
                                         VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT;
   // While the profiler is on, every copy and every launch writes timestamps
@@ -216,7 +219,9 @@ class VulkanDevice final : public BackendDevice {
   // `type(memoryTypeBits)` picks, mapped when `map`, within the heap's size
   // when `budget` (then counted in heap_used_). False and `why` when the
   // device refuses; nothing is left behind.
-  template <class PickType> bool create_memory(uint64_t size, PickType type, bool map, bool budget, Block& b, std::string& why);
+  template <class PickType>
+  bool create_memory(uint64_t size, PickType type, bool map, bool budget, Block& b,
+                     std::string& why);
 
   HostBuf make_host_buffer(uint64_t size, bool want_device_local);
 
@@ -251,7 +256,8 @@ class VulkanDevice final : public BackendDevice {
 
   VkCommandBuffer get_cb();
 
-  static void barrier(VkCommandBuffer cb, VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst, VkAccessFlags dst_access);
+  static void barrier(VkCommandBuffer cb, VkPipelineStageFlags src, VkAccessFlags src_access,
+                      VkPipelineStageFlags dst, VkAccessFlags dst_access);
 
   // Every command buffer starts after all earlier work's writes are visible
   // and ends making its writes visible to the host.
@@ -373,7 +379,7 @@ class VulkanDevice final : public BackendDevice {
   bool shut_down_ = false;
   std::vector<std::pair<uint64_t, VkPipeline>> pipelines_;  // key, pipeline
   std::unordered_map<uint64_t, uint32_t> pipeline_index_;
-  LaunchConfig lc_;  // workgroup and tile sizes, limits (choose_tiles)
+  LaunchConfig lc_;       // workgroup and tile sizes, limits (choose_tiles)
   bool gemm_sg_ = false;  // gemm_sg build (see choose_tiles)
   bool use_subgroups_ = false;
 
@@ -396,8 +402,8 @@ class VulkanDevice final : public BackendDevice {
   bool batch_has_program_ = false;
   Hazards open_hazards_;
   // Profiling (timestamp queries).
-  bool ts_ok_ = false;       // the queue writes timestamps
-  double ts_period_ = 1.0;   // ns per tick
+  bool ts_ok_ = false;        // the queue writes timestamps
+  double ts_period_ = 1.0;    // ns per tick
   uint64_t ts_mask_ = ~0ull;  // timestampValidBits
   VkQueryPool qpool_ = VK_NULL_HANDLE;
   uint32_t query_head_ = 0;

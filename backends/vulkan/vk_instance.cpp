@@ -28,26 +28,28 @@ std::string hex(uint32_t v) {
 
 }  // namespace
 
-std::string mib(uint64_t b) {
-  char s[32];
-  if (b >= (1ull << 30)) std::snprintf(s, sizeof s, "%.2f GiB", double(b) / double(1ull << 30));
-  else std::snprintf(s, sizeof s, "%.0f MiB", double(b) / double(1ull << 20));
-  return s;
-}
-
 namespace {
 
 std::string vendor_name(uint32_t id) {
   switch (id) {
-    case 0x10DE: return "NVIDIA";
-    case 0x1002: return "AMD";
-    case 0x8086: return "Intel";
-    case 0x106B: return "Apple";
-    case 0x13B5: return "ARM";
-    case 0x5143: return "Qualcomm";
-    case 0x1010: return "Imagination";
-    case 0x10005: return "Mesa";
-    default: return hex(id);
+    case 0x10DE:
+      return "NVIDIA";
+    case 0x1002:
+      return "AMD";
+    case 0x8086:
+      return "Intel";
+    case 0x106B:
+      return "Apple";
+    case 0x13B5:
+      return "ARM";
+    case 0x5143:
+      return "Qualcomm";
+    case 0x1010:
+      return "Imagination";
+    case 0x10005:
+      return "Mesa";
+    default:
+      return hex(id);
   }
 }
 
@@ -70,7 +72,8 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityFlagBits
   if (auto* in = static_cast<Instance*>(user)) {
     std::lock_guard lock(in->mu);
     if (in->counters.empty()) std::fprintf(stderr, "[vulkan validation] (outside any device)\n");
-    for (uint64_t* c : in->counters) std::atomic_ref<uint64_t>(*c).fetch_add(1, std::memory_order_relaxed);
+    for (uint64_t* c : in->counters)
+      std::atomic_ref<uint64_t>(*c).fetch_add(1, std::memory_order_relaxed);
   }
   return VK_FALSE;
 }
@@ -88,8 +91,9 @@ void Instance::shutdown() {
 }
 
 bool has_ext(const std::vector<VkExtensionProperties>& v, const char* name) {
-  return std::any_of(v.begin(), v.end(),
-                     [&](const VkExtensionProperties& e) { return std::strcmp(e.extensionName, name) == 0; });
+  return std::any_of(v.begin(), v.end(), [&](const VkExtensionProperties& e) {
+    return std::strcmp(e.extensionName, name) == 0;
+  });
 }
 
 std::shared_ptr<Instance> create_instance(std::string& why) {
@@ -126,8 +130,9 @@ std::shared_ptr<Instance> create_instance(std::string& why) {
       return std::strcmp(l.layerName, "VK_LAYER_KHRONOS_validation") == 0;
     });
     if (!found) {
-      why = "SWITCHYARD_VK_VALIDATION=1 but the layer VK_LAYER_KHRONOS_validation is not installed "
-            "(apt-get install vulkan-validationlayers)";
+      why =
+          "SWITCHYARD_VK_VALIDATION=1 but the layer VK_LAYER_KHRONOS_validation is not installed "
+          "(apt-get install vulkan-validationlayers)";
       return nullptr;
     }
     layers.push_back("VK_LAYER_KHRONOS_validation");
@@ -167,9 +172,10 @@ std::shared_ptr<Instance> create_instance(std::string& why) {
   if (VkResult r = vk.vkCreateInstance(&ci, nullptr, &in->inst); r != VK_SUCCESS) {
     in->inst = VK_NULL_HANDLE;
     why = cat("vkCreateInstance failed with ", result_name(r),
-              r == VK_ERROR_INCOMPATIBLE_DRIVER ? " (no Vulkan driver found: install mesa-vulkan-drivers "
-                                                  "or your GPU vendor's driver)"
-                                                : "");
+              r == VK_ERROR_INCOMPATIBLE_DRIVER
+                  ? " (no Vulkan driver found: install mesa-vulkan-drivers "
+                    "or your GPU vendor's driver)"
+                  : "");
     return nullptr;
   }
   if (!load_instance(in->inst, why)) return nullptr;
@@ -216,12 +222,12 @@ Physical query(VkPhysicalDevice pd, uint32_t instance_api) {
 }
 
 std::string unsupported(const Physical& p, uint32_t storage_buffers) {
-  if (p.api < VK_API_VERSION_1_1)
-    return cat("Vulkan ", version_str(p.api), " (1.1 is required)");
+  if (p.api < VK_API_VERSION_1_1) return cat("Vulkan ", version_str(p.api), " (1.1 is required)");
   if (p.queue_family == UINT32_MAX) return "no compute queue";
   if (p.props.limits.maxPerStageDescriptorStorageBuffers < storage_buffers)
-    return cat("maxPerStageDescriptorStorageBuffers is ", p.props.limits.maxPerStageDescriptorStorageBuffers,
-               " (", storage_buffers, " are required)");
+    return cat("maxPerStageDescriptorStorageBuffers is ",
+               p.props.limits.maxPerStageDescriptorStorageBuffers, " (", storage_buffers,
+               " are required)");
   if (p.props.limits.maxComputeSharedMemorySize < 16384) return "less than 16 KiB of shared memory";
   return "";
 }
@@ -230,11 +236,16 @@ namespace {
 
 DeviceType device_type(VkPhysicalDeviceType t) {
   switch (t) {
-    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU: return DeviceType::integrated_gpu;
-    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU: return DeviceType::discrete_gpu;
-    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU: return DeviceType::virtual_gpu;
-    case VK_PHYSICAL_DEVICE_TYPE_CPU: return DeviceType::cpu;
-    default: return DeviceType::other;
+    case VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU:
+      return DeviceType::integrated_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_DISCRETE_GPU:
+      return DeviceType::discrete_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_VIRTUAL_GPU:
+      return DeviceType::virtual_gpu;
+    case VK_PHYSICAL_DEVICE_TYPE_CPU:
+      return DeviceType::cpu;
+    default:
+      return DeviceType::other;
   }
 }
 
@@ -296,12 +307,15 @@ DeviceInfo make_info(const Physical& p, int index, bool zero_copy) {
       {"api", version_str(p.props.apiVersion)},
       {"heaps", heaps},
       {"memory", zero_copy ? "zero-copy (host-visible device-local)" : "staging ring"},
-      {"subgroup", cat(p.subgroup.subgroupSize, p.subgroup_arith ? " (arithmetic)" : " (no arithmetic)")},
+      {"subgroup",
+       cat(p.subgroup.subgroupSize, p.subgroup_arith ? " (arithmetic)" : " (no arithmetic)")},
       {"max_storage_buffer", mib(L.maxStorageBufferRange)},
       {"shared_memory", cat(L.maxComputeSharedMemorySize / 1024, " KiB")},
       {"max_workgroup", cat(L.maxComputeWorkGroupInvocations)},
-      {"queue_family", cat(p.queue_family, (p.queues[p.queue_family].queueFlags & VK_QUEUE_GRAPHICS_BIT)
-                                               ? " (graphics+compute)" : " (compute-only)")},
+      {"queue_family",
+       cat(p.queue_family, (p.queues[p.queue_family].queueFlags & VK_QUEUE_GRAPHICS_BIT)
+                               ? " (graphics+compute)"
+                               : " (compute-only)")},
   };
   return info;
 }

@@ -9,13 +9,13 @@
 #include <vector>
 
 #include "switchyard/backend/device.h"
+#include "units.h"
 #include "vk_loader.h"
 
 namespace switchyard::vk_impl {
 
 // SWITCHYARD_VK_* switches: set and not "0".
 bool env_on(const char* name);
-std::string mib(uint64_t bytes);  // "64 MiB", "2.00 GiB"
 std::string version_str(uint32_t vk_version);
 bool has_ext(const std::vector<VkExtensionProperties>& v, const char* name);
 
@@ -36,8 +36,10 @@ std::shared_ptr<Instance> create_instance(std::string& why);
 struct Physical {
   VkPhysicalDevice pd = VK_NULL_HANDLE;
   VkPhysicalDeviceProperties props{};
-  VkPhysicalDeviceSubgroupProperties subgroup{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
-  VkPhysicalDeviceMaintenance3Properties maint3{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
+  VkPhysicalDeviceSubgroupProperties subgroup{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SUBGROUP_PROPERTIES};
+  VkPhysicalDeviceMaintenance3Properties maint3{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_MAINTENANCE_3_PROPERTIES};
   VkPhysicalDeviceDriverProperties driver{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DRIVER_PROPERTIES};
   bool has_driver_props = false;
   uint32_t api = 0;  // usable API version: min(device, instance)

@@ -28,30 +28,52 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
   // No default: a kernel added to the table without a case here fails the
   // build (-Werror=switch).
   switch (ins.kernel) {
-    case Kernel::fill: g[0] = groups_for(c, quads(params<Kernel::fill>(p).n)); return;
-    case Kernel::affine: g[0] = groups_for(c, quads(params<Kernel::affine>(p).n)); return;
-    case Kernel::unary: g[0] = groups_for(c, quads(params<Kernel::unary>(p).n)); return;
-    case Kernel::unary_backward: g[0] = groups_for(c, quads(params<Kernel::unary_backward>(p).n)); return;
-    case Kernel::sgd_update: g[0] = groups_for(c, quads(params<Kernel::sgd_update>(p).n)); return;
+    case Kernel::fill:
+      g[0] = groups_for(c, quads(params<Kernel::fill>(p).n));
+      return;
+    case Kernel::affine:
+      g[0] = groups_for(c, quads(params<Kernel::affine>(p).n));
+      return;
+    case Kernel::unary:
+      g[0] = groups_for(c, quads(params<Kernel::unary>(p).n));
+      return;
+    case Kernel::unary_backward:
+      g[0] = groups_for(c, quads(params<Kernel::unary_backward>(p).n));
+      return;
+    case Kernel::sgd_update:
+      g[0] = groups_for(c, quads(params<Kernel::sgd_update>(p).n));
+      return;
     case Kernel::sgd_momentum_update:
       g[0] = groups_for(c, quads(params<Kernel::sgd_momentum_update>(p).n));
       return;
-    case Kernel::adam_update: g[0] = groups_for(c, quads(params<Kernel::adam_update>(p).n)); return;
+    case Kernel::adam_update:
+      g[0] = groups_for(c, quads(params<Kernel::adam_update>(p).n));
+      return;
     case Kernel::binary: {
       const auto b = params<Kernel::binary>(p);
       g[0] = groups_for(c, quads(b.dims[0] * b.dims[1] * b.dims[2] * b.dims[3]));
       return;
     }
-    case Kernel::arange: g[0] = groups_for(c, uint64_t(params<Kernel::arange>(p).n)); return;
-    case Kernel::rand_uniform: g[0] = groups_for(c, uint64_t(params<Kernel::rand_uniform>(p).n)); return;
-    case Kernel::rand_normal: g[0] = groups_for(c, uint64_t(params<Kernel::rand_normal>(p).n)); return;
-    case Kernel::cast: g[0] = groups_for(c, uint64_t(params<Kernel::cast>(p).n)); return;
+    case Kernel::arange:
+      g[0] = groups_for(c, uint64_t(params<Kernel::arange>(p).n));
+      return;
+    case Kernel::rand_uniform:
+      g[0] = groups_for(c, uint64_t(params<Kernel::rand_uniform>(p).n));
+      return;
+    case Kernel::rand_normal:
+      g[0] = groups_for(c, uint64_t(params<Kernel::rand_normal>(p).n));
+      return;
+    case Kernel::cast:
+      g[0] = groups_for(c, uint64_t(params<Kernel::cast>(p).n));
+      return;
     case Kernel::transpose: {
       const auto t = params<Kernel::transpose>(p);
       g[0] = groups_for(c, uint64_t(t.rows * t.cols));
       return;
     }
-    case Kernel::pad: g[0] = groups_for(c, uint64_t(params<Kernel::pad>(p).total)); return;
+    case Kernel::pad:
+      g[0] = groups_for(c, uint64_t(params<Kernel::pad>(p).total));
+      return;
     case Kernel::expand: {
       const auto e = params<Kernel::expand>(p);
       g[0] = groups_for(c, uint64_t(e.outer * e.len * e.inner));
@@ -62,13 +84,21 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
       g[0] = r.inner == 1 ? rows(r.outer) : groups_for(c, uint64_t(r.outer * r.inner));
       return;
     }
-    case Kernel::softmax: g[0] = rows(params<Kernel::softmax>(p).rows); return;
-    case Kernel::softmax_backward: g[0] = rows(params<Kernel::softmax_backward>(p).rows); return;
-    case Kernel::cross_entropy: g[0] = 1; return;
+    case Kernel::softmax:
+      g[0] = rows(params<Kernel::softmax>(p).rows);
+      return;
+    case Kernel::softmax_backward:
+      g[0] = rows(params<Kernel::softmax_backward>(p).rows);
+      return;
+    case Kernel::cross_entropy:
+      g[0] = 1;
+      return;
     case Kernel::cross_entropy_backward:
       g[0] = groups_for(c, uint64_t(params<Kernel::cross_entropy_backward>(p).rows));
       return;
-    case Kernel::argmax: g[0] = groups_for(c, uint64_t(params<Kernel::argmax>(p).rows)); return;
+    case Kernel::argmax:
+      g[0] = groups_for(c, uint64_t(params<Kernel::argmax>(p).rows));
+      return;
     case Kernel::gemm: {
       const auto m = params<Kernel::gemm>(p);
       const auto& t = flags & kSmallTiles ? c.gemm_small : c.gemm;
@@ -103,8 +133,10 @@ void pack_params(const LaunchConfig& c, const KernelParams& p, OpParams& o) {
     } else {
       for (int j = 0; j < x.count; ++j) {
         int64_t v = iv[x.slot + j];
-        SY_CHECK(v >= INT32_MIN && v <= INT32_MAX, kernel_name(p.kernel()), "expected parameters that fit "
-                 "32 bits on ", c.device, ", found ", x.name, " = ", v);
+        SY_CHECK(v >= INT32_MIN && v <= INT32_MAX, kernel_name(p.kernel()),
+                 "expected parameters that fit "
+                 "32 bits on ",
+                 c.device, ", found ", x.name, " = ", v);
         o.i[slots[f] + j] = int32_t(v);
       }
     }
@@ -133,7 +165,8 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
       if (o.off[1] % 16 == 0 && lda % 4 == 0) fl |= 4u;
       if (o.off[2] % 16 == 0 && ldb % 4 == 0) fl |= 8u;
       if (m.has_bias) fl |= 16u;
-      uint64_t big = ((uint64_t(m.n) + c.gemm[1] - 1) / c.gemm[1]) * ((uint64_t(m.m) + c.gemm[0] - 1) / c.gemm[0]);
+      uint64_t big = ((uint64_t(m.n) + c.gemm[1] - 1) / c.gemm[1]) *
+                     ((uint64_t(m.m) + c.gemm[0] - 1) / c.gemm[0]);
       if (big < 2 && c.gemm_small != c.gemm) fl |= kSmallTiles;
       break;
     }
@@ -149,7 +182,8 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
     case Kernel::sgd_momentum_update:
       if (params<Kernel::sgd_momentum_update>(p).nesterov) fl |= 64u;
       break;
-    default: break;
+    default:
+      break;
   }
   return fl;
 }
@@ -160,7 +194,8 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
 // descriptor's start), its arguments' descriptors (kArgBindings, unused
 // bindings alias argument 0) and the ranges it touches.
 OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, const Instr& ins,
-                     std::span<const Binding> bind, VkDescriptorBufferInfo* desc, Range* ranges, int& nranges) {
+                       std::span<const Binding> bind, VkDescriptorBufferInfo* desc, Range* ranges,
+                       int& nranges) {
   OpParams o{};
   bool aligned = true;
   const uint64_t align = c.storage_align;
@@ -169,14 +204,16 @@ OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, con
     const Binding& b = bind[ins.args[a].slot];
     auto* al = static_cast<const Alloc*>(b.buffer.handle);
     uint64_t off = al->offset + b.offset + ins.args[a].offset;
-    uint64_t len = ins.args[a].bytes ? ins.args[a].bytes : b.buffer.bytes - b.offset - ins.args[a].offset;
+    uint64_t len =
+        ins.args[a].bytes ? ins.args[a].bytes : b.buffer.bytes - b.offset - ins.args[a].offset;
     // The descriptor starts at an allowed alignment at or below the
     // argument and ends on a 4-byte boundary (u8 tensors are read as words).
     uint64_t start = off & ~(align - 1);
     uint64_t end = std::min<uint64_t>((off + std::max<uint64_t>(len, 1) + 15) & ~uint64_t(15),
                                       blocks[al->block].size);
-    SY_CHECK(end - start <= c.max_range, kernel_name(ins.kernel), "expected each argument to span at most ",
-             mib(c.max_range), " (maxStorageBufferRange of ", c.device, "), found ", end - start,
+    SY_CHECK(end - start <= c.max_range, kernel_name(ins.kernel),
+             "expected each argument to span at most ", mib(c.max_range),
+             " (maxStorageBufferRange of ", c.device, "), found ", end - start,
              " bytes: split the tensor");
     desc[a] = {blocks[al->block].buf, start, end - start};
     o.off[a] = uint32_t(off - start);
@@ -187,34 +224,46 @@ OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, con
   if (kernel_has(ins.kernel, kReportsStatus)) ranges[nranges++] = {kStatusId, 0, 4, true};
   pack_params(c, ins.params, o);
   // vec4 access: every argument 16-byte aligned, and f32 (fill's dtype varies).
-  if (ins.kernel == Kernel::fill && params<Kernel::fill>(ins.params).dtype != DType::f32) aligned = false;
+  if (ins.kernel == Kernel::fill && params<Kernel::fill>(ins.params).dtype != DType::f32)
+    aligned = false;
   o.flags = (aligned ? 1u : 0u) | kernel_flags(c, ins, o, aligned);
   o.op = spec_op(ins);
   return o;
 }
 
 uint64_t pipeline_key(Kernel k, bool sg, int32_t spec_op, uint32_t flags) {
-  return uint64_t(k) | uint64_t(sg) << 8 | uint64_t(uint32_t(spec_op) & 0xffff) << 16 | uint64_t(flags) << 32;
+  return uint64_t(k) | uint64_t(sg) << 8 | uint64_t(uint32_t(spec_op) & 0xffff) << 16 |
+         uint64_t(flags) << 32;
 }
 
 // The kernel's mode, as SPEC_OP documents it.
 int32_t spec_op(const Instr& ins) {
   const KernelParams& p = ins.params;
   switch (ins.kernel) {
-    case Kernel::gemm: return int32_t(params<Kernel::gemm>(p).act);
-    case Kernel::fill: return int32_t(params<Kernel::fill>(p).dtype);
-    case Kernel::arange: return int32_t(params<Kernel::arange>(p).dtype);
+    case Kernel::gemm:
+      return int32_t(params<Kernel::gemm>(p).act);
+    case Kernel::fill:
+      return int32_t(params<Kernel::fill>(p).dtype);
+    case Kernel::arange:
+      return int32_t(params<Kernel::arange>(p).dtype);
     case Kernel::cast: {
       const auto q = params<Kernel::cast>(p);
       return int32_t(q.from) * 4 + int32_t(q.to);
     }
-    case Kernel::transpose: return int32_t(params<Kernel::transpose>(p).elem_size);
-    case Kernel::unary: return int32_t(params<Kernel::unary>(p).op);
-    case Kernel::unary_backward: return int32_t(params<Kernel::unary_backward>(p).op);
-    case Kernel::binary: return int32_t(params<Kernel::binary>(p).op);
-    case Kernel::softmax: return int32_t(params<Kernel::softmax>(p).log);
-    case Kernel::softmax_backward: return int32_t(params<Kernel::softmax_backward>(p).log);
-    default: return 0;
+    case Kernel::transpose:
+      return int32_t(params<Kernel::transpose>(p).elem_size);
+    case Kernel::unary:
+      return int32_t(params<Kernel::unary>(p).op);
+    case Kernel::unary_backward:
+      return int32_t(params<Kernel::unary_backward>(p).op);
+    case Kernel::binary:
+      return int32_t(params<Kernel::binary>(p).op);
+    case Kernel::softmax:
+      return int32_t(params<Kernel::softmax>(p).log);
+    case Kernel::softmax_backward:
+      return int32_t(params<Kernel::softmax_backward>(p).log);
+    default:
+      return 0;
   }
 }
 

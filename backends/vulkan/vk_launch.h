@@ -15,10 +15,10 @@
 
 namespace switchyard::vk_impl {
 
-constexpr uint32_t kArgBindings = 5;             // descriptor bindings 0-4: buffer arguments
-constexpr uint32_t kStatusId = UINT32_MAX - 1;   // Range id of the status word
-constexpr uint32_t kSmallTiles = 128;            // gemm flag: the small tile set
-constexpr uint32_t kMaxGroups = 65535;           // workgroups per dimension we dispatch at most
+constexpr uint32_t kArgBindings = 5;            // descriptor bindings 0-4: buffer arguments
+constexpr uint32_t kStatusId = UINT32_MAX - 1;  // Range id of the status word
+constexpr uint32_t kSmallTiles = 128;           // gemm flag: the small tile set
+constexpr uint32_t kMaxGroups = 65535;          // workgroups per dimension we dispatch at most
 
 // Mirrors the uniform block OpBlock in shaders/common.glsl (std140). The
 // parameter slots hold the launch's typed params as vk_params.h lays them out.
@@ -55,12 +55,13 @@ struct Hazards {
 
 // What the translation needs to know of the device (set in choose_tiles).
 struct LaunchConfig {
-  uint32_t wg = 256;         // workgroup size of the non-GEMM kernels
+  uint32_t wg = 256;               // workgroup size of the non-GEMM kernels
   uint32_t grid_cap = kMaxGroups;  // workgroups for grid-stride kernels
-  std::array<uint32_t, 5> gemm = {64, 64, 16, 4, 4}, gemm_small = {32, 32, 16, 4, 4};  // BM BN BK TM TN
-  uint64_t max_range = 0;    // maxStorageBufferRange
-  uint64_t storage_align = 4;  // minStorageBufferOffsetAlignment
-  std::string device;        // for messages
+  std::array<uint32_t, 5> gemm = {64, 64, 16, 4, 4},
+                          gemm_small = {32, 32, 16, 4, 4};  // BM BN BK TM TN
+  uint64_t max_range = 0;                                   // maxStorageBufferRange
+  uint64_t storage_align = 4;                               // minStorageBufferOffsetAlignment
+  std::string device;                                       // for messages
 };
 
 // The kernel's mode, as SPEC_OP documents it (shaders/common.glsl).
@@ -72,7 +73,8 @@ uint64_t pipeline_key(Kernel k, bool sg, int32_t spec_op, uint32_t flags);
 // unused bindings alias argument 0) and the ranges it touches (at most
 // kArgBindings + 1). Throws for parameters or ranges the device cannot take.
 OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, const Instr& ins,
-                       std::span<const Binding> bind, VkDescriptorBufferInfo* desc, Range* ranges, int& nranges);
+                       std::span<const Binding> bind, VkDescriptorBufferInfo* desc, Range* ranges,
+                       int& nranges);
 // Grid size of one launch (see each shader's header for its geometry).
 void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32_t g[3]);
 

@@ -10,11 +10,13 @@ Api vk;
 bool load_loader(std::string& why) {
   static void* lib = nullptr;
   if (!lib) {
-    for (const char* name : {"libvulkan.so.1", "libvulkan.so", "libvulkan.1.dylib", "libMoltenVK.dylib"})
+    for (const char* name :
+         {"libvulkan.so.1", "libvulkan.so", "libvulkan.1.dylib", "libMoltenVK.dylib"})
       if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
     if (!lib) {
       const char* e = dlerror();
-      why = std::string("the Vulkan loader (libvulkan.so.1) is not installed: ") + (e ? e : "dlopen failed") +
+      why = std::string("the Vulkan loader (libvulkan.so.1) is not installed: ") +
+            (e ? e : "dlopen failed") +
             " (Debian/Ubuntu: apt-get install libvulkan1 mesa-vulkan-drivers)";
       return false;
     }
@@ -25,7 +27,8 @@ bool load_loader(std::string& why) {
     why = "the Vulkan loader has no vkGetInstanceProcAddr";
     return false;
   }
-#define SY_VK_LOAD_GLOBAL(f) vk.f = reinterpret_cast<PFN_##f>(vk.vkGetInstanceProcAddr(nullptr, #f));
+#define SY_VK_LOAD_GLOBAL(f) \
+  vk.f = reinterpret_cast<PFN_##f>(vk.vkGetInstanceProcAddr(nullptr, #f));
   SY_VK_GLOBAL_FUNCS(SY_VK_LOAD_GLOBAL)
 #undef SY_VK_LOAD_GLOBAL
   if (!vk.vkCreateInstance || !vk.vkEnumerateInstanceExtensionProperties) {
@@ -36,11 +39,11 @@ bool load_loader(std::string& why) {
 }
 
 bool load_instance(VkInstance inst, std::string& why) {
-#define SY_VK_LOAD(f)                                                        \
-  vk.f = reinterpret_cast<PFN_##f>(vk.vkGetInstanceProcAddr(inst, #f));      \
-  if (!vk.f) {                                                               \
+#define SY_VK_LOAD(f)                                                                    \
+  vk.f = reinterpret_cast<PFN_##f>(vk.vkGetInstanceProcAddr(inst, #f));                  \
+  if (!vk.f) {                                                                           \
     why = "the Vulkan loader does not provide " #f " (a Vulkan 1.1 loader is required)"; \
-    return false;                                                            \
+    return false;                                                                        \
   }
   SY_VK_INSTANCE_FUNCS(SY_VK_LOAD)
 #undef SY_VK_LOAD
@@ -52,6 +55,7 @@ bool load_instance(VkInstance inst, std::string& why) {
 
 const char* result_name(VkResult r) {
   switch (r) {
+// clang-format off
 #define SY_CASE(x) case x: return #x;
     SY_CASE(VK_SUCCESS) SY_CASE(VK_NOT_READY) SY_CASE(VK_TIMEOUT) SY_CASE(VK_INCOMPLETE)
     SY_CASE(VK_ERROR_OUT_OF_HOST_MEMORY) SY_CASE(VK_ERROR_OUT_OF_DEVICE_MEMORY)
@@ -63,7 +67,8 @@ const char* result_name(VkResult r) {
     SY_CASE(VK_ERROR_UNKNOWN) SY_CASE(VK_ERROR_OUT_OF_POOL_MEMORY)
     SY_CASE(VK_ERROR_INVALID_EXTERNAL_HANDLE) SY_CASE(VK_ERROR_FRAGMENTATION)
 #undef SY_CASE
-    default: return "VkResult(unknown)";
+        // clang-format on
+        default : return "VkResult(unknown)";
   }
 }
 

@@ -9,10 +9,10 @@
 
 namespace switchyard::vk_impl {
 
-#define SY_VK_GLOBAL_FUNCS(X)           \
-  X(vkCreateInstance)                   \
+#define SY_VK_GLOBAL_FUNCS(X)               \
+  X(vkCreateInstance)                       \
   X(vkEnumerateInstanceExtensionProperties) \
-  X(vkEnumerateInstanceLayerProperties) \
+  X(vkEnumerateInstanceLayerProperties)     \
   X(vkEnumerateInstanceVersion)
 
 #define SY_VK_INSTANCE_FUNCS(X)               \
@@ -80,8 +80,8 @@ namespace switchyard::vk_impl {
   X(vkDestroyPipelineCache)                   \
   X(vkGetPipelineCacheData)
 
-#define SY_VK_OPTIONAL_FUNCS(X)        \
-  X(vkCreateDebugUtilsMessengerEXT)    \
+#define SY_VK_OPTIONAL_FUNCS(X)     \
+  X(vkCreateDebugUtilsMessengerEXT) \
   X(vkDestroyDebugUtilsMessengerEXT)
 
 struct Api {

@@ -4,7 +4,9 @@
 
 namespace switchyard::vk_impl {
 
-template <class PickType> bool VulkanDevice::create_memory(uint64_t size, PickType type, bool map, bool budget, Block& b, std::string& why) {
+template <class PickType>
+bool VulkanDevice::create_memory(uint64_t size, PickType type, bool map, bool budget, Block& b,
+                                 std::string& why) {
   VkBufferCreateInfo bci{VK_STRUCTURE_TYPE_BUFFER_CREATE_INFO};
   bci.size = size;
   bci.usage = VK_BUFFER_USAGE_STORAGE_BUFFER_BIT | VK_BUFFER_USAGE_UNIFORM_BUFFER_BIT |
@@ -30,7 +32,8 @@ template <class PickType> bool VulkanDevice::create_memory(uint64_t size, PickTy
   b.heap = p_.mem.memoryTypes[t].heapIndex;
   uint64_t heap_size = p_.mem.memoryHeaps[b.heap].size;
   if (budget && heap_used_[b.heap] + req.size > heap_size)
-    return fail(cat("heap ", b.heap, " holds ", mib(heap_size), " and ", mib(heap_used_[b.heap]), " are in use"));
+    return fail(cat("heap ", b.heap, " holds ", mib(heap_size), " and ", mib(heap_used_[b.heap]),
+                    " are in use"));
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   ai.allocationSize = req.size;
   ai.memoryTypeIndex = uint32_t(t);
@@ -57,12 +60,15 @@ HostBuf VulkanDevice::make_host_buffer(uint64_t size, bool want_device_local) {
   Block b;
   std::string why;
   auto type = [&](uint32_t bits) {
-    return pick_type(p_.mem, bits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                     want_device_local ? VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT : VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
+    return pick_type(p_.mem, bits,
+                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                     want_device_local ? VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
+                                       : VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
                      want_device_local ? 0 : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   };
   if (!create_memory(size, type, true, false, b, why))
-    throw OutOfMemory(cat("[allocate] host-visible buffer of ", mib(size), " on ", str(), ": ", why));
+    throw OutOfMemory(
+        cat("[allocate] host-visible buffer of ", mib(size), " on ", str(), ": ", why));
   return {b.mem, b.buf, size, b.mapped};
 }
 
@@ -74,7 +80,8 @@ void VulkanDevice::free_host_buffer(HostBuf& h) {
 
 int VulkanDevice::block_type(uint32_t bits, bool host) const {
   if (host)  // pinned host memory: system memory the device reaches, cached for reads
-    return pick_type(p_.mem, bits, VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+    return pick_type(p_.mem, bits,
+                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
                      VK_MEMORY_PROPERTY_HOST_CACHED_BIT, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
   if (zero_copy_)
     return pick_type(p_.mem, bits,
@@ -88,11 +95,13 @@ int VulkanDevice::block_type(uint32_t bits, bool host) const {
 
 uint64_t VulkanDevice::block_cap() const {
   uint64_t cap = 1ull << 30;
-  if (p_.maint3.maxMemoryAllocationSize) cap = std::min<uint64_t>(cap, p_.maint3.maxMemoryAllocationSize);
+  if (p_.maint3.maxMemoryAllocationSize)
+    cap = std::min<uint64_t>(cap, p_.maint3.maxMemoryAllocationSize);
   return cap & ~(kAlign - 1);
 }
 
-bool VulkanDevice::create_block(uint32_t k, uint64_t size, bool dedicated, bool host, std::string& why) {
+bool VulkanDevice::create_block(uint32_t k, uint64_t size, bool dedicated, bool host,
+                                std::string& why) {
   Block b;
   b.dedicated = dedicated;
   b.host = host;
@@ -123,7 +132,8 @@ bool VulkanDevice::trim(bool all) {
   for (auto& [id, rec] : recordings_) free_recording(rec);
   recordings_.clear();
   for (uint32_t k = 0; k < blocks_.size(); ++k)
-    if (blocks_[k].buf && blocks_[k].ranges.empty() && (all || blocks_[k].dedicated)) destroy_block(k);
+    if (blocks_[k].buf && blocks_[k].ranges.empty() && (all || blocks_[k].dedicated))
+      destroy_block(k);
   return true;
 }
 
@@ -132,7 +142,8 @@ Alloc* VulkanDevice::try_allocate(uint64_t bytes, bool host, std::string& why) {
   if (bytes <= cap / 2) {
     for (uint32_t k = 0; k < blocks_.size(); ++k)
       if (blocks_[k].buf && !blocks_[k].dedicated && blocks_[k].host == host)
-        if (auto off = blocks_[k].ranges.allocate(bytes, kAlign)) return new Alloc{k, *off, bytes, 0};
+        if (auto off = blocks_[k].ranges.allocate(bytes, kAlign))
+          return new Alloc{k, *off, bytes, 0};
   }
   int slot = -1;
   for (uint32_t k = 0; k < blocks_.size() && slot < 0; ++k)
@@ -193,8 +204,10 @@ Buffer VulkanDevice::allocate_in(size_t bytes, bool host) {
     if (!a && trim(true)) a = try_allocate(bytes, host, why);
   }
   if (!a)
-    throw OutOfMemory(cat(host ? "[allocate_host] out of pinned host memory on " : "[allocate] out of device memory on ",
-                          str(), ": expected ", bytes, " bytes (", mib(bytes), ") to fit, found ", why));
+    throw OutOfMemory(cat(host ? "[allocate_host] out of pinned host memory on "
+                               : "[allocate] out of device memory on ",
+                          str(), ": expected ", bytes, " bytes (", mib(bytes), ") to fit, found ",
+                          why));
   return {a, bytes};
 }
 
@@ -205,8 +218,10 @@ void VulkanDevice::release_impl(Buffer b) {
     delete a;
     return;
   }
-  if (a->last_use > done_serial_) deferred_.push_back(a);
-  else free_alloc(a);
+  if (a->last_use > done_serial_)
+    deferred_.push_back(a);
+  else
+    free_alloc(a);
 }
 
 }  // namespace switchyard::vk_impl

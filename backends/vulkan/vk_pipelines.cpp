@@ -6,7 +6,9 @@ namespace switchyard::vk_impl {
 
 std::string VulkanDevice::cache_path() const {
   const char* home = std::getenv("XDG_CACHE_HOME");
-  std::string base = home && *home ? home : (std::getenv("HOME") ? std::string(std::getenv("HOME")) + "/.cache" : "");
+  std::string base =
+      home && *home ? home
+                    : (std::getenv("HOME") ? std::string(std::getenv("HOME")) + "/.cache" : "");
   if (base.empty()) return "";
   char id[64];
   std::snprintf(id, sizeof id, "%08x_%08x_%08x", p_.props.vendorID, p_.props.deviceID,
@@ -16,7 +18,8 @@ std::string VulkanDevice::cache_path() const {
 
 void VulkanDevice::load_pipeline_cache() {
   std::vector<char> data;
-  if (std::string path = cache_path(); !path.empty() && !env_on("SWITCHYARD_VK_NO_PIPELINE_CACHE")) {
+  if (std::string path = cache_path();
+      !path.empty() && !env_on("SWITCHYARD_VK_NO_PIPELINE_CACHE")) {
     std::ifstream f(path, std::ios::binary);
     data.assign(std::istreambuf_iterator<char>(f), {});
   }

@@ -35,8 +35,9 @@ void VulkanDevice::harvest(InFlight& f) {
   for (size_t k = 0; k < f.prof.size(); ++k) {
     const ProfRec& r = f.prof[k];
     std::vector<uint64_t> ticks(r.count);
-    VkResult res = vk.vkGetQueryPoolResults(dev_, qpool_, r.first, r.count, r.count * 8, ticks.data(), 8,
-                                            VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
+    VkResult res =
+        vk.vkGetQueryPoolResults(dev_, qpool_, r.first, r.count, r.count * 8, ticks.data(), 8,
+                                 VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
     if (res != VK_SUCCESS) continue;  // a lost measurement, not an error of the program
     for (uint64_t t : ticks) {
       int64_t v = int64_t(double(t & ts_mask_) * ts_period_);
@@ -46,7 +47,8 @@ void VulkanDevice::harvest(InFlight& f) {
   }
   if (lo > hi) return;
   int64_t now = profile::now_ns();
-  if (!ts_anchored_ || lo + ts_offset_ < f.submit_ns) ts_offset_ = f.submit_ns - lo, ts_anchored_ = true;
+  if (!ts_anchored_ || lo + ts_offset_ < f.submit_ns)
+    ts_offset_ = f.submit_ns - lo, ts_anchored_ = true;
   if (hi + ts_offset_ > now) ts_offset_ = now - hi;
   std::string dev = str();
   for (size_t k = 0; k < f.prof.size(); ++k) {

@@ -7,7 +7,8 @@ namespace switchyard::vk_impl {
 void VulkanDevice::free_recording(Recording& rec) {
   for (auto& f : rec.frames) {
     if (f.cb) vk.vkFreeCommandBuffers(dev_, cmd_pool_, 1, &f.cb), f.cb = VK_NULL_HANDLE;
-    if (!f.sets.empty()) vk.vkFreeDescriptorSets(dev_, f.pool, uint32_t(f.sets.size()), f.sets.data());
+    if (!f.sets.empty())
+      vk.vkFreeDescriptorSets(dev_, f.pool, uint32_t(f.sets.size()), f.sets.data());
     f.sets.clear();
     f.written.clear();
   }
@@ -45,7 +46,8 @@ void VulkanDevice::allocate_sets(Frame& fr, size_t n) {
     ci.poolSizeCount = 2;
     ci.pPoolSizes = ps;
     VkDescriptorPool pool;
-    check(vk.vkCreateDescriptorPool(dev_, &ci, nullptr, &pool), "execute", "vkCreateDescriptorPool");
+    check(vk.vkCreateDescriptorPool(dev_, &ci, nullptr, &pool), "execute",
+          "vkCreateDescriptorPool");
     desc_pools_.push_back(pool);
   }
   fr.sets.clear();
@@ -61,7 +63,8 @@ bool VulkanDevice::write_sets(Frame& fr, size_t n) {
     for (uint32_t b = 0; b < kArgBindings; ++b) {
       const VkDescriptorBufferInfo& now = infos_[j * kArgBindings + b];
       VkDescriptorBufferInfo& had = fr.written[j * kArgBindings + b];
-      if (!fresh && had.buffer == now.buffer && had.offset == now.offset && had.range == now.range) continue;
+      if (!fresh && had.buffer == now.buffer && had.offset == now.offset && had.range == now.range)
+        continue;
       had = now;
       VkWriteDescriptorSet x{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
       x.dstSet = fr.sets[j];
@@ -79,7 +82,8 @@ bool VulkanDevice::write_sets(Frame& fr, size_t n) {
         x.dstSet = fr.sets[j];
         x.dstBinding = b;
         x.descriptorCount = 1;
-        x.descriptorType = b == kTableBinding ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
+        x.descriptorType = b == kTableBinding ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER
+                                              : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER;
         x.pBufferInfo = b == kTableBinding ? &table[j] : &status;
         w.push_back(x);
       }
@@ -113,7 +117,8 @@ uint64_t VulkanDevice::table_space(uint64_t entries) {
   }
 }
 
-void VulkanDevice::record(Frame& fr, const Program& prog, const std::vector<uint32_t>& key, int64_t query) {
+void VulkanDevice::record(Frame& fr, const Program& prog, const std::vector<uint32_t>& key,
+                          int64_t query) {
   if (!fr.cb) {
     VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     ai.commandPool = cmd_pool_;
@@ -134,14 +139,16 @@ void VulkanDevice::record(Frame& fr, const Program& prog, const std::vector<uint
     const uint32_t* e = &key[j * 5];  // pipeline, gx, gy, gz, barrier
     if (e[4])
       barrier(fr.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-              VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+              VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+              VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
     VkPipeline pl = pipeline(e[0]);
     if (pl != bound) vk.vkCmdBindPipeline(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl), bound = pl;
-    vk.vkCmdBindDescriptorSets(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1, &fr.sets[j], 0,
-                               nullptr);
+    vk.vkCmdBindDescriptorSets(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1,
+                               &fr.sets[j], 0, nullptr);
     vk.vkCmdDispatch(fr.cb, e[1], e[2], e[3]);
     if (query >= 0)
-      vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qpool_, q + uint32_t(j) + 1);
+      vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qpool_,
+                             q + uint32_t(j) + 1);
   }
   end_cb(fr.cb);
   fr.recorded = true;

@@ -33,7 +33,8 @@ VkCommandBuffer VulkanDevice::get_cb() {
   return cb;
 }
 
-void VulkanDevice::barrier(VkCommandBuffer cb, VkPipelineStageFlags src, VkAccessFlags src_access, VkPipelineStageFlags dst, VkAccessFlags dst_access) {
+void VulkanDevice::barrier(VkCommandBuffer cb, VkPipelineStageFlags src, VkAccessFlags src_access,
+                           VkPipelineStageFlags dst, VkAccessFlags dst_access) {
   VkMemoryBarrier mb{VK_STRUCTURE_TYPE_MEMORY_BARRIER};
   mb.srcAccessMask = src_access;
   mb.dstAccessMask = dst_access;
@@ -65,7 +66,8 @@ void VulkanDevice::record_copy(VkBuffer src, Range rs, VkBuffer dst, Range rd, c
   VkCommandBuffer cb = transfer_cb();
   if (open_hazards_.conflict(rs) || open_hazards_.conflict(rd)) {
     barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
-            VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+            VK_PIPELINE_STAGE_TRANSFER_BIT,
+            VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
     open_hazards_.seen.clear();
   }
   open_hazards_.seen.push_back(rs);
@@ -111,7 +113,8 @@ uint64_t VulkanDevice::flush() {
     check(r, "submit", "vkQueueSubmit");
   }
   bump(counters_.queue_submits);
-  inflight_.push_back({next_serial_, fence, std::move(batch_transfer_), std::move(batch_prof_), submit_ns});
+  inflight_.push_back(
+      {next_serial_, fence, std::move(batch_transfer_), std::move(batch_prof_), submit_ns});
   batch_transfer_.clear();
   batch_prof_.clear();
   batch_.clear();
@@ -160,8 +163,10 @@ void VulkanDevice::retire(bool all, uint64_t upto) {
   if (inflight_.empty() && batch_.empty() && !open_cb_ && status.load() != 0) {
     uint32_t bits = status.exchange(0);
     if (bits & 1u)
-      pending_error_ = cat("[cross_entropy] expected labels in [0, classes), found a label outside that "
-                           "range on ", str(), " (the loss and its gradient are NaN)");
+      pending_error_ =
+          cat("[cross_entropy] expected labels in [0, classes), found a label outside that "
+              "range on ",
+              str(), " (the loss and its gradient are NaN)");
   }
 }
 

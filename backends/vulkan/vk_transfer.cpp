@@ -89,7 +89,8 @@ void VulkanDevice::copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size
     // is a memmove): go through a temporary range, freed when done.
     std::string why;
     Alloc* tmp = try_allocate(n, false, why);
-    if (!tmp) throw OutOfMemory(cat("[copy] no room for a ", n, "-byte temporary on ", str(), ": ", why));
+    if (!tmp)
+      throw OutOfMemory(cat("[copy] no room for a ", n, "-byte temporary on ", str(), ": ", why));
     Range rt = range_of(tmp, 0, n, true);
     record_copy(blocks_[s->block].buf, rs, blocks_[tmp->block].buf, rt, kind);
     rt.write = false;

@@ -31,8 +31,8 @@ Tensor Tensor::grad() const {
 void Tensor::set_grad(const Tensor& g) {
   SY_CHECK(defined(), "set_grad", "expected a defined tensor");
   if (g.defined())
-    SY_CHECK(g.shape() == shape(), "set_grad", "expected a gradient of shape ",
-             shape_str(shape()), ", found ", shape_str(g.shape()));
+    SY_CHECK(g.shape() == shape(), "set_grad", "expected a gradient of shape ", shape_str(shape()),
+             ", found ", shape_str(g.shape()));
   impl_->grad = g.defined() ? g.impl_ptr() : nullptr;
 }
 
@@ -55,8 +55,8 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   } else {
     SY_CHECK(seed.shape() == shape(), "backward", "expected a gradient of shape ",
              shape_str(shape()), ", found ", shape_str(seed.shape()));
-    SY_CHECK(&seed.device() == &device(), "backward",
-             "expected the gradient on ", device().str(), ", found it on ", seed.device().str());
+    SY_CHECK(&seed.device() == &device(), "backward", "expected the gradient on ", device().str(),
+             ", found it on ", seed.device().str());
   }
   NoGradGuard no_grad;
 

@@ -29,9 +29,21 @@ TensorDataset::TensorDataset(Tensor data, Tensor targets) {
     Tensor c = t.to(cpu());
     out.resize(size_t(c.numel()) * dtype_size(c.dtype()));
     switch (c.dtype()) {
-      case DType::f32: { auto v = c.to_vector<float>(); std::memcpy(out.data(), v.data(), out.size()); break; }
-      case DType::i32: { auto v = c.to_vector<int32_t>(); std::memcpy(out.data(), v.data(), out.size()); break; }
-      case DType::u8: { auto v = c.to_vector<uint8_t>(); std::memcpy(out.data(), v.data(), out.size()); break; }
+      case DType::f32: {
+        auto v = c.to_vector<float>();
+        std::memcpy(out.data(), v.data(), out.size());
+        break;
+      }
+      case DType::i32: {
+        auto v = c.to_vector<int32_t>();
+        std::memcpy(out.data(), v.data(), out.size());
+        break;
+      }
+      case DType::u8: {
+        auto v = c.to_vector<uint8_t>();
+        std::memcpy(out.data(), v.data(), out.size());
+        break;
+      }
     }
   };
   host(data, data_host_);
@@ -45,7 +57,8 @@ Batch TensorDataset::get_batch(std::span<const int64_t> idx) const {
   for (size_t k = 0; k < idx.size(); ++k) {
     SY_CHECK(idx[k] >= 0 && idx[k] < n_, "TensorDataset", "index ", idx[k], " out of range [0, ",
              n_, ")");
-    std::memcpy(x.data() + k * data_row_, data_host_.data() + size_t(idx[k]) * data_row_, data_row_);
+    std::memcpy(x.data() + k * data_row_, data_host_.data() + size_t(idx[k]) * data_row_,
+                data_row_);
     std::memcpy(y.data() + k * target_row_, target_host_.data() + size_t(idx[k]) * target_row_,
                 target_row_);
   }
@@ -62,7 +75,8 @@ IdxArray read_idx(const std::string& path) {
   auto read = [&](void* dst, size_t n) {
     size_t got = 0;
     while (got < n) {
-      int r = gzread(f, static_cast<char*>(dst) + got, unsigned(std::min<size_t>(n - got, 1 << 30)));
+      int r =
+          gzread(f, static_cast<char*>(dst) + got, unsigned(std::min<size_t>(n - got, 1 << 30)));
       if (r <= 0) break;
       got += size_t(r);
     }
@@ -74,8 +88,10 @@ IdxArray read_idx(const std::string& path) {
   SY_CHECK(magic[0] == 0 && magic[1] == 0, "read_idx", path,
            ": expected an IDX magic number 00 00 type ndim, found ", int(magic[0]), " ",
            int(magic[1]), " (not an IDX file, or corrupt)");
-  SY_CHECK(magic[2] == 0x08, "read_idx", path, ": expected element type 0x08 (unsigned byte), "
-           "found 0x", std::hex, int(magic[2]));
+  SY_CHECK(magic[2] == 0x08, "read_idx", path,
+           ": expected element type 0x08 (unsigned byte), "
+           "found 0x",
+           std::hex, int(magic[2]));
   SY_CHECK(magic[3] >= 1 && magic[3] <= 4, "read_idx", path, ": expected 1 to 4 dimensions, found ",
            int(magic[3]));
   IdxArray a;
@@ -129,8 +145,8 @@ Batch FashionMNIST::get_batch(std::span<const int64_t> idx) const {
   std::vector<float> x(size_t(b * pixels_));
   std::vector<int32_t> y(static_cast<size_t>(b));
   for (int64_t k = 0; k < b; ++k) {
-    SY_CHECK(idx[k] >= 0 && idx[k] < n_, "FashionMNIST", "index ", idx[k], " out of range [0, ",
-             n_, ")");
+    SY_CHECK(idx[k] >= 0 && idx[k] < n_, "FashionMNIST", "index ", idx[k], " out of range [0, ", n_,
+             ")");
     const uint8_t* src = images_.data() + idx[k] * pixels_;
     float* dst = x.data() + k * pixels_;
     for (int64_t p = 0; p < pixels_; ++p) dst[p] = lut[src[p]];
@@ -157,8 +173,10 @@ struct DataLoader::Epoch {
   Batch make(int64_t b) {
     int64_t lo = b * batch, hi = std::min<int64_t>(int64_t(order.size()), lo + batch);
     Batch out = ds->get_batch(std::span<const int64_t>(order.data() + lo, size_t(hi - lo)));
-    if (pin && pin_device) out = {out.data.pin_memory(*pin_device), out.target.pin_memory(*pin_device)};
-    else if (pin) out = {out.data.pin_memory(), out.target.pin_memory()};
+    if (pin && pin_device)
+      out = {out.data.pin_memory(*pin_device), out.target.pin_memory(*pin_device)};
+    else if (pin)
+      out = {out.data.pin_memory(), out.target.pin_memory()};
     return out;
   }
 

@@ -15,11 +15,16 @@ namespace switchyard {
 
 const char* device_type_name(DeviceType t) {
   switch (t) {
-    case DeviceType::cpu: return "cpu";
-    case DeviceType::integrated_gpu: return "integrated-gpu";
-    case DeviceType::discrete_gpu: return "discrete-gpu";
-    case DeviceType::virtual_gpu: return "virtual-gpu";
-    case DeviceType::other: return "other";
+    case DeviceType::cpu:
+      return "cpu";
+    case DeviceType::integrated_gpu:
+      return "integrated-gpu";
+    case DeviceType::discrete_gpu:
+      return "discrete-gpu";
+    case DeviceType::virtual_gpu:
+      return "virtual-gpu";
+    case DeviceType::other:
+      return "other";
   }
   return "?";
 }
@@ -101,14 +106,15 @@ void BackendDevice::copy(Buffer src, size_t so, Buffer dst, size_t dof, size_t b
 }
 
 void BackendDevice::execute(const Program& p, std::span<const Binding> bindings) {
-  SY_CHECK(bindings.size() == p.num_slots, "execute", "expected ", p.num_slots,
-           " bindings, found ", bindings.size());
+  SY_CHECK(bindings.size() == p.num_slots, "execute", "expected ", p.num_slots, " bindings, found ",
+           bindings.size());
   bump(counters_.submissions, 1);
   bump(counters_.kernel_launches, p.instrs.size());
   for (const Instr& i : p.instrs) {
-    SY_CHECK(size_t(i.kernel) < size_t(kNumKernels), "execute", "unknown kernel id ", int(i.kernel));
-    SY_CHECK(i.params.kernel() == i.kernel, kernel_name(i.kernel), "expected its own parameters, found ",
-             kernel_name(i.params.kernel()), "'s");
+    SY_CHECK(size_t(i.kernel) < size_t(kNumKernels), "execute", "unknown kernel id ",
+             int(i.kernel));
+    SY_CHECK(i.params.kernel() == i.kernel, kernel_name(i.kernel),
+             "expected its own parameters, found ", kernel_name(i.params.kernel()), "'s");
     SY_CHECK(i.nargs <= kernel_num_args(i.kernel), kernel_name(i.kernel), "expected at most ",
              kernel_num_args(i.kernel), " buffer arguments, found ", int(i.nargs));
     SY_CHECK(supports(i.kernel), kernel_name(i.kernel), "not implemented on ", str());
@@ -158,7 +164,8 @@ Registry& registry() {
   std::call_once(r.gpu_probe, [&r] {
     auto install = [&r](BackendEntry entry) {
       std::unique_lock lock(r.mu);
-      for (auto& d : entry.devices) r.contexts.emplace_back(d.get(), std::make_shared<detail::Context>(d));
+      for (auto& d : entry.devices)
+        r.contexts.emplace_back(d.get(), std::make_shared<detail::Context>(d));
       for (auto& b : r.backends)
         if (b.name == entry.name) {
           b = std::move(entry);
@@ -186,8 +193,10 @@ void register_backend(BackendEntry entry) {
   Registry& r = registry();
   std::unique_lock lock(r.mu);
   for (auto& b : r.backends)
-    SY_CHECK(b.name != entry.name || !b.available, "register_backend", "expected a new backend "
-             "name, found '", entry.name, "' already registered");
+    SY_CHECK(b.name != entry.name || !b.available, "register_backend",
+             "expected a new backend "
+             "name, found '",
+             entry.name, "' already registered");
   std::erase_if(r.backends, [&](const BackendEntry& b) { return b.name == entry.name; });
   for (size_t i = 0; i < entry.devices.size(); ++i)
     SY_CHECK(entry.devices[i] && entry.devices[i]->info().backend == entry.name &&
@@ -223,7 +232,8 @@ Device& device(std::string_view name) {
     return s;
   };
   std::string n(name);
-  if (n == "auto") {  // the first GPU of the built-in GPU backends, in their order; never a CPU driver
+  if (n ==
+      "auto") {  // the first GPU of the built-in GPU backends, in their order; never a CPU driver
     for (const detail::GpuBackend& g : detail::gpu_backends())
       for (auto& b : snap)
         if (b.name == g.name)
@@ -238,8 +248,8 @@ Device& device(std::string_view name) {
     std::string idx = n.substr(colon + 1);
     bool digits = !idx.empty() && idx.size() < 6 &&
                   std::all_of(idx.begin(), idx.end(), [](char c) { return c >= '0' && c <= '9'; });
-    SY_CHECK(digits, "device", "expected a device index after ':' in '", n,
-             "', found '", idx, "'; available devices: ", available());
+    SY_CHECK(digits, "device", "expected a device index after ':' in '", n, "', found '", idx,
+             "'; available devices: ", available());
     index = std::stoi(idx);
   }
   for (auto& b : snap) {
@@ -251,9 +261,9 @@ Device& device(std::string_view name) {
              " device(s); available devices: ", available());
     return *b.devices[index];
   }
-  throw Error(detail::cat("[device] unknown device '", n,
-                          "': expected cpu, vulkan[:N], cuda[:N] or auto; available devices: ",
-                          available()));
+  throw Error(detail::cat(
+      "[device] unknown device '", n,
+      "': expected cpu, vulkan[:N], cuda[:N] or auto; available devices: ", available()));
 }
 
 Device& default_device() {

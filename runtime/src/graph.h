@@ -39,14 +39,15 @@ class BufferPool {
 
 // One pooled buffer holding a tensor's data. Views share it with an offset.
 struct Storage {
-  Storage(std::shared_ptr<Context> c, Buffer b, size_t n) : ctx(std::move(c)), buffer(b), bytes(n) {}
+  Storage(std::shared_ptr<Context> c, Buffer b, size_t n)
+      : ctx(std::move(c)), buffer(b), bytes(n) {}
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
   std::shared_ptr<Context> ctx;
   Buffer buffer;
-  size_t bytes = 0;      // what was asked for (the buffer may be larger)
-  uint64_t version = 0;  // number of executed (or discarded) in-place updates
+  size_t bytes = 0;                // what was asked for (the buffer may be larger)
+  uint64_t version = 0;            // number of executed (or discarded) in-place updates
   uint64_t discarded_through = 0;  // versions skipped by a failed evaluation
   // Pending nodes that read this storage. Before an in-place update runs, the
   // scheduler runs every such reader of the old value that someone still
@@ -99,9 +100,7 @@ struct Node : std::enable_shared_from_this<Node> {
   size_t bytes() const { return size_t(numel(shape)) * dtype_size(dtype); }
   // The node whose buffer a view aliases (itself otherwise).
   Node* base() { return kind == NodeKind::view ? inputs[0].get() : this; }
-  bool pending() const {
-    return kind == NodeKind::update ? !done : kind != NodeKind::leaf;
-  }
+  bool pending() const { return kind == NodeKind::update ? !done : kind != NodeKind::leaf; }
 };
 using NodePtr = std::shared_ptr<Node>;
 
@@ -146,8 +145,10 @@ struct TensorImpl {
 // Helpers shared by the runtime's .cpp files.
 Tensor wrap(NodePtr n);  // a tensor with no autograd history
 NodePtr make_leaf(Context& c, std::shared_ptr<Storage> s, size_t offset, Shape shape, DType t);
-// A kernel node; the kernel is the one `p` was made for.
-NodePtr make_node(std::vector<NodePtr> inputs, Shape shape, DType t, const KernelParams& p);
+// A kernel node; the kernel is the one `p` was made for, on the inputs'
+// device (`ctx` when there are none). Throws when the device lacks the kernel.
+NodePtr make_node(std::vector<NodePtr> inputs, Shape shape, DType t, const KernelParams& p,
+                  Context* ctx = nullptr);
 NodePtr make_view(const NodePtr& base, size_t offset, Shape shape);
 std::shared_ptr<Storage> new_storage(Context& c, size_t bytes);
 // Record an in-place update of the leaf tensors in `targets` (which are also

@@ -35,7 +35,8 @@ struct Layouts {
       fields.push_back(std::move(f));
       layouts.push_back({fields.back().data(), int(fields.back().size()), ni, nf});
     };
-#define SY_ADD(kernel, ...) add({SY_PARAMS_##kernel(SY_FIELD_I, SY_FIELD_D, SY_FIELD_W, SY_FIELD_A, SY_FIELD_F)});
+#define SY_ADD(kernel, ...) \
+  add({SY_PARAMS_##kernel(SY_FIELD_I, SY_FIELD_D, SY_FIELD_W, SY_FIELD_A, SY_FIELD_F)});
     fields.reserve(kNumKernels);
     SWITCHYARD_KERNELS(SY_ADD)
 #undef SY_ADD

@@ -66,8 +66,7 @@ Linear::Linear(int64_t in, int64_t out, bool bias, Device& d) {
 
 Tensor Linear::forward(const Tensor& x) {
   SY_CHECK(x.dim() == 2 && x.size(1) == weight_->size(1), "Linear",
-           "expected input of shape (batch, ", weight_->size(1), "), found ",
-           shape_str(x.shape()));
+           "expected input of shape (batch, ", weight_->size(1), "), found ", shape_str(x.shape()));
   return linear(x, *weight_, bias_ ? *bias_ : none_);
 }
 

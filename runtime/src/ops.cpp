@@ -30,8 +30,7 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
 
 // Record the backward of `out` when grad mode is on and an input needs it.
 using Backward = std::function<std::vector<Tensor>(const Tensor&)>;
-Tensor with_grad(Tensor out, const char* name, std::initializer_list<Tensor> inputs,
-                 Backward bw) {
+Tensor with_grad(Tensor out, const char* name, std::initializer_list<Tensor> inputs, Backward bw) {
   if (!is_grad_enabled()) return out;
   bool any = false;
   for (auto& t : inputs) any |= t.requires_grad();
@@ -62,9 +61,8 @@ int64_t norm_axis(const char* op, const Tensor& x, int64_t dim) {
 // (rows, cols) of a tensor reduced along its last axis.
 std::pair<int64_t, int64_t> rows_cols(const char* op, const Tensor& x, int64_t axis) {
   SY_CHECK(x.dim() >= 1, op, "expected at least 1 dimension, found a scalar");
-  SY_CHECK(norm_axis(op, x, axis) == x.dim() - 1, op,
-           "only the last dim is supported, found dim ", axis, " of shape ",
-           shape_str(x.shape()));
+  SY_CHECK(norm_axis(op, x, axis) == x.dim() - 1, op, "only the last dim is supported, found dim ",
+           axis, " of shape ", shape_str(x.shape()));
   int64_t cols = x.shape().back();
   return {cols ? x.numel() / cols : 0, cols};
 }
@@ -90,8 +88,8 @@ static Tensor gemm(const char* op, const Tensor& a, const Tensor& b, bool ta, bo
   if (bias) {
     check_f32(op, *bias);
     check_same_device(op, a, *bias);
-    SY_CHECK(bias->dim() == 1 && bias->size(0) == N, op, "expected bias of shape (", N,
-             "), found ", shape_str(bias->shape()));
+    SY_CHECK(bias->dim() == 1 && bias->size(0) == N, op, "expected bias of shape (", N, "), found ",
+             shape_str(bias->shape()));
     p.has_bias = true;
     return node({a, b, *bias}, {M, N}, DType::f32, p);
   }
@@ -123,10 +121,9 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
 
 Tensor transpose(const Tensor& x) {
   check_defined("transpose", x);
-  SY_CHECK(x.dim() == 2, "transpose", "expected a 2-D tensor, found shape ",
-           shape_str(x.shape()));
-  TransposeParams p{.rows = x.size(0), .cols = x.size(1),
-                    .elem_size = int64_t(dtype_size(x.dtype()))};
+  SY_CHECK(x.dim() == 2, "transpose", "expected a 2-D tensor, found shape ", shape_str(x.shape()));
+  TransposeParams p{
+      .rows = x.size(0), .cols = x.size(1), .elem_size = int64_t(dtype_size(x.dtype()))};
   Tensor out = node({x}, {x.size(1), x.size(0)}, x.dtype(), p);
   return with_grad(out, "transpose", {x},
                    [](const Tensor& g) { return std::vector<Tensor>{transpose(g)}; });
@@ -252,8 +249,10 @@ static Tensor reduce(const char* op, const Tensor& x, int64_t axis, bool keepdim
   for (int64_t i = 0; i < a; ++i) outer *= s[i];
   for (int64_t i = a + 1; i < int64_t(s.size()); ++i) inner *= s[i];
   Shape out = s;
-  if (keepdim) out[a] = 1;
-  else out.erase(out.begin() + a);
+  if (keepdim)
+    out[a] = 1;
+  else
+    out.erase(out.begin() + a);
   Tensor y = node({x}, out, DType::f32,
                   ReduceSumParams{.outer = outer, .len = len, .inner = inner, .scale = scale});
   return with_grad(y, op, {x}, [=](const Tensor& g) {
@@ -289,8 +288,8 @@ Tensor mean(const Tensor& x) {
 
 Tensor expand(const Tensor& x, const Shape& shape) {
   check_f32("expand", x);
-  SY_CHECK(x.dim() <= int64_t(shape.size()), "expand", "cannot expand shape ",
-           shape_str(x.shape()), " to ", shape_str(shape));
+  SY_CHECK(x.dim() <= int64_t(shape.size()), "expand", "cannot expand shape ", shape_str(x.shape()),
+           " to ", shape_str(shape));
   size_t lead = shape.size() - x.shape().size();
   Shape cur(lead, 1);
   cur.insert(cur.end(), x.shape().begin(), x.shape().end());
@@ -318,8 +317,8 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 Tensor sum_to(const Tensor& x, const Shape& shape) {
   check_f32("sum_to", x);
   if (x.shape() == shape) return x;
-  SY_CHECK(int64_t(shape.size()) <= x.dim(), "sum_to", "cannot sum shape ",
-           shape_str(x.shape()), " to ", shape_str(shape));
+  SY_CHECK(int64_t(shape.size()) <= x.dim(), "sum_to", "cannot sum shape ", shape_str(x.shape()),
+           " to ", shape_str(shape));
   Tensor t = x;
   size_t lead = x.shape().size() - shape.size();
   if (lead > 0) {  // collapse and sum the leading dims in one reduction
@@ -342,7 +341,8 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 static Tensor softmax_op(const char* op, bool log, const Tensor& x, int64_t axis) {
   check_f32(op, x);
   auto [rows, cols] = rows_cols(op, x, axis);
-  Tensor y = node({x}, x.shape(), DType::f32, SoftmaxParams{.rows = rows, .cols = cols, .log = log});
+  Tensor y =
+      node({x}, x.shape(), DType::f32, SoftmaxParams{.rows = rows, .cols = cols, .log = log});
   Tensor yd = y.detach();
   return with_grad(y, op, {x}, [=](const Tensor& g) {
     SoftmaxBackwardParams q{.rows = rows, .cols = cols, .log = log};
@@ -368,7 +368,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
   SY_CHECK(logits.size(0) > 0, "cross_entropy", "expected a non-empty batch, found shape ",
            shape_str(logits.shape()));
   const int64_t rows = logits.size(0), cols = logits.size(1);
-  Tensor loss = node({logits, labels}, {}, DType::f32, CrossEntropyParams{.rows = rows, .cols = cols});
+  Tensor loss =
+      node({logits, labels}, {}, DType::f32, CrossEntropyParams{.rows = rows, .cols = cols});
   Tensor xd = logits.detach(), ld = labels.detach();
   return with_grad(loss, "cross_entropy", {logits}, [=](const Tensor& g) {
     CrossEntropyBackwardParams q{.rows = rows, .cols = cols};
@@ -379,8 +380,10 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
   check_f32("mse_loss", input);
   check_f32("mse_loss", target);
-  SY_CHECK(input.shape() == target.shape(), "mse_loss", "expected input and target of the same "
-           "shape, found ", shape_str(input.shape()), " and ", shape_str(target.shape()));
+  SY_CHECK(input.shape() == target.shape(), "mse_loss",
+           "expected input and target of the same "
+           "shape, found ",
+           shape_str(input.shape()), " and ", shape_str(target.shape()));
   return mean(square(sub(input, target)));
 }
 
@@ -398,7 +401,9 @@ Tensor argmax(const Tensor& x, int64_t axis) {
 Tensor Tensor::sum() const { return switchyard::sum(*this); }
 Tensor Tensor::sum(int64_t dim, bool keepdim) const { return switchyard::sum(*this, dim, keepdim); }
 Tensor Tensor::mean() const { return switchyard::mean(*this); }
-Tensor Tensor::mean(int64_t dim, bool keepdim) const { return switchyard::mean(*this, dim, keepdim); }
+Tensor Tensor::mean(int64_t dim, bool keepdim) const {
+  return switchyard::mean(*this, dim, keepdim);
+}
 Tensor Tensor::matmul(const Tensor& other) const { return switchyard::matmul(*this, other); }
 Tensor Tensor::relu() const { return switchyard::relu(*this); }
 Tensor Tensor::gelu() const { return switchyard::gelu(*this); }

@@ -78,7 +78,8 @@ std::vector<Tensor*> SGD::state(size_t i) { return {&momentum_[i]}; }
 
 void SGD::update(size_t i, Tensor& p, const Tensor& g) {
   if (o_.momentum == 0.f) {
-    update_inplace({&p}, {g}, SgdParams{.n = p.numel(), .lr = lr_, .weight_decay = o_.weight_decay});
+    update_inplace({&p}, {g},
+                   SgdParams{.n = p.numel(), .lr = lr_, .weight_decay = o_.weight_decay});
     return;
   }
   if (!momentum_[i].defined()) momentum_[i] = zeros(p.shape(), p.device());

@@ -9,9 +9,8 @@
 #include <iostream>
 #include <map>
 #include <mutex>
-#include <sstream>
-
 #include <nlohmann/json.hpp>
+#include <sstream>
 
 #include "switchyard/backend/device.h"
 #include "switchyard/error.h"
@@ -66,11 +65,16 @@ int detail::init_from_env() {
 
 const char* track_name(Track t) {
   switch (t) {
-    case Track::planning: return "planning";
-    case Track::submission: return "submissions";
-    case Track::transfer: return "transfers";
-    case Track::kernel: return "kernels";
-    case Track::step: return "steps";
+    case Track::planning:
+      return "planning";
+    case Track::submission:
+      return "submissions";
+    case Track::transfer:
+      return "transfers";
+    case Track::kernel:
+      return "kernels";
+    case Track::step:
+      return "steps";
   }
   return "?";
 }
@@ -116,7 +120,8 @@ void clear() {
   s.dropped = 0;
 }
 
-void record_since(Track t, const Device& d, const char* name, int64_t t0, uint64_t bytes, bool device_clock) {
+void record_since(Track t, const Device& d, const char* name, int64_t t0, uint64_t bytes,
+                  bool device_clock) {
   Event e;
   e.track = t;
   e.device = d.str();
@@ -147,7 +152,7 @@ Span::~Span() {
 Summary summarize(const std::vector<Event>& events) {
   Summary s;
   std::map<std::tuple<int, std::string, std::string>, Row> rows;
-  std::map<std::string, double> busy_ms;  // per device
+  std::map<std::string, double> busy_ms;           // per device
   std::vector<std::pair<int64_t, int64_t>> steps;  // [start, end)
   for (const Event& e : events)
     if (e.track == Track::step) {
@@ -207,7 +212,8 @@ std::string format_summary(const Summary& s) {
   const char* share = s.shares_of_steps ? "% of step" : "% of busy";
   if (s.shares_of_steps && s.outside_ms > 0) {
     std::snprintf(line, sizeof line,
-                  "  (device work outside the steps, such as set-up and evaluation: %.3f ms, not in the table)\n",
+                  "  (device work outside the steps, such as set-up and evaluation: %.3f ms, not "
+                  "in the table)\n",
                   s.outside_ms);
     o << line;
   }
@@ -275,7 +281,8 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
   bool first = true;
   // One JSON object per line, written as the events are walked.
   auto meta = [&](int pid, int tid, const char* what, const std::string& name) {
-    nlohmann::ordered_json m = {{"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", what}, {"args", {{"name", name}}}};
+    nlohmann::ordered_json m = {
+        {"ph", "M"}, {"pid", pid}, {"tid", tid}, {"name", what}, {"args", {{"name", name}}}};
     f << (first ? "" : ",\n") << m.dump();
     first = false;
   };
@@ -304,12 +311,13 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
     ends.push_back(start + dur);
     // Microseconds with nanosecond resolution (three decimals).
     auto us = [](int64_t ns) { return double(ns / 1000) + double(ns % 1000) * 1e-3; };
-    nlohmann::ordered_json args = {{"device", e->device}, {"clock", e->device_clock ? "device" : "host"}};
+    nlohmann::ordered_json args = {{"device", e->device},
+                                   {"clock", e->device_clock ? "device" : "host"}};
     if (e->bytes) args["bytes"] = e->bytes;
     args["measured_us"] = us(e->dur_ns);
-    nlohmann::ordered_json x = {{"ph", "X"},  {"pid", pid},           {"tid", tid},
-                                {"cat", track_name(e->track)},         {"name", e->name},
-                                {"ts", us(start)}, {"dur", us(dur)},   {"args", args}};
+    nlohmann::ordered_json x = {
+        {"ph", "X"},       {"pid", pid},      {"tid", tid},     {"cat", track_name(e->track)},
+        {"name", e->name}, {"ts", us(start)}, {"dur", us(dur)}, {"args", args}};
     f << ",\n" << x.dump();
   }
   f << "\n]}\n";

@@ -2,10 +2,10 @@
 // assigns buffers by lifetime, caches the plan by graph signature and hands
 // it to the device in one submission.
 #include <algorithm>
-#include <span>
 #include <atomic>
 #include <cstring>
 #include <optional>
+#include <span>
 
 #include "graph.h"
 #include "switchyard/error.h"
@@ -18,7 +18,7 @@ struct Plan {
   std::vector<int32_t> persist_nodes;  // order index of each persisted value
   std::vector<size_t> persist_bytes;
   std::vector<size_t> temp_bytes;
-  std::vector<int32_t> instr_node;     // order index behind each instruction
+  std::vector<int32_t> instr_node;  // order index behind each instruction
 };
 
 namespace {
@@ -118,8 +118,8 @@ class Evaluation {
       n->mark = mark_;
       set_.push_back(n);
       SY_CHECK(n->ctx == &ctx_, "scheduler",
-               "expected all tensors to be on the same device, found ",
-               n->ctx->device->str(), " and ", ctx_.device->str());
+               "expected all tensors to be on the same device, found ", n->ctx->device->str(),
+               " and ", ctx_.device->str());
       if (n->kind == NodeKind::leaf) {
         SY_CHECK(n->storage, "scheduler", "a value was read after it was freed (internal error)");
         check_fresh("scheduler", *n);
@@ -135,8 +135,7 @@ class Evaluation {
   static bool reads_version(const Node& r, const Node& target) {
     for (auto& in : r.inputs) {
       const Node* b = in->kind == NodeKind::view ? in->inputs[0].get() : in.get();
-      if (b->kind == NodeKind::leaf && b->storage == target.storage &&
-          b->version == target.version)
+      if (b->kind == NodeKind::leaf && b->storage == target.storage && b->version == target.version)
         return true;
     }
     return false;
@@ -198,7 +197,11 @@ class Evaluation {
       if (auto e = extra.find(n); e != extra.end())
         for (Node* r : e->second) out.push_back(r);
     };
-    struct Frame { Node* n; std::vector<Node*> kids; size_t next; };
+    struct Frame {
+      Node* n;
+      std::vector<Node*> kids;
+      size_t next;
+    };
     std::vector<Frame> stack;
     for (Node* root : set_) {
       if (state[root]) continue;
@@ -237,12 +240,12 @@ class Evaluation {
     for (Node* n : order_) {
       if (n->kind != NodeKind::leaf)
         for (auto& i : n->inputs) refs[i->idx]++;
-      for (auto& d : n->deps) if (d->mark == mark_) refs[d->idx]++;
+      for (auto& d : n->deps)
+        if (d->mark == mark_) refs[d->idx]++;
     }
     persist_.assign(order_.size(), 0);
     for (Node* n : order_)
-      if ((n->kind == NodeKind::op || n->kind == NodeKind::view) &&
-          ext_count(n, refs[n->idx]) > 0)
+      if ((n->kind == NodeKind::op || n->kind == NodeKind::view) && ext_count(n, refs[n->idx]) > 0)
         persist_[n->idx] = 1;
     for (Node* n : order_)
       if (n->kind == NodeKind::view && persist_[n->idx]) persist_[base_of(n)->idx] = 1;
@@ -426,8 +429,7 @@ class Evaluation {
         Node* b = base_of(n);  // earlier in the order: already a leaf here
         n->storage = persist_[n->idx] ? b->storage : nullptr;
         n->offset += b->offset;
-      }
-      else if (n->kind == NodeKind::op)
+      } else if (n->kind == NodeKind::op)
         n->offset = 0;
       else
         continue;
@@ -471,7 +473,9 @@ void evaluate(Context& c, const std::vector<Node*>& roots) {
 
 namespace switchyard::detail {
 Context::Context(std::shared_ptr<Device> d)
-    : device(std::static_pointer_cast<BackendDevice>(std::move(d))), pool(*device), host_pool(*device, true) {}
+    : device(std::static_pointer_cast<BackendDevice>(std::move(d))),
+      pool(*device),
+      host_pool(*device, true) {}
 Context::~Context() {
   plans.clear();
   pool.empty();

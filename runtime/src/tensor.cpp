@@ -4,9 +4,9 @@
 #include <atomic>
 #include <cmath>
 #include <cstring>
-#include <type_traits>
 #include <iomanip>
 #include <ostream>
+#include <type_traits>
 
 #include "graph.h"
 #include "switchyard/error.h"
@@ -22,8 +22,7 @@ Tensor wrap(NodePtr n) {
 }
 
 std::shared_ptr<Storage> new_storage(Context& c, size_t bytes) {
-  return std::make_shared<Storage>(c.shared_from_this(), c.pool.acquire(bytes ? bytes : 1),
-                                   bytes);
+  return std::make_shared<Storage>(c.shared_from_this(), c.pool.acquire(bytes ? bytes : 1), bytes);
 }
 
 // Destruction moves children to a per-thread list and frees them in a loop,
@@ -59,11 +58,14 @@ void check_fresh(const char* op, const Node& in) {
   if (in.kind != NodeKind::leaf || !in.storage || in.version >= in.storage->version) return;
   const Storage& s = *in.storage;
   if (in.version < s.discarded_through)
-    throw Error(cat("[", op, "] this tensor's storage had an in-place update discarded by a "
-                    "failed evaluation (version ", in.version, ", now ", s.version,
-                    "); its old value can no longer be read"));
-  throw Error(cat("[", op, "] a tensor needed here was modified in place (by an optimizer step) "
-                  "after it was used: expected version ", in.version, ", found ", s.version,
+    throw Error(cat("[", op,
+                    "] this tensor's storage had an in-place update discarded by a "
+                    "failed evaluation (version ",
+                    in.version, ", now ", s.version, "); its old value can no longer be read"));
+  throw Error(cat("[", op,
+                  "] a tensor needed here was modified in place (by an optimizer step) "
+                  "after it was used: expected version ",
+                  in.version, ", found ", s.version,
                   ". Evaluate values that need the old parameters (item(), to_vector(), eval(), "
                   "backward()) before optimizer.step() overwrites them."));
 }
@@ -80,12 +82,24 @@ NodePtr make_leaf(Context& c, std::shared_ptr<Storage> s, size_t offset, Shape s
   return n;
 }
 
-NodePtr make_node(std::vector<NodePtr> inputs, Shape shape, DType t, const KernelParams& p) {
+static void check_supported(const Context& c, Kernel k) {
+  if (c.device->supports(k)) return;
+  std::string have;
+  for (int j = 0; j < kNumKernels; ++j)
+    if (c.device->supports(Kernel(j)))
+      have += std::string(have.empty() ? "" : ", ") + kernel_name(Kernel(j));
+  throw Error(cat("[", kernel_name(k), "] expected a kernel that ", c.device->str(),
+                  " implements, found it does not; it implements: ", have.empty() ? "none" : have));
+}
+
+NodePtr make_node(std::vector<NodePtr> inputs, Shape shape, DType t, const KernelParams& p,
+                  Context* ctx) {
   const Kernel k = p.kernel();
   auto n = std::make_shared<Node>();
   n->kind = NodeKind::op;
   n->kernel = k;
-  n->ctx = inputs.empty() ? nullptr : inputs.front()->ctx;
+  n->ctx = inputs.empty() ? ctx : inputs.front()->ctx;
+  if (n->ctx) check_supported(*n->ctx, k);
   n->dtype = t;
   n->shape = std::move(shape);
   n->params = p;
@@ -94,8 +108,10 @@ NodePtr make_node(std::vector<NodePtr> inputs, Shape shape, DType t, const Kerne
     check_fresh(kernel_name(k), *in);
     // Views are transparent: the reader is registered on what they alias.
     Node* b = in->base();
-    if (b->kind == NodeKind::leaf && b->storage) b->storage->add_reader(n);
-    else b->readers.push_back(n);
+    if (b->kind == NodeKind::leaf && b->storage)
+      b->storage->add_reader(n);
+    else
+      b->readers.push_back(n);
   }
   return n;
 }
@@ -114,8 +130,8 @@ void Storage::add_reader(const NodePtr& n) {
 NodePtr make_view(const NodePtr& base, size_t offset, Shape shape) {
   if (base->kind == NodeKind::leaf && base->deps.empty()) {
     SY_CHECK(base->storage, "view", "a value was read after it was freed (internal error)");
-    auto n = make_leaf(*base->ctx, base->storage, base->offset + offset, std::move(shape),
-                       base->dtype);
+    auto n =
+        make_leaf(*base->ctx, base->storage, base->offset + offset, std::move(shape), base->dtype);
     n->version = base->version;
     return n;
   }
@@ -182,6 +198,7 @@ void update_inplace(const std::vector<Tensor*>& targets, const std::vector<Tenso
     u->inputs.push_back(node_of(r));
   }
   u->ctx = u->inputs.front()->ctx;
+  check_supported(*u->ctx, k);
   for (auto& in : u->inputs)
     SY_CHECK(in->ctx == u->ctx, kernel_name(k),
              "expected all tensors to be on the same device, found ", in->ctx->device->str(),
@@ -239,9 +256,7 @@ template <class Make>
 Tensor generator(const Shape& s, const Options& o, const char* op, Make make) {
   check_shape(s, op);
   Context& c = context_of(o.device());
-  auto n = make_node({}, s, o.dtype(), make(numel(s)));
-  n->ctx = &c;
-  return finish_factory(std::move(n), o);
+  return finish_factory(make_node({}, s, o.dtype(), make(numel(s)), &c), o);
 }
 
 template <class P>
@@ -251,8 +266,10 @@ Tensor random(const Shape& s, float a, float b, const Options& o, const char* op
   uint64_t seed = g_seed.load(), offset = g_offset.fetch_add(1);
   return generator(s, o, op, [&](int64_t n) {
     P p{.n = n, .seed = seed, .offset = offset};
-    if constexpr (std::is_same_v<P, RandUniformParams>) p.low = a, p.high = b;
-    else p.mean = a, p.std = b;
+    if constexpr (std::is_same_v<P, RandUniformParams>)
+      p.low = a, p.high = b;
+    else
+      p.mean = a, p.std = b;
     return p;
   });
 }
@@ -271,7 +288,9 @@ Tensor full(Shape s, float value, Options o) {
 }
 Tensor zeros(Shape s, Options o) { return full(std::move(s), 0.f, o); }
 Tensor ones(Shape s, Options o) { return full(std::move(s), 1.f, o); }
-Tensor zeros_like(const Tensor& t) { return zeros(t.shape(), Options(t.device()).dtype(t.dtype())); }
+Tensor zeros_like(const Tensor& t) {
+  return zeros(t.shape(), Options(t.device()).dtype(t.dtype()));
+}
 Tensor ones_like(const Tensor& t) { return ones(t.shape(), Options(t.device()).dtype(t.dtype())); }
 Tensor arange(int64_t n, Options o) {
   return generator({n}, o, "arange", [&](int64_t count) {
@@ -332,10 +351,12 @@ void eval(const std::vector<Tensor>& ts) {
   std::vector<std::pair<Context*, std::vector<Node*>>> groups;
   for (const Tensor& t : ts) {
     Node* n = node_of(t).get();
-    auto it = std::find_if(groups.begin(), groups.end(),
-                           [&](auto& g) { return g.first == n->ctx; });
-    if (it == groups.end()) groups.push_back({n->ctx, {n}});
-    else it->second.push_back(n);
+    auto it =
+        std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == n->ctx; });
+    if (it == groups.end())
+      groups.push_back({n->ctx, {n}});
+    else
+      it->second.push_back(n);
   }
   for (auto& [c, roots] : groups) evaluate(*c, roots);
 }
@@ -356,7 +377,8 @@ Tensor Tensor::to(Device& dev, bool non_blocking) const {
   BackendDevice& d = *c.device;
   auto st = new_storage(c, bytes);
   if (bytes) {
-    if (m.storage->pin_ctx && m.storage->pin_ctx->device.get() == &d) {  // its own pinned memory: a device copy
+    if (m.storage->pin_ctx &&
+        m.storage->pin_ctx->device.get() == &d) {  // its own pinned memory: a device copy
       d.copy(m.storage->pin_buffer, m.offset, st->buffer, 0, bytes);
     } else if (void* host = from.host_pointer(m.storage->buffer)) {
       from.synchronize();  // the host must see finished values
@@ -404,7 +426,8 @@ Tensor Tensor::pin_with(Device* only) const {
   if (m.storage->pin_ctx) return *this;
   size_t bytes = m.bytes();
   for (Device* dev : devices()) {
-    if (dev->info().backend == "cpu" || dev->info().backend == "mock" || (only && dev != only)) continue;
+    if (dev->info().backend == "cpu" || dev->info().backend == "mock" || (only && dev != only))
+      continue;
     Context& owner = context_of(*dev);
     BackendDevice* d = owner.device.get();
     Buffer b = owner.host_pool.acquire(bytes ? bytes : 1);  // cached, as PyTorch's host allocator
@@ -460,9 +483,12 @@ float Tensor::item() const {
   SY_CHECK(numel() == 1, "item", "expected a tensor with one element, found shape ",
            shape_str(shape()));
   switch (dtype()) {
-    case DType::f32: return to_vector<float>()[0];
-    case DType::i32: return float(to_vector<int32_t>()[0]);
-    case DType::u8: return float(to_vector<uint8_t>()[0]);
+    case DType::f32:
+      return to_vector<float>()[0];
+    case DType::i32:
+      return float(to_vector<int32_t>()[0]);
+    case DType::u8:
+      return float(to_vector<uint8_t>()[0]);
   }
   return 0.f;
 }
@@ -481,13 +507,12 @@ Tensor Tensor::reshape(Shape s) const {
     }
   }
   if (infer >= 0) {
-    SY_CHECK(known > 0 && numel() % known == 0, "reshape", "cannot reshape ",
-             shape_str(shape()), " into ", shape_str(s));
+    SY_CHECK(known > 0 && numel() % known == 0, "reshape", "cannot reshape ", shape_str(shape()),
+             " into ", shape_str(s));
     s[infer] = numel() / known;
   }
-  SY_CHECK(switchyard::numel(s) == numel(), "reshape", "cannot reshape ", shape_str(shape()),
-           " (", numel(), " elements) into ", shape_str(s), " (", switchyard::numel(s),
-           " elements)");
+  SY_CHECK(switchyard::numel(s) == numel(), "reshape", "cannot reshape ", shape_str(shape()), " (",
+           numel(), " elements) into ", shape_str(s), " (", switchyard::numel(s), " elements)");
   Shape from = shape();
   Tensor out = wrap(make_view(node_of(*this), 0, s));
   if (requires_grad() && is_grad_enabled()) {
@@ -510,8 +535,8 @@ Tensor Tensor::flatten(int64_t start_dim) const {
 Tensor Tensor::slice(int64_t begin, int64_t end) const {
   SY_CHECK(dim() >= 1, "slice", "expected a tensor with at least 1 dimension, found a scalar");
   int64_t rows = shape()[0];
-  SY_CHECK(0 <= begin && begin <= end && end <= rows, "slice", "expected 0 <= begin <= end <= ",
-           rows, ", found [", begin, ", ", end, ")");
+  SY_CHECK(0 <= begin && begin <= end && end <= rows, "slice",
+           "expected 0 <= begin <= end <= ", rows, ", found [", begin, ", ", end, ")");
   Shape s = shape();
   s[0] = end - begin;
   size_t row_bytes = size_t(numel() / std::max<int64_t>(rows, 1)) * dtype_size(dtype());

@@ -26,21 +26,25 @@ enum { kAlignA, kAlignB, kAlignC, kAlignD, kWorkspace };
 cudaStream_t blas_stream = nullptr;  // cublasSetStream's
 
 template <class T>
-uint64_t* fields(T* opaque) { return opaque->data; }
+uint64_t* fields(T* opaque) {
+  return opaque->data;
+}
 
 float* at(const void* base, uint64_t ld, uint64_t i, uint64_t j) {  // column-major element (i, j)
   return const_cast<float*>(static_cast<const float*>(base)) + i + j * ld;
 }
 
 // D (m x n) = alpha op(A) op(B) (+ bias per row) (relu), column-major.
-void matmul(bool ta, bool tb, uint64_t m, uint64_t n, uint64_t k, float alpha, const float* A, uint64_t lda,
-            const float* B, uint64_t ldb, float* D, uint64_t ldd, const float* bias, bool relu) {
+void matmul(bool ta, bool tb, uint64_t m, uint64_t n, uint64_t k, float alpha, const float* A,
+            uint64_t lda, const float* B, uint64_t ldb, float* D, uint64_t ldd, const float* bias,
+            bool relu) {
   std::vector<float> out(m * n);
   for (uint64_t j = 0; j < n; ++j)
     for (uint64_t i = 0; i < m; ++i) {
       double s = 0;
       for (uint64_t l = 0; l < k; ++l)
-        s += double(ta ? *at(A, lda, l, i) : *at(A, lda, i, l)) * double(tb ? *at(B, ldb, j, l) : *at(B, ldb, l, j));
+        s += double(ta ? *at(A, lda, l, i) : *at(A, lda, i, l)) *
+             double(tb ? *at(B, ldb, j, l) : *at(B, ldb, l, j));
       float v = float(alpha * s);
       if (bias) v += bias[i];
       if (relu) v = v > 0.f ? v : 0.f;
@@ -57,9 +61,11 @@ cublasStatus_t lt_create(cublasLtHandle_t* h) {
 }
 cublasStatus_t lt_destroy(cublasLtHandle_t) { return CUBLAS_STATUS_SUCCESS; }
 size_t lt_version() { return 130100; }
-cublasStatus_t desc_create(cublasLtMatmulDesc_t* d, cublasComputeType_t compute, cudaDataType_t scale) {
+cublasStatus_t desc_create(cublasLtMatmulDesc_t* d, cublasComputeType_t compute,
+                           cudaDataType_t scale) {
   // TF32 is computed in FP32 here.
-  if ((compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32) || scale != CUDA_R_32F)
+  if ((compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32) ||
+      scale != CUDA_R_32F)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   *d = new cublasLtMatmulDescOpaque_t{};
   fields(*d)[kEpilogue] = CUBLASLT_EPILOGUE_DEFAULT;
@@ -69,7 +75,8 @@ cublasStatus_t desc_destroy(cublasLtMatmulDesc_t d) {
   delete d;
   return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t desc_set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr, const void* buf, size_t n) {
+cublasStatus_t desc_set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t attr,
+                        const void* buf, size_t n) {
   switch (attr) {
     case CUBLASLT_MATMUL_DESC_TRANSA:
     case CUBLASLT_MATMUL_DESC_TRANSB: {
@@ -91,10 +98,12 @@ cublasStatus_t desc_set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a
       std::memcpy(&fields(d)[kBias], buf, n);
       return CUBLAS_STATUS_SUCCESS;
     }
-    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+    default:
+      return CUBLAS_STATUS_NOT_SUPPORTED;
   }
 }
-cublasStatus_t layout_create(cublasLtMatrixLayout_t* l, cudaDataType type, uint64_t rows, uint64_t cols, int64_t ld) {
+cublasStatus_t layout_create(cublasLtMatrixLayout_t* l, cudaDataType type, uint64_t rows,
+                             uint64_t cols, int64_t ld) {
   if (type != CUDA_R_32F || ld < int64_t(rows) || ld < 1) return CUBLAS_STATUS_INVALID_VALUE;
   *l = new cublasLtMatrixLayoutOpaque_t{};
   fields(*l)[kRows] = rows;
@@ -115,8 +124,8 @@ cublasStatus_t pref_destroy(cublasLtMatmulPreference_t p) {
   delete p;
   return CUBLAS_STATUS_SUCCESS;
 }
-cublasStatus_t pref_set(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr, const void* buf,
-                        size_t n) {
+cublasStatus_t pref_set(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAttributes_t attr,
+                        const void* buf, size_t n) {
   switch (attr) {
     case CUBLASLT_MATMUL_PREF_MAX_WORKSPACE_BYTES: {
       if (n != sizeof(uint64_t)) return CUBLAS_STATUS_INVALID_VALUE;
@@ -133,26 +142,28 @@ cublasStatus_t pref_set(cublasLtMatmulPreference_t p, cublasLtMatmulPreferenceAt
       fields(p)[kAlignA + (attr - CUBLASLT_MATMUL_PREF_MIN_ALIGNMENT_A_BYTES)] = a;
       return CUBLAS_STATUS_SUCCESS;
     }
-    default: return CUBLAS_STATUS_NOT_SUPPORTED;
+    default:
+      return CUBLAS_STATUS_NOT_SUPPORTED;
   }
 }
 
 // The operation's shape from the layouts, or false when they disagree.
-bool shape(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c,
-           uint64_t& m, uint64_t& n, uint64_t& k) {
+bool shape(cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a, cublasLtMatrixLayout_t b,
+           cublasLtMatrixLayout_t c, uint64_t& m, uint64_t& n, uint64_t& k) {
   bool ta = fields(d)[kTransA], tb = fields(d)[kTransB];
   m = fields(c)[kRows];
   n = fields(c)[kCols];
   k = ta ? fields(a)[kRows] : fields(a)[kCols];
   uint64_t am = ta ? fields(a)[kCols] : fields(a)[kRows];
-  uint64_t bk = tb ? fields(b)[kCols] : fields(b)[kRows], bn = tb ? fields(b)[kRows] : fields(b)[kCols];
+  uint64_t bk = tb ? fields(b)[kCols] : fields(b)[kRows],
+           bn = tb ? fields(b)[kRows] : fields(b)[kCols];
   return am == m && bk == k && bn == n;
 }
 
 cublasStatus_t heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatrixLayout_t a,
                          cublasLtMatrixLayout_t b, cublasLtMatrixLayout_t c, cublasLtMatrixLayout_t,
-                         cublasLtMatmulPreference_t pref, int requested, cublasLtMatmulHeuristicResult_t results[],
-                         int* found) {
+                         cublasLtMatmulPreference_t pref, int requested,
+                         cublasLtMatmulHeuristicResult_t results[], int* found) {
   uint64_t m, n, k;
   if (requested < 1 || !shape(d, a, b, c, m, n, k)) return CUBLAS_STATUS_INVALID_VALUE;
   if (const char* e = std::getenv("SY_EMU_LT_NO_ALGO"); e && std::string(e) == "1") {
@@ -168,13 +179,16 @@ cublasStatus_t heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatri
 }
 
 cublasStatus_t lt_matmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void* alpha, const void* A,
-                         cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b, const void* beta,
-                         const void* C, cublasLtMatrixLayout_t c, void* D, cublasLtMatrixLayout_t dl,
-                         const cublasLtMatmulAlgo_t* algo, void*, size_t, cudaStream_t stream) {
+                         cublasLtMatrixLayout_t a, const void* B, cublasLtMatrixLayout_t b,
+                         const void* beta, const void* C, cublasLtMatrixLayout_t c, void* D,
+                         cublasLtMatrixLayout_t dl, const cublasLtMatmulAlgo_t* algo, void*, size_t,
+                         cudaStream_t stream) {
   uint64_t m, n, k;
   if (stream != sy_emu::device_stream) return CUBLAS_STATUS_INVALID_VALUE;
   // The algorithm was chosen for the alignments the preference stated.
-  auto misaligned = [](const void* p, uint64_t a) { return a > 1 && reinterpret_cast<uintptr_t>(p) % a != 0; };
+  auto misaligned = [](const void* p, uint64_t a) {
+    return a > 1 && reinterpret_cast<uintptr_t>(p) % a != 0;
+  };
   if (!algo || misaligned(A, algo->data[kAlignA]) || misaligned(B, algo->data[kAlignB]) ||
       misaligned(C, algo->data[kAlignC]) || misaligned(D, algo->data[kAlignD]))
     return CUBLAS_STATUS_INVALID_VALUE;
@@ -218,23 +232,29 @@ cublasStatus_t version(cublasHandle_t, int* v) {
 }
 const char* status_name(cublasStatus_t s) {
   switch (s) {
-    case CUBLAS_STATUS_SUCCESS: return "CUBLAS_STATUS_SUCCESS";
-    case CUBLAS_STATUS_INVALID_VALUE: return "CUBLAS_STATUS_INVALID_VALUE";
-    case CUBLAS_STATUS_NOT_SUPPORTED: return "CUBLAS_STATUS_NOT_SUPPORTED";
-    default: return "CUBLAS_STATUS_(emulated)";
+    case CUBLAS_STATUS_SUCCESS:
+      return "CUBLAS_STATUS_SUCCESS";
+    case CUBLAS_STATUS_INVALID_VALUE:
+      return "CUBLAS_STATUS_INVALID_VALUE";
+    case CUBLAS_STATUS_NOT_SUPPORTED:
+      return "CUBLAS_STATUS_NOT_SUPPORTED";
+    default:
+      return "CUBLAS_STATUS_(emulated)";
   }
 }
-cublasStatus_t sgemm(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m, int n, int k,
-                     const float* alpha, const float* A, int lda, const float* B, int ldb, const float* beta,
-                     float* C, int ldc) {
+cublasStatus_t sgemm(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m,
+                     int n, int k, const float* alpha, const float* A, int lda, const float* B,
+                     int ldb, const float* beta, float* C, int ldc) {
   bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
-  if (blas_stream != sy_emu::device_stream) return CUBLAS_STATUS_INVALID_VALUE;  // cublasSetStream forgotten
-  if (m < 0 || n < 0 || k < 0 || lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m || *beta != 0.f)
+  if (blas_stream != sy_emu::device_stream)
+    return CUBLAS_STATUS_INVALID_VALUE;  // cublasSetStream forgotten
+  if (m < 0 || n < 0 || k < 0 || lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m ||
+      *beta != 0.f)
     return CUBLAS_STATUS_INVALID_VALUE;
   float al = *alpha;
   sy_emu::enqueue([=] {
-    matmul(ta, tb, uint64_t(m), uint64_t(n), uint64_t(k), al, A, uint64_t(lda), B, uint64_t(ldb), C, uint64_t(ldc),
-           nullptr, false);
+    matmul(ta, tb, uint64_t(m), uint64_t(n), uint64_t(k), al, A, uint64_t(lda), B, uint64_t(ldb), C,
+           uint64_t(ldc), nullptr, false);
   });
   return CUBLAS_STATUS_SUCCESS;
 }

@@ -18,14 +18,14 @@
 
 #include <atomic>
 #include <barrier>
+#include <cstdint>
 #include <cstdio>
 #include <cstdlib>
-#include <deque>
-#include <mutex>
-#include <cstdint>
 #include <cstring>
+#include <deque>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <thread>
 #include <vector>
 
@@ -52,10 +52,10 @@
 namespace sy_emu {
 
 struct Block {
-  std::unique_ptr<std::barrier<>> sync;                 // __syncthreads
-  std::vector<std::unique_ptr<std::barrier<>>> warps;   // shuffles, one per warp
-  std::vector<uint64_t> lanes;                          // shuffle exchange, 32 per warp
-  std::vector<char> exited;                             // per thread: returned from the kernel
+  std::unique_ptr<std::barrier<>> sync;                // __syncthreads
+  std::vector<std::unique_ptr<std::barrier<>>> warps;  // shuffles, one per warp
+  std::vector<uint64_t> lanes;                         // shuffle exchange, 32 per warp
+  std::vector<char> exited;                            // per thread: returned from the kernel
 };
 
 [[noreturn]] inline void fail(const char* what) {

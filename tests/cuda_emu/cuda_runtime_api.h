@@ -3,5 +3,6 @@
 // macros send the backend's calls to the sy_emu_* functions (cudart_emu.h).
 #pragma once
 #include_next <cuda_runtime_api.h>
+
 #include "cuda_emu.h"
 #include "cudart_emu.h"

@@ -40,7 +40,8 @@ const Alloc* find(const void* p, size_t n = 1) {
 
 cudaError_t allocate(void** p, size_t bytes, Kind kind) {
   if (refused_in_capture()) return cudaErrorStreamCaptureUnsupported;
-  if (kind == Kind::device && used + bytes > sy_emu::memory_limit) return sy_emu::last_error = cudaErrorMemoryAllocation;
+  if (kind == Kind::device && used + bytes > sy_emu::memory_limit)
+    return sy_emu::last_error = cudaErrorMemoryAllocation;
   size_t rounded = (bytes + 255) / 256 * 256;  // 256-byte aligned, as cudaMalloc's
   *p = std::aligned_alloc(256, rounded ? rounded : 256);
   if (!*p) return sy_emu::last_error = cudaErrorMemoryAllocation;
@@ -59,7 +60,8 @@ cudaError_t release(void* p, Kind kind) {
   sy_emu::drain();  // cudaFree and cudaFreeHost wait for the device
   std::lock_guard lock(allocs_mu);
   auto it = allocs().find(static_cast<const char*>(p));
-  if (it == allocs().end() || it->second.kind != kind) sy_emu::fail("free of a pointer that is not a live allocation of that kind");
+  if (it == allocs().end() || it->second.kind != kind)
+    sy_emu::fail("free of a pointer that is not a live allocation of that kind");
   if (kind == Kind::device) used -= it->second.bytes;
   allocs().erase(it);
   std::free(p);
@@ -67,7 +69,7 @@ cudaError_t release(void* p, Kind kind) {
 }
 
 struct Event {
-  uint64_t at = 0;  // operations queued when it was recorded
+  uint64_t at = 0;     // operations queued when it was recorded
   bool timing = true;  // created without cudaEventDisableTiming
   bool recorded = false;
   std::shared_ptr<std::atomic<int64_t>> when;  // ns when the stream reached it; -1 before
@@ -82,14 +84,22 @@ cudaError_t sy_emu_cudaGetLastError() {
 }
 const char* sy_emu_cudaGetErrorName(cudaError_t e) {
   switch (e) {
-    case cudaSuccess: return "cudaSuccess";
-    case cudaErrorMemoryAllocation: return "cudaErrorMemoryAllocation";
-    case cudaErrorStreamCaptureUnsupported: return "cudaErrorStreamCaptureUnsupported";
-    case cudaErrorStreamCaptureInvalidated: return "cudaErrorStreamCaptureInvalidated";
-    case cudaErrorInvalidConfiguration: return "cudaErrorInvalidConfiguration";
-    case cudaErrorInvalidResourceHandle: return "cudaErrorInvalidResourceHandle";
-    case cudaErrorNotReady: return "cudaErrorNotReady";
-    default: return "cudaErrorUnknown";
+    case cudaSuccess:
+      return "cudaSuccess";
+    case cudaErrorMemoryAllocation:
+      return "cudaErrorMemoryAllocation";
+    case cudaErrorStreamCaptureUnsupported:
+      return "cudaErrorStreamCaptureUnsupported";
+    case cudaErrorStreamCaptureInvalidated:
+      return "cudaErrorStreamCaptureInvalidated";
+    case cudaErrorInvalidConfiguration:
+      return "cudaErrorInvalidConfiguration";
+    case cudaErrorInvalidResourceHandle:
+      return "cudaErrorInvalidResourceHandle";
+    case cudaErrorNotReady:
+      return "cudaErrorNotReady";
+    default:
+      return "cudaErrorUnknown";
   }
 }
 const char* sy_emu_cudaGetErrorString(cudaError_t e) { return sy_emu_cudaGetErrorName(e); }
@@ -97,7 +107,9 @@ cudaError_t sy_emu_cudaSetDevice(int) { return cudaSuccess; }
 
 cudaError_t sy_emu_cudaMalloc(void** p, size_t bytes) { return allocate(p, bytes, Kind::device); }
 cudaError_t sy_emu_cudaFree(void* p) { return release(p, Kind::device); }
-cudaError_t sy_emu_cudaHostAlloc(void** p, size_t bytes, unsigned) { return allocate(p, bytes, Kind::pinned); }
+cudaError_t sy_emu_cudaHostAlloc(void** p, size_t bytes, unsigned) {
+  return allocate(p, bytes, Kind::pinned);
+}
 cudaError_t sy_emu_cudaFreeHost(void* p) { return release(p, Kind::pinned); }
 cudaError_t sy_emu_cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   *total_bytes = sy_emu::memory_limit;
@@ -105,11 +117,13 @@ cudaError_t sy_emu_cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes) {
   return cudaSuccess;
 }
 
-cudaError_t sy_emu_cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind, cudaStream_t s) {
+cudaError_t sy_emu_cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind,
+                                   cudaStream_t s) {
   if (!sy_emu::on_device_stream(s)) return cudaErrorInvalidResourceHandle;
   if (bytes == 0) return cudaSuccess;
   const char *d = static_cast<const char*>(dst), *c = static_cast<const char*>(src);
-  if (c < d + bytes && d < c + bytes) sy_emu::fail("cudaMemcpyAsync with overlapping ranges (undefined in CUDA)");
+  if (c < d + bytes && d < c + bytes)
+    sy_emu::fail("cudaMemcpyAsync with overlapping ranges (undefined in CUDA)");
   const Alloc* from = find(src, bytes);
   const Alloc* to = find(dst, bytes);
   if (!from && !to) sy_emu::fail("cudaMemcpyAsync between two pointers CUDA did not allocate");
@@ -170,7 +184,8 @@ cudaError_t sy_emu_cudaEventRecord(cudaEvent_t e, cudaStream_t s) {
     auto when = std::make_shared<std::atomic<int64_t>>(-1);
     sy_emu::enqueue([when] {
       *when = std::chrono::duration_cast<std::chrono::nanoseconds>(
-                  std::chrono::steady_clock::now().time_since_epoch()).count();
+                  std::chrono::steady_clock::now().time_since_epoch())
+                  .count();
     });
     std::lock_guard lock(sy_emu::stream_mu);
     ev->when = when;
@@ -231,12 +246,14 @@ cudaError_t sy_emu_cudaStreamEndCapture(cudaStream_t, cudaGraph_t* g) {
   *g = reinterpret_cast<cudaGraph_t>(graph);
   return cudaSuccess;
 }
-cudaError_t sy_emu_cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t g, unsigned long long) {
+cudaError_t sy_emu_cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t g,
+                                                 unsigned long long) {
   // SY_EMU_FAIL_INSTANTIATE=1: as a driver that cannot instantiate the graph
   // (the backend must run the Program eagerly instead).
   if (const char* f = std::getenv("SY_EMU_FAIL_INSTANTIATE"); f && std::string(f) == "1")
     return sy_emu::last_error = cudaErrorNotSupported;
-  auto* copy = new std::shared_ptr<sy_emu::Graph>(new sy_emu::Graph(*reinterpret_cast<sy_emu::Graph*>(g)));
+  auto* copy =
+      new std::shared_ptr<sy_emu::Graph>(new sy_emu::Graph(*reinterpret_cast<sy_emu::Graph*>(g)));
   *exec = reinterpret_cast<cudaGraphExec_t>(copy);
   return cudaSuccess;
 }

@@ -17,8 +17,6 @@ namespace sy_emu {
 inline size_t memory_limit = size_t(1) << 30;  // "device" memory, for out-of-memory tests
 }
 
-
-
 // C linkage, as the toolkit's own declarations (which the macros below also
 // rename, where a toolkit header includes cuda_runtime_api.h).
 extern "C" {
@@ -31,7 +29,8 @@ cudaError_t sy_emu_cudaFree(void* p);
 cudaError_t sy_emu_cudaHostAlloc(void** p, size_t bytes, unsigned flags);
 cudaError_t sy_emu_cudaFreeHost(void* p);
 cudaError_t sy_emu_cudaMemGetInfo(size_t* free_bytes, size_t* total_bytes);
-cudaError_t sy_emu_cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind, cudaStream_t s);
+cudaError_t sy_emu_cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cudaMemcpyKind kind,
+                                   cudaStream_t s);
 cudaError_t sy_emu_cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s);
 cudaError_t sy_emu_cudaStreamCreateWithFlags(cudaStream_t* s, unsigned flags);
 cudaError_t sy_emu_cudaStreamDestroy(cudaStream_t s);
@@ -44,7 +43,8 @@ cudaError_t sy_emu_cudaEventDestroy(cudaEvent_t e);
 cudaError_t sy_emu_cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t sy_emu_cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
 cudaError_t sy_emu_cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* g);
-cudaError_t sy_emu_cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t g, unsigned long long flags);
+cudaError_t sy_emu_cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t g,
+                                                 unsigned long long flags);
 cudaError_t sy_emu_cudaGraphDestroy(cudaGraph_t g);
 cudaError_t sy_emu_cudaGraphExecDestroy(cudaGraphExec_t exec);
 cudaError_t sy_emu_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);

@@ -67,8 +67,8 @@ struct LoaderOptions {
   bool shuffle = false;  // as PyTorch's DataLoader
   uint64_t seed = 0;
   bool drop_last = false;
-  bool prefetch = true;  // prepare the next batch on a background thread
-  bool pin_memory = false;  // batches in pinned memory (Tensor::pin_memory)
+  bool prefetch = true;          // prepare the next batch on a background thread
+  bool pin_memory = false;       // batches in pinned memory (Tensor::pin_memory)
   Device* pin_device = nullptr;  // whose pinned memory; nullptr: the first GPU's
 };
 

@@ -17,7 +17,7 @@ const char* device_type_name(DeviceType t);
 struct DeviceInfo {
   std::string backend;  // "cpu", "vulkan", "cuda"
   int index = 0;
-  std::string name;     // human-readable, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
+  std::string name;  // human-readable, e.g. "llvmpipe (LLVM 15.0.6, 256 bits)"
   DeviceType type = DeviceType::cpu;
   uint64_t memory_bytes = 0;
   std::vector<std::pair<std::string, std::string>> properties;  // backend extras

@@ -11,9 +11,12 @@ enum class DType : uint8_t { f32, i32, u8 };
 inline size_t dtype_size(DType t) { return t == DType::u8 ? 1 : 4; }
 inline const char* dtype_name(DType t) {
   switch (t) {
-    case DType::f32: return "f32";
-    case DType::i32: return "i32";
-    case DType::u8: return "u8";
+    case DType::f32:
+      return "f32";
+    case DType::i32:
+      return "i32";
+    case DType::u8:
+      return "u8";
   }
   return "?";
 }

@@ -30,9 +30,7 @@ std::string cat(const A&... a) {
 }  // namespace switchyard
 
 // SY_CHECK(cond, "op", parts...) throws Error("[op] parts...") when cond fails.
-#define SY_CHECK(cond, op, ...)                                           \
-  do {                                                                    \
-    if (!(cond))                                                          \
-      throw ::switchyard::Error(                                          \
-          ::switchyard::detail::cat("[", op, "] ", __VA_ARGS__));         \
+#define SY_CHECK(cond, op, ...)                                                                    \
+  do {                                                                                             \
+    if (!(cond)) throw ::switchyard::Error(::switchyard::detail::cat("[", op, "] ", __VA_ARGS__)); \
   } while (0)

@@ -55,12 +55,27 @@ class Linear : public Module {
   Tensor none_;
 };
 
-class ReLU : public Module { public: Tensor forward(const Tensor& x) override { return relu(x); } };
-class GELU : public Module { public: Tensor forward(const Tensor& x) override { return gelu(x); } };
-class Tanh : public Module { public: Tensor forward(const Tensor& x) override { return tanh(x); } };
-class Sigmoid : public Module { public: Tensor forward(const Tensor& x) override { return sigmoid(x); } };
+class ReLU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return relu(x); }
+};
+class GELU : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return gelu(x); }
+};
+class Tanh : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return tanh(x); }
+};
+class Sigmoid : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return sigmoid(x); }
+};
 // Flattens every dimension after the first.
-class Flatten : public Module { public: Tensor forward(const Tensor& x) override { return x.flatten(1); } };
+class Flatten : public Module {
+ public:
+  Tensor forward(const Tensor& x) override { return x.flatten(1); }
+};
 
 class Sequential : public Module {
  public:

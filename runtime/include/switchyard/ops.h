@@ -48,7 +48,7 @@ Tensor log_softmax(const Tensor& x, int64_t dim = -1);  // last dim only
 // logits (B,C) f32, labels (B) i32: mean over the batch of -log_softmax[label].
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
 Tensor mse_loss(const Tensor& input, const Tensor& target);  // mean
-Tensor argmax(const Tensor& x, int64_t dim = -1);  // last dim; i32
+Tensor argmax(const Tensor& x, int64_t dim = -1);            // last dim; i32
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }

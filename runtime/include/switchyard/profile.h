@@ -39,11 +39,11 @@ const char* track_name(Track t);
 
 struct Event {
   Track track = Track::kernel;
-  std::string device;       // "vulkan:0"; empty for host-only spans
-  std::string name;         // kernel name, "upload (staging)", "plan", ...
-  int64_t start_ns = 0;     // host steady clock, from the profiler's epoch
+  std::string device;    // "vulkan:0"; empty for host-only spans
+  std::string name;      // kernel name, "upload (staging)", "plan", ...
+  int64_t start_ns = 0;  // host steady clock, from the profiler's epoch
   int64_t dur_ns = 0;
-  uint64_t bytes = 0;       // transfers: bytes moved
+  uint64_t bytes = 0;         // transfers: bytes moved
   bool device_clock = false;  // timed by the device, not by the host's clock
 };
 
@@ -103,7 +103,7 @@ struct Row {
 struct Summary {
   std::vector<Row> rows;  // kernels, then transfers; each by total time, largest first
   uint64_t steps = 0;
-  double step_ms = 0;     // total wall time of the marked steps
+  double step_ms = 0;  // total wall time of the marked steps
   bool shares_of_steps = false;
   double outside_ms = 0;  // device work outside the marked steps (not in rows)
 };

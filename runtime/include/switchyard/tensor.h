@@ -27,12 +27,22 @@ using TensorOptions = Options;  // libtorch's name
 class Options {
  public:
   Options() = default;
-  Options(Device& d) : device_(&d) {}  // NOLINT: implicit on purpose
+  Options(Device& d) : device_(&d) {}                // NOLINT: implicit on purpose
   Options(DType t) : dtype_(t), dtype_set_(true) {}  // NOLINT
-  Options& device(Device& d) { device_ = &d; return *this; }
-  Options& dtype(DType t) { dtype_ = t; dtype_set_ = true; return *this; }
-  Options& requires_grad(bool r = true) { requires_grad_ = r; return *this; }
-  Device& device() const;  // cpu() when unset, as in PyTorch
+  Options& device(Device& d) {
+    device_ = &d;
+    return *this;
+  }
+  Options& dtype(DType t) {
+    dtype_ = t;
+    dtype_set_ = true;
+    return *this;
+  }
+  Options& requires_grad(bool r = true) {
+    requires_grad_ = r;
+    return *this;
+  }
+  Device& device() const;                 // cpu() when unset, as in PyTorch
   DType dtype() const { return dtype_; }  // f32 unless set
   bool has_dtype() const { return dtype_set_; }
   bool requires_grad() const { return requires_grad_; }

@@ -102,7 +102,9 @@ class BackendDevice : public Device {
 
 // The backend side of a device handle (every Device is one).
 inline BackendDevice& backend_of(Device& d) { return static_cast<BackendDevice&>(d); }
-inline const BackendDevice& backend_of(const Device& d) { return static_cast<const BackendDevice&>(d); }
+inline const BackendDevice& backend_of(const Device& d) {
+  return static_cast<const BackendDevice&>(d);
+}
 // device(name), as its backend side.
 inline BackendDevice& backend_device(std::string_view name) { return backend_of(device(name)); }
 

@@ -21,9 +21,11 @@ namespace switchyard {
 // X(name, public op): the modes of the unary, unary_backward and binary
 // kernels (and gemm's fused activation). The GLSL shaders get the same codes
 // as U_<name> / B_<name> constants, generated from these lists.
+// clang-format off
 #define SWITCHYARD_UNARY_OPS(X)                                                 \
   X(none) X(relu) X(gelu) X(tanh) X(sigmoid) X(exp) X(log) X(sqrt) X(square) X(abs)
 #define SWITCHYARD_BINARY_OPS(X) X(add) X(sub) X(mul) X(div) X(eq)
+// clang-format on
 
 enum class Unary : int32_t {
 #define SY_ENUM_ENTRY(name) name,
@@ -49,6 +51,8 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
 // Shapes are given as the kernel sees its arguments; see each shader's and
 // each .cu file's header for launch geometry.
 
+// One line per field list and table entry (CMake reads the table too):
+// clang-format off
 // out = value. out has n elements of `dtype`.
 #define SY_PARAMS_fill(I, D, W, A, F) I(int64_t, n) I(DType, dtype) F(value)
 // out[k] = start + k * step, n elements of `dtype`.
@@ -136,6 +140,7 @@ enum KernelTraits : uint32_t {
   X(sgd_update, SgdParams, 2, 0b1, kNoTraits)                                        \
   X(sgd_momentum_update, SgdMomentumParams, 3, 0b11, kNoTraits)                      \
   X(adam_update, AdamParams, 5, 0b111, kNoTraits)
+// clang-format on
 
 enum class Kernel : uint8_t {
 #define SY_KERNEL_ENUM(name, ...) name,
@@ -164,8 +169,8 @@ inline bool kernel_has(Kernel k, KernelTraits t) { return (kernel_info(k).traits
 #define SY_MEMBER_W(name) uint64_t name = 0;
 #define SY_MEMBER_A(T, name, count) T name[count] = {};
 #define SY_MEMBER_F(name) float name = 0.f;
-#define SY_DEFINE_PARAMS(kernel, Params, ...) \
-  struct Params {                             \
+#define SY_DEFINE_PARAMS(kernel, Params, ...)                                           \
+  struct Params {                                                                       \
     SY_PARAMS_##kernel(SY_MEMBER_I, SY_MEMBER_I, SY_MEMBER_W, SY_MEMBER_A, SY_MEMBER_F) \
   };
 SWITCHYARD_KERNELS(SY_DEFINE_PARAMS)
@@ -180,14 +185,14 @@ template <class P>
 struct KernelOf;
 template <Kernel K>
 struct ParamsOf;
-#define SY_MAP_PARAMS(kernel, Params, ...)                                     \
-  template <>                                                                  \
-  struct KernelOf<Params> {                                                    \
-    static constexpr Kernel value = Kernel::kernel;                            \
-  };                                                                           \
-  template <>                                                                  \
-  struct ParamsOf<Kernel::kernel> {                                            \
-    using type = Params;                                                       \
+#define SY_MAP_PARAMS(kernel, Params, ...)          \
+  template <>                                       \
+  struct KernelOf<Params> {                         \
+    static constexpr Kernel value = Kernel::kernel; \
+  };                                                \
+  template <>                                       \
+  struct ParamsOf<Kernel::kernel> {                 \
+    using type = Params;                            \
   };
 SWITCHYARD_KERNELS(SY_MAP_PARAMS)
 #undef SY_MAP_PARAMS
@@ -247,12 +252,12 @@ namespace detail {
 #define SY_COUNT_A(T, name, count) +(count)
 #define SY_COUNT_F(name) +1
 #define SY_COUNT_NONE(...)
-#define SY_CHECK_FITS(kernel, Params, ...)                                                  \
-  static_assert(0 SY_PARAMS_##kernel(SY_COUNT_I, SY_COUNT_I, SY_COUNT_W, SY_COUNT_A,        \
-                                     SY_COUNT_NONE) <= kParamInts,                          \
-                #Params " has more integer fields than KernelParams holds");                \
-  static_assert(0 SY_PARAMS_##kernel(SY_COUNT_NONE, SY_COUNT_NONE, SY_COUNT_NONE,           \
-                                     SY_COUNT_NONE, SY_COUNT_F) <= kParamFloats,            \
+#define SY_CHECK_FITS(kernel, Params, ...)                                                       \
+  static_assert(0 SY_PARAMS_##kernel(SY_COUNT_I, SY_COUNT_I, SY_COUNT_W, SY_COUNT_A,             \
+                                     SY_COUNT_NONE) <= kParamInts,                               \
+                #Params " has more integer fields than KernelParams holds");                     \
+  static_assert(0 SY_PARAMS_##kernel(SY_COUNT_NONE, SY_COUNT_NONE, SY_COUNT_NONE, SY_COUNT_NONE, \
+                                     SY_COUNT_F) <= kParamFloats,                                \
                 #Params " has more float fields than KernelParams holds");
 SWITCHYARD_KERNELS(SY_CHECK_FITS)
 #undef SY_CHECK_FITS
@@ -270,19 +275,18 @@ struct ParamCodec;
 #define SY_DEC_A(T, name, count) \
   for (int j = 0; j < (count); ++j) p.name[j] = T(i[ni++]);
 #define SY_DEC_F(name) p.name = f[nf++];
-#define SY_CODEC(kernel, Params, ...)                                                     \
-  template <>                                                                             \
-  struct ParamCodec<Params> {                                                             \
-    static void encode(const Params& p, int64_t* i, [[maybe_unused]] float* f) {          \
-      [[maybe_unused]] int ni = 0, nf = 0;                                                \
-      SY_PARAMS_##kernel(SY_ENC_I, SY_ENC_I, SY_ENC_W, SY_ENC_A, SY_ENC_F)                \
-    }                                                                                     \
-    static Params decode(const int64_t* i, [[maybe_unused]] const float* f) {             \
-      Params p;                                                                           \
-      [[maybe_unused]] int ni = 0, nf = 0;                                                \
-      SY_PARAMS_##kernel(SY_DEC_I, SY_DEC_I, SY_DEC_W, SY_DEC_A, SY_DEC_F)                \
-      return p;                                                                           \
-    }                                                                                     \
+#define SY_CODEC(kernel, Params, ...)                                                \
+  template <>                                                                        \
+  struct ParamCodec<Params> {                                                        \
+    static void encode(const Params& p, int64_t* i, [[maybe_unused]] float* f) {     \
+      [[maybe_unused]] int ni = 0, nf = 0;                                           \
+      SY_PARAMS_##kernel(SY_ENC_I, SY_ENC_I, SY_ENC_W, SY_ENC_A, SY_ENC_F)           \
+    }                                                                                \
+    static Params decode(const int64_t* i, [[maybe_unused]] const float* f) {        \
+      Params p;                                                                      \
+      [[maybe_unused]] int ni = 0, nf = 0;                                           \
+      SY_PARAMS_##kernel(SY_DEC_I, SY_DEC_I, SY_DEC_W, SY_DEC_A, SY_DEC_F) return p; \
+    }                                                                                \
   };
 SWITCHYARD_KERNELS(SY_CODEC)
 #undef SY_CODEC

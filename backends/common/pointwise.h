@@ -19,16 +19,26 @@ constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi); GELU is the tanh f
 
 SY_HOST_DEVICE float unary(Unary op, float x) {
   switch (op) {
-    case Unary::relu: return x > 0.f ? x : 0.f;
-    case Unary::gelu: return 0.5f * x * (1.f + tanhf(kGeluC * (x + 0.044715f * x * x * x)));
-    case Unary::tanh: return tanhf(x);
-    case Unary::sigmoid: return 1.f / (1.f + expf(-x));
-    case Unary::exp: return expf(x);
-    case Unary::log: return logf(x);
-    case Unary::sqrt: return sqrtf(x);
-    case Unary::square: return x * x;
-    case Unary::abs: return fabsf(x);
-    case Unary::none: return x;
+    case Unary::relu:
+      return x > 0.f ? x : 0.f;
+    case Unary::gelu:
+      return 0.5f * x * (1.f + tanhf(kGeluC * (x + 0.044715f * x * x * x)));
+    case Unary::tanh:
+      return tanhf(x);
+    case Unary::sigmoid:
+      return 1.f / (1.f + expf(-x));
+    case Unary::exp:
+      return expf(x);
+    case Unary::log:
+      return logf(x);
+    case Unary::sqrt:
+      return sqrtf(x);
+    case Unary::square:
+      return x * x;
+    case Unary::abs:
+      return fabsf(x);
+    case Unary::none:
+      return x;
   }
   return x;
 }
@@ -36,30 +46,44 @@ SY_HOST_DEVICE float unary(Unary op, float x) {
 // d op(x) / dx, given x and y = op(x).
 SY_HOST_DEVICE float unary_grad(Unary op, float x, float y) {
   switch (op) {
-    case Unary::relu: return x > 0.f ? 1.f : 0.f;
+    case Unary::relu:
+      return x > 0.f ? 1.f : 0.f;
     case Unary::gelu: {
       float t = tanhf(kGeluC * (x + 0.044715f * x * x * x));
       return 0.5f * (1.f + t) + 0.5f * x * (1.f - t * t) * kGeluC * (1.f + 3.f * 0.044715f * x * x);
     }
-    case Unary::tanh: return 1.f - y * y;
-    case Unary::sigmoid: return y * (1.f - y);
-    case Unary::exp: return y;
-    case Unary::log: return 1.f / x;
-    case Unary::sqrt: return 0.5f / y;
-    case Unary::square: return 2.f * x;
-    case Unary::abs: return x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f);
-    case Unary::none: return 1.f;
+    case Unary::tanh:
+      return 1.f - y * y;
+    case Unary::sigmoid:
+      return y * (1.f - y);
+    case Unary::exp:
+      return y;
+    case Unary::log:
+      return 1.f / x;
+    case Unary::sqrt:
+      return 0.5f / y;
+    case Unary::square:
+      return 2.f * x;
+    case Unary::abs:
+      return x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f);
+    case Unary::none:
+      return 1.f;
   }
   return 0.f;
 }
 
 SY_HOST_DEVICE float binary(Binary op, float a, float b) {
   switch (op) {
-    case Binary::add: return a + b;
-    case Binary::sub: return a - b;
-    case Binary::mul: return a * b;
-    case Binary::div: return a / b;
-    case Binary::eq: return a == b ? 1.f : 0.f;
+    case Binary::add:
+      return a + b;
+    case Binary::sub:
+      return a - b;
+    case Binary::mul:
+      return a * b;
+    case Binary::div:
+      return a / b;
+    case Binary::eq:
+      return a == b ? 1.f : 0.f;
   }
   return 0.f;
 }
@@ -68,8 +92,8 @@ SY_HOST_DEVICE float binary(Binary op, float a, float b) {
 // buffer starts as the gradient).
 SY_HOST_DEVICE void sgd_step(float& w, float g, float lr, float wd) { w -= lr * (g + wd * w); }
 
-SY_HOST_DEVICE void sgd_momentum_step(float& w, float& buf, float g, float lr, float mom, float damp, float wd,
-                                      bool nesterov, bool first) {
+SY_HOST_DEVICE void sgd_momentum_step(float& w, float& buf, float g, float lr, float mom,
+                                      float damp, float wd, bool nesterov, bool first) {
   float d = g + wd * w;
   float b = first ? d : mom * buf + (1.f - damp) * d;
   buf = b;
@@ -79,8 +103,8 @@ SY_HOST_DEVICE void sgd_momentum_step(float& w, float& buf, float g, float lr, f
 // One Adam/AdamW step for one parameter; `keep` scales the weight (AdamW's
 // decoupled decay), `l2` adds wd*w to the gradient (Adam's). `step` is
 // lr / (1 - beta1^t), `inv_sqrt_bc2` is 1 / sqrt(1 - beta2^t).
-SY_HOST_DEVICE void adam_step(float& w, float& m, float& v, float g, float b1, float b2, float eps, float step,
-                              float inv_sqrt_bc2, float keep, float l2) {
+SY_HOST_DEVICE void adam_step(float& w, float& m, float& v, float g, float b1, float b2, float eps,
+                              float step, float inv_sqrt_bc2, float keep, float l2) {
   float wj = w * keep;
   float d = g + l2 * wj;
   float mj = b1 * m + (1.f - b1) * d;
