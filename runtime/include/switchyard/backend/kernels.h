@@ -18,7 +18,7 @@
 namespace switchyard {
 
 // ---- pointwise codes ---------------------------------------------------------
-// X(name, public op): the modes of the unary, unary_backward and binary
+// X(name): the modes of the unary, unary_backward and binary
 // kernels (and gemm's fused activation). The GLSL shaders get the same codes
 // as U_<name> / B_<name> constants, generated from these lists.
 // clang-format off
@@ -261,6 +261,11 @@ namespace detail {
                 #Params " has more float fields than KernelParams holds");
 SWITCHYARD_KERNELS(SY_CHECK_FITS)
 #undef SY_CHECK_FITS
+#undef SY_COUNT_I
+#undef SY_COUNT_W
+#undef SY_COUNT_A
+#undef SY_COUNT_F
+#undef SY_COUNT_NONE
 
 // Encode / decode one struct, generated from its field list.
 template <class P>
