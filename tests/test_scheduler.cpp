@@ -122,6 +122,24 @@ TEST(Scheduler, ReadingAValueOverwrittenByAnUpdateIsAnError) {
   expect_error([&] { (saved * 2.f).to_vector<float>(); }, {"modified in place", "optimizer"});
 }
 
+// The user's Device::synchronize() runs queued graph work, optimizer
+// updates included, as synchronize(device) does.
+TEST(Scheduler, DeviceSynchronizeRunsQueuedUpdates) {
+  Tensor q = sy::from_vector(std::vector<float>{1, 2}, {2}).requires_grad_();
+  sy::optim::SGD opt({q}, 0.5f);
+  sy::sum(q * q).backward();
+  sy::eval({q.grad()});
+  opt.step();  // queued, not run
+  auto& counters = sy::backend_of(sy::cpu()).counters();
+  uint64_t before = counters.submissions;
+  sy::Device& dev = sy::cpu();
+  dev.synchronize();
+  EXPECT_EQ(counters.submissions, before + 1) << "the queued update ran";
+  dev.synchronize();
+  EXPECT_EQ(counters.submissions, before + 1) << "nothing left to run";
+  EXPECT_EQ(q.to_vector<float>(), (std::vector<float>{0, 0}));
+}
+
 TEST(Scheduler, PendingReadersOfTheOldValueRunBeforeTheUpdate) {
   // As in eager PyTorch, a value computed before step() keeps the old inputs
   // even when only the new parameter is asked for first.

@@ -33,7 +33,9 @@ std::string DeviceInfo::str() const {
   return backend == "cpu" ? "cpu" : backend + ":" + std::to_string(index);
 }
 
-void Device::synchronize() { backend_of(*this).synchronize(); }
+// The user's view: queued graph work (optimizer updates not yet submitted)
+// runs too, as switchyard::synchronize(device) does.
+void Device::synchronize() { switchyard::synchronize(*this); }
 
 namespace {
 int usable_devices(std::string_view backend) {

@@ -38,7 +38,8 @@ class Device {
 
   const DeviceInfo& info() const { return info_; }
   std::string str() const { return info_.str(); }
-  // Waits until all work queued on this device has finished.
+  // Runs what is pending on this device (queued optimizer updates included)
+  // and waits until it has finished; the same as switchyard::synchronize(d).
   void synchronize();
 
  private:
