@@ -87,6 +87,7 @@ CudaDevice::CudaDevice(DeviceInfo info, int ordinal, int64_t max_blocks)
   env_.max_blocks = std::max<int64_t>(max_blocks, 1);
   gemm_ = [this](const GemmParams& p, float* C, const float* A, const float* B, const float* bias,
                  const LaunchEnv& env) { blas_.gemm(p, C, A, B, bias, env); };
+  env_.gemm = &gemm_;  // the device lives at one address: set once
   graphs_enabled_ = graphs_enabled();
 }
 
@@ -530,7 +531,7 @@ void CudaDevice::synchronize_impl() {
 
 void CudaDevice::enqueue(const Program& p) {
   for (size_t i = 0; i < p.instrs.size(); ++i)
-    dispatch(p.instrs[i], &ptrs_[i * kMaxKernelArgs], gemm_, env_);
+    dispatch(p.instrs[i], &ptrs_[i * kMaxKernelArgs], env_);
 }
 
 void CudaDevice::execute_impl(const Program& p, std::span<const Binding> bindings) {
@@ -571,7 +572,7 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
     // Profiled: eagerly, with an event after each launch (harvest() reads
     // one kernel per event after the first, whatever was reached).
     for (size_t i = 0; i < p.instrs.size(); ++i) {
-      dispatch(p.instrs[i], &ptrs_[i * kMaxKernelArgs], gemm_, env_);
+      dispatch(p.instrs[i], &ptrs_[i * kMaxKernelArgs], env_);
       r->kernels.push_back(p.instrs[i].kernel);
       prof_mark(r);
     }

@@ -132,7 +132,7 @@ class CudaDevice final : public BackendDevice {
   bool status_dirty_ = false;
   LaunchEnv env_;
   Blas blas_;
-  GemmFn gemm_;  // blas_.gemm, for dispatch()
+  GemmFn gemm_;  // blas_.gemm, reached by launches through env_.gemm
   void* workspace_ = nullptr;
   bool graphs_enabled_ = true;
   std::unordered_map<uint64_t, ProgramGraphs> programs_;

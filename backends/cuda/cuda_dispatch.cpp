@@ -11,13 +11,11 @@ void launch(const GemmParams& p, void* const* a, const LaunchEnv& env) {
   (*env.gemm)(p, f(0), f(1), f(2), p.has_bias ? f(3) : nullptr, env);
 }
 
-void dispatch(const Instr& ins, void* const* a, const GemmFn& gemm, const LaunchEnv& env) {
-  LaunchEnv e = env;
-  e.gemm = &gemm;
+void dispatch(const Instr& ins, void* const* a, const LaunchEnv& env) {
   switch (ins.kernel) {
 #define SY_CUDA_CASE(kernel, Params, ...) \
   case Kernel::kernel:                    \
-    return launch(ins.params.get<Params>(), a, e);
+    return launch(ins.params.get<Params>(), a, env);
     SWITCHYARD_KERNELS(SY_CUDA_CASE)
 #undef SY_CUDA_CASE
   }

@@ -10,7 +10,7 @@
 namespace switchyard::cuda_impl {
 
 // Enqueues one launch. ptrs[j] is argument j's device address (binding base
-// + offsets), nullptr past ins.nargs.
-void dispatch(const Instr& ins, void* const* ptrs, const GemmFn& gemm, const LaunchEnv& env);
+// + offsets), nullptr past ins.nargs. The GEMM goes through env.gemm.
+void dispatch(const Instr& ins, void* const* ptrs, const LaunchEnv& env);
 
 }  // namespace switchyard::cuda_impl

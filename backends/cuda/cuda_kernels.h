@@ -24,8 +24,8 @@ struct DeviceStatus {
   int32_t bound;  // the number of classes
 };
 
-// The GEMM, which is cuBLAS's: the device passes its own in (the CPU
-// emulation of the kernels in tests/cuda_emu passes one that refuses).
+// The GEMM, which is cuBLAS's: the device's Blas (under tests/cuda_emu, the
+// emulated cuBLAS), reached from launch(GemmParams) through LaunchEnv::gemm.
 struct LaunchEnv;
 using GemmFn = std::function<void(const GemmParams& p, float* C, const float* A, const float* B,
                                   const float* bias, const LaunchEnv& env)>;
@@ -34,7 +34,7 @@ struct LaunchEnv {
   cudaStream_t stream = nullptr;
   DeviceStatus* status = nullptr;  // device address of the status words
   int64_t max_blocks = 1024;       // grid cap for grid-stride loops (SMs x 32)
-  const GemmFn* gemm = nullptr;    // set by dispatch()
+  const GemmFn* gemm = nullptr;    // the device's cuBLAS GEMM
 };
 
 // One launch(params, args, env) per kernel of the table, overloaded on the

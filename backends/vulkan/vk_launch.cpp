@@ -119,8 +119,13 @@ namespace {
 // 64-bit words travel as two slots; other integers must fit 32 bits.
 void pack_params(const LaunchConfig& c, const KernelParams& p, OpParams& o) {
   const ParamLayout& l = param_layout(p.kernel());
-  int slots[kParamInts + kParamFloats];
-  table_slots(l, slots);
+  // Each kernel's table slots, laid out once (vk_params.h).
+  static const auto all_slots = [] {
+    std::array<std::array<int, kParamInts + kParamFloats>, kNumKernels> s{};
+    for (int k = 0; k < kNumKernels; ++k) table_slots(param_layout(Kernel(k)), s[size_t(k)].data());
+    return s;
+  }();
+  const int* slots = all_slots[size_t(p.kernel())].data();
   const int64_t* iv = p.int_slots();
   for (int f = 0; f < l.num_fields; ++f) {
     const ParamField& x = l.fields[f];

@@ -76,7 +76,6 @@ struct Node : std::enable_shared_from_this<Node> {
   Node(const Node&) = delete;
   Node& operator=(const Node&) = delete;
   NodeKind kind = NodeKind::leaf;
-  Kernel kernel{};
   DType dtype = DType::f32;
   Shape shape;
   Context* ctx = nullptr;

@@ -262,7 +262,7 @@ class Evaluation {
     key.reserve(order_.size() * 64);
     for (Node* n : order_) {
       put(key, uint8_t(n->kind));
-      put(key, uint8_t(n->kernel));
+      put(key, uint8_t(n->params.kernel()));
       put(key, uint8_t(n->dtype));
       if (n->kind == NodeKind::op || n->kind == NodeKind::update) put_static_params(key, n->params);
       put(key, uint8_t(persist_[n->idx]));
@@ -343,7 +343,7 @@ class Evaluation {
       if (n->kind == NodeKind::op && !persist_[n->idx])
         slot[n->idx] = int32_t(temp_base + take_temp(n->bytes()));
       Instr ins;
-      ins.kernel = n->kernel;
+      ins.kernel = n->params.kernel();
       if (n->kind == NodeKind::op) ins.args[ins.nargs++] = arg_of(n);
       for (auto& i : n->inputs) ins.args[ins.nargs++] = arg_of(i.get());
       plan->program.instrs.push_back(ins);

@@ -97,7 +97,6 @@ NodePtr make_node(std::vector<NodePtr> inputs, Shape shape, DType t, const Kerne
   const Kernel k = p.kernel();
   auto n = std::make_shared<Node>();
   n->kind = NodeKind::op;
-  n->kernel = k;
   n->ctx = inputs.empty() ? ctx : inputs.front()->ctx;
   if (n->ctx) check_supported(*n->ctx, k);
   n->dtype = t;
@@ -176,7 +175,6 @@ void update_inplace(const std::vector<Tensor*>& targets, const std::vector<Tenso
   const Kernel k = p.kernel();
   auto u = std::make_shared<Node>();
   u->kind = NodeKind::update;
-  u->kernel = k;
   u->params = p;
   for (Tensor* t : targets) {
     NodePtr n = node_of(*t);
