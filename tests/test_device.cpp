@@ -2,6 +2,7 @@
 #include <cstdlib>
 
 #include "helpers.h"
+#include "serial_ring.h"
 
 using sy::Tensor;
 
@@ -180,4 +181,50 @@ TEST(Device, AnOpTheDeviceLacksFailsWhenTheGraphIsBuilt) {
   expect_error([&] { (void)sy::softmax(x); },
                {"[softmax]", "partial:0", "it implements:", "unary"});
   expect_error([&] { (void)x.softmax(-1); }, {"[softmax]", "does not"});
+}
+
+// The GPU backends' shared bookkeeping for asynchronously used memory.
+TEST(SerialRing, RegionsAreReusedOnlyAfterTheirSubmissionCompletes) {
+  switchyard::SerialRing ring(100);
+  auto [a, wa] = ring.probe(40);
+  EXPECT_EQ(a, 0u);
+  EXPECT_EQ(wa, 0u);
+  ring.take(a, 40, 1);
+  auto [b, wb] = ring.probe(40);
+  EXPECT_EQ(b, 40u);
+  EXPECT_EQ(wb, 0u);
+  ring.take(b, 40, 2);
+  // 40 more do not fit before the end: they wrap to 0, over submission 1's region.
+  auto [c, wc] = ring.probe(40);
+  EXPECT_EQ(c, 0u);
+  EXPECT_EQ(wc, 1u);
+  // A region over both needs the newer serial.
+  ring.retire_through(0);
+  EXPECT_EQ(ring.regions(), 2u);
+  auto [d, wd] = ring.probe(100);
+  EXPECT_EQ(d, 0u);
+  EXPECT_EQ(wd, 2u);
+  ring.retire_through(1);
+  EXPECT_EQ(ring.regions(), 1u);
+  EXPECT_EQ(ring.probe(40).wait, 0u);
+  EXPECT_EQ(ring.probe(100).wait, 2u);
+  ring.retire_through(2);
+  EXPECT_EQ(ring.probe(100).wait, 0u);
+}
+
+TEST(SerialRing, DeferredCopiesRunWhenTheirSubmissionIsDone) {
+  switchyard::DeferredCopies q;
+  const int src[3] = {7, 8, 9};
+  int dst[3] = {0, 0, 0};
+  q.push(1, &src[0], &dst[0], sizeof(int));
+  q.push(2, &src[1], &dst[1], sizeof(int));
+  q.push(3, &src[2], &dst[2], sizeof(int));
+  q.run_through(2);
+  EXPECT_EQ(dst[0], 7);
+  EXPECT_EQ(dst[1], 8);
+  EXPECT_EQ(dst[2], 0);
+  q.clear();  // dropped, never copied
+  q.run_through(3);
+  EXPECT_EQ(dst[2], 0);
+  EXPECT_TRUE(q.empty());
 }

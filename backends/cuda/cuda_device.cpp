@@ -30,7 +30,6 @@
 namespace switchyard::cuda_impl {
 namespace {
 
-constexpr size_t kRingBytes = size_t(32) << 20;
 constexpr size_t kChunk = size_t(8) << 20;
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kMaxGraphs = 4;       // per Program
@@ -144,8 +143,9 @@ void CudaDevice::shutdown() noexcept {
     (void)cudaFreeHost(const_cast<void*>(p));
   }
   host_allocs_.clear();
-  for (Segment& s : segments_) free_events_.push_back(s.done);
-  segments_.clear();
+  for (auto& [serial, e] : ring_events_) free_events_.push_back(e);
+  ring_events_.clear();
+  ring_regions_.clear();
   host_copies_.clear();
   for (cudaEvent_t e : free_events_) (void)cudaEventDestroy(e);
   free_events_.clear();
@@ -281,43 +281,44 @@ cudaEvent_t CudaDevice::new_event() {
   return e;
 }
 
-void CudaDevice::record_segment(size_t begin, size_t end) {
+void CudaDevice::record_segment() {
   cudaEvent_t e = new_event();
   SY_CUDA("transfer", cudaEventRecord(e, stream_));
-  segments_.push_back({begin, end, next_serial_++, e});
+  ring_events_.push_back({next_serial_++, e});
   // Many small transfers without a synchronize(): retire those already done,
   // and wait for the older half only if too many are still in flight (so
   // ring_reserve's scan stays short).
-  if (segments_.size() > kMaxSegments) {
+  if (ring_events_.size() > kMaxSegments) {
     uint64_t done = 0;
-    for (const Segment& s : segments_) {
-      cudaError_t q = cudaEventQuery(s.done);
+    for (auto& [serial, ev] : ring_events_) {
+      cudaError_t q = cudaEventQuery(ev);
       if (q == cudaErrorNotReady) break;
       SY_CUDA("transfer", q);
-      done = s.serial;
+      done = serial;
     }
     if (done) retire_segments_through(done);
-    if (segments_.size() > kMaxSegments)
-      retire_segments_through(segments_[kMaxSegments / 2].serial);
+    if (ring_events_.size() > kMaxSegments)
+      retire_segments_through(ring_events_[kMaxSegments / 2].first);
   }
 }
 
-// Waits for the segment with `serial` (and so all older ones: one stream),
-// performs their host copies and frees them.
+// Waits for the transfers up to `serial` (one stream: the newest event at or
+// before it covers the older ones), performs their host copies and frees
+// their regions of the ring.
 void CudaDevice::retire_segments_through(uint64_t serial) {
-  for (const Segment& s : segments_)
-    if (s.serial == serial) SY_CUDA("transfer", cudaEventSynchronize(s.done));
-  while (!host_copies_.empty() && host_copies_.front().serial <= serial) {
-    HostCopy& c = host_copies_.front();
-    std::memcpy(c.dst, c.src, c.bytes);
-    host_copies_.pop_front();
-  }
-  while (!segments_.empty() && segments_.front().serial <= serial) {
-    free_events_.push_back(segments_.front().done);
-    segments_.pop_front();
+  cudaEvent_t last = nullptr;
+  for (auto& [s, ev] : ring_events_)
+    if (s <= serial) last = ev;
+  if (last) SY_CUDA("transfer", cudaEventSynchronize(last));
+  host_copies_.run_through(serial);
+  ring_regions_.retire_through(serial);
+  while (!ring_events_.empty() && ring_events_.front().first <= serial) {
+    free_events_.push_back(ring_events_.front().second);
+    ring_events_.pop_front();
   }
 }
 
+// Room for n bytes in the ring, used by the transfer record_segment() marks next.
 size_t CudaDevice::ring_reserve(size_t n) {
   if (!ring_) {
     SY_CUDA("transfer",
@@ -325,13 +326,10 @@ size_t CudaDevice::ring_reserve(size_t n) {
     ++counters_.memory_allocations;
   }
   n = (n + 255) & ~size_t(255);
-  size_t begin = ring_head_ + n > kRingBytes ? 0 : ring_head_;
-  uint64_t newest_overlap = 0;
-  for (const Segment& s : segments_)
-    if (s.begin < begin + n && begin < s.end) newest_overlap = s.serial;
-  if (newest_overlap) retire_segments_through(newest_overlap);
-  ring_head_ = begin + n;
-  return begin;
+  auto [begin, wait] = ring_regions_.probe(n);
+  if (wait) retire_segments_through(wait);
+  ring_regions_.take(begin, n, next_serial_);
+  return size_t(begin);
 }
 
 void CudaDevice::upload_impl(Buffer dst, size_t off, const void* src, size_t n) {
@@ -353,7 +351,7 @@ void CudaDevice::upload_impl(Buffer dst, size_t off, const void* src, size_t n) 
     ProfRec* t0 = prof_begin();
     SY_CUDA("upload", cudaMemcpyAsync(d + done, ring_ + r, c, cudaMemcpyHostToDevice, stream_));
     prof_end(t0, "upload (staging)", c);
-    record_segment(r, r + c);
+    record_segment();
     done += c;
   }
 }
@@ -384,8 +382,8 @@ void CudaDevice::download_impl(Buffer src, size_t off, void* dst, size_t n) {
     ProfRec* t0 = prof_begin();
     SY_CUDA("download", cudaMemcpyAsync(ring_ + r, s + done, c, cudaMemcpyDeviceToHost, stream_));
     prof_end(t0, "download (staging)", c);
-    host_copies_.push_back({next_serial_, ring_ + r, d + done, c});
-    record_segment(r, r + c);
+    host_copies_.push(next_serial_, ring_ + r, d + done, c);
+    record_segment();
     done += c;
   }
 }
@@ -471,28 +469,21 @@ void CudaDevice::prof_end(ProfRec* r, const char* name, uint64_t bytes) {
 // or the previous work ended (one stream: it runs in order).
 void CudaDevice::harvest() {
   std::string dev = str();
+  std::vector<int64_t> t;
   for (ProfRec& r : prof_) {
     int64_t start = std::max(r.host_ns, prof_end_ns_);
-    int64_t prev = 0;
+    t.assign(1, start);
     for (size_t j = 1; j < r.ev.size(); ++j) {
       float ms = 0;
       if (cudaEventElapsedTime(&ms, r.ev[0], r.ev[j]) != cudaSuccess) {
         (void)cudaGetLastError();  // a lost measurement, not an error of the program
+        t.push_back(t.back());
         continue;
       }
-      int64_t t = int64_t(double(ms) * 1e6);
-      profile::Event e;
-      e.track = r.kernels.empty() ? profile::Track::transfer : profile::Track::kernel;
-      e.device = dev;
-      e.name = r.kernels.empty() ? r.name : kernel_name(r.kernels[j - 1]);
-      e.start_ns = start + prev;
-      e.dur_ns = std::max<int64_t>(0, t - prev);
-      e.bytes = r.bytes;
-      e.device_clock = true;
-      profile::record(std::move(e));
-      prev = t;
+      t.push_back(start + int64_t(double(ms) * 1e6));
     }
-    prof_end_ns_ = start + prev;
+    record_timing(dev, r, t);
+    prof_end_ns_ = t.back();
     for (cudaEvent_t e : r.ev) timing_events_.push_back(e);
   }
   prof_.clear();
@@ -520,7 +511,7 @@ void CudaDevice::synchronize_impl() {
   }
   SY_CUDA("synchronize", cudaStreamSynchronize(stream_));
   harvest();
-  if (!segments_.empty()) retire_segments_through(segments_.back().serial);
+  if (!ring_events_.empty()) retire_segments_through(ring_events_.back().first);
   if (status_dirty_) {
     status_dirty_ = false;
     check_status();

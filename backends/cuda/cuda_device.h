@@ -15,7 +15,9 @@
 #include "cuda_blas.h"
 #include "cuda_dispatch.h"
 #include "cuda_kernels.h"
+#include "serial_ring.h"
 #include "switchyard/backend/device.h"
+#include "timing.h"
 
 namespace switchyard::cuda_impl {
 
@@ -46,19 +48,6 @@ class CudaDevice final : public BackendDevice {
   void execute_impl(const Program& p, std::span<const Binding> bindings) override;
   void synchronize_impl() override;
 
-  // A staged transfer's slice of the ring, reusable once its event is done.
-  struct Segment {
-    size_t begin, end;
-    uint64_t serial;
-    cudaEvent_t done;
-  };
-  // A download into pageable memory: copied out of the ring once complete.
-  struct HostCopy {
-    uint64_t serial;
-    const char* src;
-    char* dst;
-    size_t bytes;
-  };
   // Instantiated graphs of one Program, keyed by everything baked into them
   // (argument addresses and scalar params).
   struct Graph {
@@ -86,7 +75,7 @@ class CudaDevice final : public BackendDevice {
   void note_host_use(HostAlloc* h);
   size_t ring_reserve(size_t n);
   void retire_segments_through(uint64_t serial);
-  void record_segment(size_t begin, size_t end);
+  void record_segment();
   cudaEvent_t new_event();
   void enqueue(const Program& p);
   void run_graph(const Program& p, ProgramGraphs& pg, uint64_t hash);
@@ -95,11 +84,8 @@ class CudaDevice final : public BackendDevice {
   // Profiling: while the profiler is on, Programs run eagerly with a timing
   // event before the first launch and after each, and copies between two;
   // synchronize() turns them into profiler events.
-  struct ProfRec {
+  struct ProfRec : TimingRecord {
     std::vector<cudaEvent_t> ev;
-    std::vector<Kernel> kernels;  // a Program's launches; empty for a copy
-    const char* name = nullptr;   // a copy's transfer kind
-    uint64_t bytes = 0;
     int64_t host_ns = 0;  // profiler clock when it was enqueued
   };
   cudaEvent_t timing_event();
@@ -119,12 +105,14 @@ class CudaDevice final : public BackendDevice {
   cudaStream_t stream_ = nullptr;
   CachingAllocator alloc_;
   std::unordered_map<const void*, HostAlloc> host_allocs_;  // pinned host buffers
-  // Staging ring (pinned), used in chunks of kChunk bytes.
+  // Staging ring (pinned), used in chunks of kChunk bytes. Each staged transfer has a serial and an
+  // event; a region of the ring and a download's copy out of it wait for that serial.
+  static constexpr size_t kRingBytes = size_t(32) << 20;
   char* ring_ = nullptr;
-  size_t ring_head_ = 0;
+  SerialRing ring_regions_{kRingBytes};
   uint64_t next_serial_ = 1;
-  std::deque<Segment> segments_;
-  std::deque<HostCopy> host_copies_;
+  std::deque<std::pair<uint64_t, cudaEvent_t>> ring_events_;
+  DeferredCopies host_copies_;
   std::vector<cudaEvent_t> free_events_;
   // Bad-input reports from kernels: device words, read back through pinned.
   DeviceStatus* status_dev_ = nullptr;

@@ -1,22 +1,30 @@
-// VulkanDevice's pipelines: one per kernel build, launch mode and flags,
-// created when first recorded; the on-disk pipeline cache.
-#include "vk_device.h"
+// The Vulkan pipelines and their on-disk cache (see vk_pipelines.h).
+#include "vk_pipelines.h"
+
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+
+#include "vk_spirv.h"
 
 namespace switchyard::vk_impl {
 
-std::string VulkanDevice::cache_path() const {
+std::string Pipelines::cache_path() const {
   const char* home = std::getenv("XDG_CACHE_HOME");
   std::string base =
       home && *home ? home
                     : (std::getenv("HOME") ? std::string(std::getenv("HOME")) + "/.cache" : "");
   if (base.empty()) return "";
   char id[64];
-  std::snprintf(id, sizeof id, "%08x_%08x_%08x", p_.props.vendorID, p_.props.deviceID,
-                p_.props.driverVersion);
+  std::snprintf(id, sizeof id, "%08x_%08x_%08x", c_.p.props.vendorID, c_.p.props.deviceID,
+                c_.p.props.driverVersion);
   return base + "/switchyard/vk_pipelines_" + id + ".bin";
 }
 
-void VulkanDevice::load_pipeline_cache() {
+void Pipelines::load_cache() {
   std::vector<char> data;
   if (std::string path = cache_path();
       !path.empty() && !env_on("SWITCHYARD_VK_NO_PIPELINE_CACHE")) {
@@ -26,21 +34,21 @@ void VulkanDevice::load_pipeline_cache() {
   VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
   ci.initialDataSize = data.size();
   ci.pInitialData = data.empty() ? nullptr : data.data();
-  if (vk.vkCreatePipelineCache(dev_, &ci, nullptr, &pipe_cache_) != VK_SUCCESS) {
+  if (vk.vkCreatePipelineCache(c_.dev, &ci, nullptr, &cache_) != VK_SUCCESS) {
     ci.initialDataSize = 0;
     ci.pInitialData = nullptr;
-    vk.vkCreatePipelineCache(dev_, &ci, nullptr, &pipe_cache_);
+    vk.vkCreatePipelineCache(c_.dev, &ci, nullptr, &cache_);
   }
 }
 
-void VulkanDevice::save_pipeline_cache() {
-  if (!pipe_cache_ || !new_pipelines_ || env_on("SWITCHYARD_VK_NO_PIPELINE_CACHE")) return;
+void Pipelines::save_cache() {
+  if (!cache_ || !grew_ || env_on("SWITCHYARD_VK_NO_PIPELINE_CACHE")) return;
   std::string path = cache_path();
   if (path.empty()) return;
   size_t n = 0;
-  if (vk.vkGetPipelineCacheData(dev_, pipe_cache_, &n, nullptr) != VK_SUCCESS || n == 0) return;
+  if (vk.vkGetPipelineCacheData(c_.dev, cache_, &n, nullptr) != VK_SUCCESS || n == 0) return;
   std::vector<char> data(n);
-  if (vk.vkGetPipelineCacheData(dev_, pipe_cache_, &n, data.data()) != VK_SUCCESS) return;
+  if (vk.vkGetPipelineCacheData(c_.dev, cache_, &n, data.data()) != VK_SUCCESS) return;
   std::error_code ec;
   std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
   std::string tmp = path + ".tmp" + std::to_string(::getpid());
@@ -52,16 +60,16 @@ void VulkanDevice::save_pipeline_cache() {
   std::filesystem::rename(tmp, path, ec);
 }
 
-uint32_t VulkanDevice::pipeline_index(const Instr& ins, uint32_t flags) {
+uint32_t Pipelines::index(const Instr& ins, uint32_t flags) {
   Kernel k = ins.kernel;
-  bool sg = k == Kernel::gemm ? gemm_sg_ : use_subgroups_ && kernel_has(k, kSubgroup);
+  bool sg = k == Kernel::gemm ? c_.gemm_sg : c_.use_subgroups && kernel_has(k, kSubgroup);
   uint64_t key = pipeline_key(k, sg, spec_op(ins), flags);
-  auto [it, fresh] = pipeline_index_.try_emplace(key, uint32_t(pipelines_.size()));
+  auto [it, fresh] = index_.try_emplace(key, uint32_t(pipelines_.size()));
   if (fresh) pipelines_.push_back({key, VK_NULL_HANDLE});
   return it->second;
 }
 
-VkPipeline VulkanDevice::pipeline(uint32_t idx) {
+VkPipeline Pipelines::get(uint32_t idx) {
   auto& [key, pl] = pipelines_[idx];
   if (pl) return pl;
   Kernel k = Kernel(key & 0xff);
@@ -75,13 +83,14 @@ VkPipeline VulkanDevice::pipeline(uint32_t idx) {
   sci.codeSize = m->words * 4;
   sci.pCode = m->code;
   VkShaderModule mod;
-  check(vk.vkCreateShaderModule(dev_, &sci, nullptr, &mod), kernel_name(k), "vkCreateShaderModule");
+  c_.check(vk.vkCreateShaderModule(c_.dev, &sci, nullptr, &mod), kernel_name(k),
+           "vkCreateShaderModule");
   // constant_id 0: workgroup size; 1-5: gemm tiles; 10: SPEC_OP; 11: SPEC_FLAGS.
-  uint32_t spec[8] = {lc_.wg};
+  uint32_t spec[8] = {c_.lc.wg};
   uint32_t ids[8] = {0};
   uint32_t nspec = 1;
   if (k == Kernel::gemm) {
-    const auto& t = (key >> 32) & kSmallTiles ? lc_.gemm_small : lc_.gemm;
+    const auto& t = (key >> 32) & kSmallTiles ? c_.lc.gemm_small : c_.lc.gemm;
     spec[0] = (t[0] / t[3]) * (t[1] / t[4]);
     for (uint32_t j = 0; j < 5; ++j) spec[nspec] = t[j], ids[nspec++] = j + 1;
   }
@@ -97,12 +106,21 @@ VkPipeline VulkanDevice::pipeline(uint32_t idx) {
   ci.stage.module = mod;
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = &si;
-  ci.layout = pipe_layout_;
-  VkResult r = vk.vkCreateComputePipelines(dev_, pipe_cache_, 1, &ci, nullptr, &pl);
-  vk.vkDestroyShaderModule(dev_, mod, nullptr);
-  check(r, kernel_name(k), "vkCreateComputePipelines");
-  new_pipelines_ = true;
+  ci.layout = c_.pipe_layout;
+  VkResult r = vk.vkCreateComputePipelines(c_.dev, cache_, 1, &ci, nullptr, &pl);
+  vk.vkDestroyShaderModule(c_.dev, mod, nullptr);
+  c_.check(r, kernel_name(k), "vkCreateComputePipelines");
+  grew_ = true;
   return pl;
+}
+
+void Pipelines::destroy() {
+  for (auto& [key, p] : pipelines_)
+    if (p) vk.vkDestroyPipeline(c_.dev, p, nullptr);
+  if (cache_) vk.vkDestroyPipelineCache(c_.dev, cache_, nullptr);
+  cache_ = VK_NULL_HANDLE;
+  pipelines_.clear();
+  index_.clear();
 }
 
 }  // namespace switchyard::vk_impl

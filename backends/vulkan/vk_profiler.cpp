@@ -1,42 +1,47 @@
-// VulkanDevice's profiler hooks: timestamp queries around launches and
-// copies, read back when their submission completes.
-#include "vk_device.h"
+// The Vulkan profiler hooks: timestamp queries around launches and copies,
+// read back when their submission completes (see vk_profiler.h).
+#include "vk_profiler.h"
+
+#include <algorithm>
 
 namespace switchyard::vk_impl {
 
-int64_t VulkanDevice::query_reserve(uint32_t n) {
+Profiler::Profiler(Context& c, Timeline& t) : c_(c), t_(t) {
+  uint32_t bits = c.p.queues[c.p.queue_family].timestampValidBits;
+  ts_ok_ = bits > 0 && c.p.props.limits.timestampPeriod > 0;
+  ts_period_ = c.p.props.limits.timestampPeriod;
+  ts_mask_ = bits >= 64 ? ~0ull : (1ull << bits) - 1;
+}
+
+int64_t Profiler::reserve(uint32_t n) {
   if (n > kQueries) return -1;
-  if (!qpool_) {
+  if (!pool_) {
     VkQueryPoolCreateInfo qi{VK_STRUCTURE_TYPE_QUERY_POOL_CREATE_INFO};
     qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
     qi.queryCount = kQueries;
-    check(vk.vkCreateQueryPool(dev_, &qi, nullptr, &qpool_), "profile", "vkCreateQueryPool");
+    c_.check(vk.vkCreateQueryPool(c_.dev, &qi, nullptr, &pool_), "profile", "vkCreateQueryPool");
   }
   for (;;) {
-    std::erase_if(query_segs_, [&](const RingSeg& g) { return g.serial <= done_serial_; });
-    uint32_t begin = query_head_ + n > kQueries ? 0 : query_head_;
-    uint64_t need = 0;
-    for (auto& g : query_segs_)
-      if (g.begin < begin + n && begin < g.end) need = std::max(need, g.serial);
-    if (!need) {
-      query_head_ = begin + n;
-      query_segs_.push_back({begin, begin + n, next_serial_});
-      return begin;
+    queries_.retire_through(t_.done_serial());
+    auto [begin, wait] = queries_.probe(n);
+    if (!wait) {
+      queries_.take(begin, n, t_.next_serial());
+      return int64_t(begin);
     }
-    if (need >= next_serial_) return -1;
-    retire(false, need);
+    if (wait >= t_.next_serial()) return -1;
+    t_.retire(false, wait);
   }
 }
 
-void VulkanDevice::harvest(InFlight& f) {
-  if (f.prof.empty()) return;
+void Profiler::harvest(InFlight& f) {
+  if (f.timings.empty()) return;
   int64_t lo = INT64_MAX, hi = INT64_MIN;
-  std::vector<std::vector<int64_t>> ns(f.prof.size());
-  for (size_t k = 0; k < f.prof.size(); ++k) {
-    const ProfRec& r = f.prof[k];
+  std::vector<std::vector<int64_t>> ns(f.timings.size());
+  for (size_t k = 0; k < f.timings.size(); ++k) {
+    const QueryTiming& r = f.timings[k];
     std::vector<uint64_t> ticks(r.count);
     VkResult res =
-        vk.vkGetQueryPoolResults(dev_, qpool_, r.first, r.count, r.count * 8, ticks.data(), 8,
+        vk.vkGetQueryPoolResults(c_.dev, pool_, r.first, r.count, r.count * 8, ticks.data(), 8,
                                  VK_QUERY_RESULT_64_BIT | VK_QUERY_RESULT_WAIT_BIT);
     if (res != VK_SUCCESS) continue;  // a lost measurement, not an error of the program
     for (uint64_t t : ticks) {
@@ -47,30 +52,27 @@ void VulkanDevice::harvest(InFlight& f) {
   }
   if (lo > hi) return;
   int64_t now = profile::now_ns();
-  if (!ts_anchored_ || lo + ts_offset_ < f.submit_ns)
-    ts_offset_ = f.submit_ns - lo, ts_anchored_ = true;
-  if (hi + ts_offset_ > now) ts_offset_ = now - hi;
-  std::string dev = str();
-  for (size_t k = 0; k < f.prof.size(); ++k) {
-    const ProfRec& r = f.prof[k];
-    const std::vector<int64_t>& t = ns[k];
-    if (t.size() != r.count) continue;
-    for (uint32_t j = 0; j + 1 < r.count; ++j) {
-      profile::Event e;
-      e.track = r.kernels.empty() ? profile::Track::transfer : profile::Track::kernel;
-      e.device = dev;
-      e.name = r.kernels.empty() ? r.name : kernel_name(r.kernels[j]);
-      e.start_ns = t[j] + ts_offset_;
-      e.dur_ns = std::max<int64_t>(0, t[j + 1] - t[j]);
-      e.bytes = r.bytes;
-      e.device_clock = true;
-      profile::record(std::move(e));
-    }
+  if (!anchored_ || lo + offset_ < f.submit_ns) offset_ = f.submit_ns - lo, anchored_ = true;
+  if (hi + offset_ > now) offset_ = now - hi;
+  std::string dev = c_.name();
+  for (size_t k = 0; k < f.timings.size(); ++k) {
+    std::vector<int64_t>& t = ns[k];
+    if (t.size() != f.timings[k].count) continue;
+    for (int64_t& v : t) v += offset_;
+    record_timing(dev, f.timings[k], t);
   }
 }
 
-void VulkanDevice::host_transfer(const char* kind, size_t bytes, int64_t t0) {
-  profile::record_since(profile::Track::transfer, *this, kind, t0, bytes);
+void Profiler::host_transfer(const char* kind, size_t bytes, int64_t t0) const {
+  profile::record_since(profile::Track::transfer, c_.owner, kind, t0, bytes);
+}
+
+void Profiler::destroy() {
+  if (pool_) vk.vkDestroyQueryPool(c_.dev, pool_, nullptr);
+  pool_ = VK_NULL_HANDLE;
+  queries_.clear();
+  anchored_ = false;
+  offset_ = 0;
 }
 
 }  // namespace switchyard::vk_impl

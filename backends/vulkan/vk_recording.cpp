@@ -1,14 +1,18 @@
-// VulkanDevice's Programs: launch tables, descriptor sets, barriers from
-// hazards, recorded command buffers replayed every step.
-#include "vk_device.h"
+// The Vulkan recorder: launch tables, descriptor sets, barriers from
+// hazards, recorded command buffers replayed every step (see vk_recording.h).
+#include "vk_recording.h"
+
+#include <algorithm>
+#include <atomic>
+#include <cstring>
 
 namespace switchyard::vk_impl {
 
-void VulkanDevice::free_recording(Recording& rec) {
+void Recorder::free_recording(Recording& rec) {
   for (auto& f : rec.frames) {
-    if (f.cb) vk.vkFreeCommandBuffers(dev_, cmd_pool_, 1, &f.cb), f.cb = VK_NULL_HANDLE;
+    if (f.cb) vk.vkFreeCommandBuffers(c_.dev, c_.cmd_pool, 1, &f.cb), f.cb = VK_NULL_HANDLE;
     if (!f.sets.empty())
-      vk.vkFreeDescriptorSets(dev_, f.pool, uint32_t(f.sets.size()), f.sets.data());
+      vk.vkFreeDescriptorSets(c_.dev, f.pool, uint32_t(f.sets.size()), f.sets.data());
     f.sets.clear();
     f.written.clear();
   }
@@ -16,8 +20,8 @@ void VulkanDevice::free_recording(Recording& rec) {
   rec.table_entries = 0;
 }
 
-void VulkanDevice::allocate_sets(Frame& fr, size_t n) {
-  std::vector<VkDescriptorSetLayout> layouts(n, set_layout_);
+void Recorder::allocate_sets(Frame& fr, size_t n) {
+  std::vector<VkDescriptorSetLayout> layouts(n, c_.set_layout);
   VkDescriptorSetAllocateInfo ai{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_ALLOCATE_INFO};
   ai.descriptorSetCount = uint32_t(n);
   ai.pSetLayouts = layouts.data();
@@ -26,35 +30,35 @@ void VulkanDevice::allocate_sets(Frame& fr, size_t n) {
     // Newest pool first; sets freed by evicted recordings return to theirs.
     for (auto pool = desc_pools_.rbegin(); pool != desc_pools_.rend(); ++pool) {
       ai.descriptorPool = *pool;
-      VkResult r = vk.vkAllocateDescriptorSets(dev_, &ai, fr.sets.data());
+      VkResult r = vk.vkAllocateDescriptorSets(c_.dev, &ai, fr.sets.data());
       if (r == VK_SUCCESS) {
         fr.pool = *pool;
         fr.written.assign(n * kArgBindings, VkDescriptorBufferInfo{});
-        bump(counters_.descriptor_set_allocations, n);
+        bump(c_.counters.descriptor_set_allocations, n);
         return;
       }
       if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL)
-        check(r, "execute", "vkAllocateDescriptorSets");
+        c_.check(r, "execute", "vkAllocateDescriptorSets");
     }
     uint32_t sets = uint32_t(std::max<size_t>(1024, n));
     VkDescriptorPoolSize ps[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets * (kBindings - 1)},
                                   {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, sets}};
     VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
     ci.flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT |
-               (uab_ ? VK_DESCRIPTOR_POOL_CREATE_UPDATE_AFTER_BIND_BIT : 0);
+               (c_.uab ? VK_DESCRIPTOR_POOL_CREATE_UPDATE_AFTER_BIND_BIT : 0);
     ci.maxSets = sets;
     ci.poolSizeCount = 2;
     ci.pPoolSizes = ps;
     VkDescriptorPool pool;
-    check(vk.vkCreateDescriptorPool(dev_, &ci, nullptr, &pool), "execute",
-          "vkCreateDescriptorPool");
+    c_.check(vk.vkCreateDescriptorPool(c_.dev, &ci, nullptr, &pool), "execute",
+             "vkCreateDescriptorPool");
     desc_pools_.push_back(pool);
   }
   fr.sets.clear();
-  throw Error(cat("[execute] could not allocate ", n, " descriptor sets on ", str()));
+  throw Error(cat("[execute] could not allocate ", n, " descriptor sets on ", c_.name()));
 }
 
-bool VulkanDevice::write_sets(Frame& fr, size_t n) {
+bool Recorder::write_sets(Frame& fr, size_t n) {
   std::vector<VkWriteDescriptorSet> w;
   bool fresh = fr.written.empty() || fr.written[0].buffer == VK_NULL_HANDLE;
   std::vector<VkDescriptorBufferInfo> table(fresh ? n : 0);
@@ -88,83 +92,77 @@ bool VulkanDevice::write_sets(Frame& fr, size_t n) {
         w.push_back(x);
       }
     }
-  if (!w.empty()) vk.vkUpdateDescriptorSets(dev_, uint32_t(w.size()), w.data(), 0, nullptr);
+  if (!w.empty()) vk.vkUpdateDescriptorSets(c_.dev, uint32_t(w.size()), w.data(), 0, nullptr);
   return !w.empty();
 }
 
-void VulkanDevice::evict_lru() {
+void Recorder::evict_lru() {
   auto lru = std::min_element(recordings_.begin(), recordings_.end(), [](auto& a, auto& b) {
     return a.second.last_step < b.second.last_step;
   });
-  for (auto& f : lru->second.frames) wait_for(f.serial);
+  for (auto& f : lru->second.frames) t_.wait_for(f.serial);
   free_recording(lru->second);
   recordings_.erase(lru);
 }
 
-uint64_t VulkanDevice::table_space(uint64_t entries) {
+uint64_t Recorder::table_space(uint64_t entries) {
   for (;;) {
     if (auto off = table_ranges_.allocate(entries, 1)) return *off;
     if (!recordings_.empty()) {
       evict_lru();
       continue;
     }
-    wait_idle();
+    t_.wait_idle();
     uint64_t size = std::max<uint64_t>(table_.size * 2, entries * op_stride_ * 2);
-    HostBuf bigger = make_host_buffer(size, true);  // first: if it throws, nothing changed
-    free_host_buffer(table_);
+    HostBuf bigger = alloc_.host_buffer(size, true);  // first: if it throws, nothing changed
+    alloc_.free(table_);
     table_ = bigger;
     table_ranges_ = RangeAllocator(size / op_stride_);
   }
 }
 
-void VulkanDevice::record(Frame& fr, const Program& prog, const std::vector<uint32_t>& key,
-                          int64_t query) {
+void Recorder::record(Frame& fr, const Program& prog, const std::vector<uint32_t>& key,
+                      int64_t query) {
   if (!fr.cb) {
     VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
-    ai.commandPool = cmd_pool_;
+    ai.commandPool = c_.cmd_pool;
     ai.level = VK_COMMAND_BUFFER_LEVEL_PRIMARY;
     ai.commandBufferCount = 1;
-    check(vk.vkAllocateCommandBuffers(dev_, &ai, &fr.cb), "execute", "vkAllocateCommandBuffers");
+    c_.check(vk.vkAllocateCommandBuffers(c_.dev, &ai, &fr.cb), "execute",
+             "vkAllocateCommandBuffers");
   } else {
     vk.vkResetCommandBuffer(fr.cb, 0);
   }
-  begin_cb(fr.cb);
+  Timeline::begin_cb(fr.cb);
   const uint32_t q = uint32_t(query);
   if (query >= 0) {
-    vk.vkCmdResetQueryPool(fr.cb, qpool_, q, uint32_t(prog.instrs.size() + 1));
-    vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qpool_, q);
+    vk.vkCmdResetQueryPool(fr.cb, prof_.pool(), q, uint32_t(prog.instrs.size() + 1));
+    vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, prof_.pool(), q);
   }
   VkPipeline bound = VK_NULL_HANDLE;
   for (size_t j = 0; j < prog.instrs.size(); ++j) {
     const uint32_t* e = &key[j * 5];  // pipeline, gx, gy, gz, barrier
     if (e[4])
-      barrier(fr.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
-              VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
-              VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
-    VkPipeline pl = pipeline(e[0]);
+      Timeline::barrier(fr.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
+                        VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT,
+                        VK_ACCESS_SHADER_READ_BIT | VK_ACCESS_SHADER_WRITE_BIT);
+    VkPipeline pl = pipes_.get(e[0]);
     if (pl != bound) vk.vkCmdBindPipeline(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl), bound = pl;
-    vk.vkCmdBindDescriptorSets(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, pipe_layout_, 0, 1,
+    vk.vkCmdBindDescriptorSets(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, c_.pipe_layout, 0, 1,
                                &fr.sets[j], 0, nullptr);
     vk.vkCmdDispatch(fr.cb, e[1], e[2], e[3]);
     if (query >= 0)
-      vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, qpool_,
+      vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, prof_.pool(),
                              q + uint32_t(j) + 1);
   }
-  end_cb(fr.cb);
+  t_.end_cb(fr.cb);
   fr.recorded = true;
   fr.profiled = query >= 0;
-  bump(counters_.command_recordings);
+  bump(c_.counters.command_recordings);
 }
 
-void VulkanDevice::execute_impl(const Program& prog, std::span<const Binding> bind) {
-  std::lock_guard lock(mu_);
-  ensure();
+void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
   if (prog.instrs.empty()) return;
-  retire(false);
-  if (dead_dedicated_) {
-    dead_dedicated_ = false;
-    trim(false);
-  }
   // This step's table entries and descriptors, and what the recording must
   // look like: per launch its pipeline, grid and whether a barrier (from
   // read/write hazards on the ranges it touches) precedes it.
@@ -179,15 +177,16 @@ void VulkanDevice::execute_impl(const Program& prog, std::span<const Binding> bi
   for (size_t j = 0; j < n; ++j) {
     const Instr& ins = prog.instrs[j];
     int nr = 0;
-    ops_[j] = launch_params(lc_, blocks_, ins, bind, &infos_[j * kArgBindings], ranges, nr);
+    ops_[j] =
+        launch_params(c_.lc, alloc_.blocks(), ins, bind, &infos_[j * kArgBindings], ranges, nr);
     bool conflict = false;
     for (int a = 0; a < nr; ++a) conflict = conflict || hz.conflict(ranges[a]);
     if (conflict) hz.seen.clear();
     for (int a = 0; a < nr; ++a) hz.seen.push_back(ranges[a]);
     uint32_t g[3] = {1, 1, 1};
-    launch_grid(lc_, ins, ops_[j].flags, g);
+    launch_grid(c_.lc, ins, ops_[j].flags, g);
     uint32_t* e = &key[j * 5];
-    e[0] = pipeline_index(ins, ops_[j].flags);
+    e[0] = pipes_.index(ins, ops_[j].flags);
     e[1] = g[0], e[2] = g[1], e[3] = g[2];
     e[4] = conflict ? 1 : 0;
   }
@@ -195,7 +194,7 @@ void VulkanDevice::execute_impl(const Program& prog, std::span<const Binding> bi
   auto it = recordings_.find(prog.id);
   if (it == recordings_.end() || it->second.table_entries != n * kFrames) {
     if (it != recordings_.end()) {
-      for (auto& f : it->second.frames) wait_for(f.serial);
+      for (auto& f : it->second.frames) t_.wait_for(f.serial);
       free_recording(it->second);
       recordings_.erase(it);
     }
@@ -217,32 +216,70 @@ void VulkanDevice::execute_impl(const Program& prog, std::span<const Binding> bi
   fr.op_base = uint32_t(rec.table_offset + fi * n);
   // Before waiting for this frame's last run, submit the Program waiting in
   // the batch, so the device works on it meanwhile.
-  if (fr.serial > done_serial_ && batch_has_program_) flush();
-  wait_for(fr.serial);  // its table entries, sets and command buffer are free again
+  if (fr.serial > t_.done_serial() && t_.has_program()) t_.flush();
+  t_.wait_for(fr.serial);  // its table entries, sets and command buffer are free again
   for (size_t j = 0; j < n; ++j)
     std::memcpy(table_.mapped + (fr.op_base + j) * op_stride_, &ops_[j], sizeof(OpParams));
   if (fr.sets.size() != n) allocate_sets(fr, n);
   // Without update-after-bind, writing a set invalidates the recording.
-  if (write_sets(fr, n) && !uab_) fr.recorded = false;
+  if (write_sets(fr, n) && !c_.uab) fr.recorded = false;
   // While profiling, each run is recorded anew with its own queries. The
   // queries are tagged with the next serial, so the Program waiting in the
   // batch goes first (enqueue_program would submit it anyway), and this one
   // runs as that serial.
-  const bool prof = profiling();
-  if (prof && batch_has_program_) flush();
-  int64_t query = prof ? query_reserve(uint32_t(n + 1)) : -1;
+  const bool prof = prof_.on();
+  if (prof && t_.has_program()) t_.flush();
+  int64_t query = prof ? prof_.reserve(uint32_t(n + 1)) : -1;
   if (query >= 0 || fr.profiled) fr.recorded = false;
   if (!fr.recorded) record(fr, prog, key, query);
-  fr.serial = enqueue_program(fr.cb);
+  fr.serial = t_.enqueue_program(fr.cb);
   if (query >= 0) {
-    ProfRec r;
+    QueryTiming r;
     r.first = uint32_t(query), r.count = uint32_t(n + 1);
     r.kernels.reserve(n);
     for (const Instr& ins : prog.instrs) r.kernels.push_back(ins.kernel);
-    batch_prof_.push_back(std::move(r));
+    t_.add_timing(std::move(r));
   }
   for (const Binding& b : bind)
     if (b.buffer) static_cast<Alloc*>(b.buffer.handle)->last_use = fr.serial;
+}
+
+void Recorder::create() {
+  status_ = alloc_.host_buffer(256, true);
+  std::memset(status_.mapped, 0, 256);
+  // Table entries sit at uniform-buffer offset alignment.
+  uint64_t ua = std::max<uint64_t>(c_.p.props.limits.minUniformBufferOffsetAlignment, 16);
+  op_stride_ = (sizeof(OpParams) + ua - 1) / ua * ua;
+  table_ = alloc_.host_buffer(1 << 20, true);
+  table_ranges_ = RangeAllocator(table_.size / op_stride_);
+}
+
+void Recorder::drop_all() {
+  for (auto& [id, rec] : recordings_) free_recording(rec);
+  recordings_.clear();
+}
+
+void Recorder::check_status() {
+  if (!status_.mapped) return;
+  // The status word is read and reset only when nothing that might set it
+  // is in flight (the host's atomics do not order with the device's).
+  std::atomic_ref<uint32_t> status(*reinterpret_cast<uint32_t*>(status_.mapped));
+  if (t_.idle() && status.load() != 0) {
+    uint32_t bits = status.exchange(0);
+    if (bits & 1u)
+      c_.pending_error =
+          cat("[cross_entropy] expected labels in [0, classes), found a label outside that "
+              "range on ",
+              c_.name(), " (the loss and its gradient are NaN)");
+  }
+}
+
+void Recorder::destroy() {
+  drop_all();
+  alloc_.free(table_);
+  alloc_.free(status_);
+  for (VkDescriptorPool dp : desc_pools_) vk.vkDestroyDescriptorPool(c_.dev, dp, nullptr);
+  desc_pools_.clear();
 }
 
 }  // namespace switchyard::vk_impl

@@ -1,39 +1,64 @@
-// VulkanDevice's transfers: uploads, downloads and copies, zero-copy or
-// through the staging ring.
-#include "vk_device.h"
+// The Vulkan transfers: zero-copy or through the staging ring (see
+// vk_transfer.h).
+#include "vk_transfer.h"
+
+#include <cstring>
 
 namespace switchyard::vk_impl {
 
-Range VulkanDevice::range_of(const Alloc* a, uint64_t off, uint64_t n, bool write) const {
+namespace {
+
+Range range_of(const Alloc* a, uint64_t off, uint64_t n, bool write) {
   return {a->block, a->offset + off, a->offset + off + n, write};
 }
 
-uint64_t VulkanDevice::ring_reserve(uint64_t n) {
-  if (!ring_.buf) ring_ = make_host_buffer(kRingBytes, false);
+}  // namespace
+
+uint64_t Transfer::ring_reserve(uint64_t n) {
+  if (!ring_.buf) ring_ = alloc_.host_buffer(kRingBytes, false);
   n = (n + 15) & ~uint64_t(15);
   for (;;) {
-    uint64_t begin = ring_head_ + n > ring_.size ? 0 : ring_head_;
-    uint64_t need = 0;
-    for (auto& s : ring_segs_)
-      if (s.begin < begin + n && begin < s.end) need = std::max(need, s.serial);
-    if (!need) {
-      ring_head_ = begin + n;
-      ring_segs_.push_back({begin, begin + n, next_serial_});
+    auto [begin, wait] = ring_regions_.probe(n);
+    if (!wait) {
+      ring_regions_.take(begin, n, t_.next_serial());
       return begin;
     }
-    wait_for(need);
+    t_.wait_for(wait);
   }
 }
 
-void VulkanDevice::upload_impl(Buffer dst, size_t off, const void* src, size_t n) {
-  std::lock_guard lock(mu_);
-  ensure();
-  auto* a = static_cast<Alloc*>(dst.handle);
-  if (zero_copy_) {
-    wait_for(a->last_use);  // queued readers and writers of it first
+void Transfer::record_copy(VkBuffer src, Range rs, VkBuffer dst, Range rd, const char* kind) {
+  int64_t q = prof_.on() ? prof_.reserve(2) : -1;
+  VkCommandBuffer cb = t_.transfer_cb();
+  Hazards& hz = t_.transfer_hazards();
+  if (hz.conflict(rs) || hz.conflict(rd)) {
+    Timeline::barrier(cb, VK_PIPELINE_STAGE_TRANSFER_BIT, VK_ACCESS_TRANSFER_WRITE_BIT,
+                      VK_PIPELINE_STAGE_TRANSFER_BIT,
+                      VK_ACCESS_TRANSFER_READ_BIT | VK_ACCESS_TRANSFER_WRITE_BIT);
+    hz.seen.clear();
+  }
+  hz.seen.push_back(rs);
+  hz.seen.push_back(rd);
+  VkBufferCopy c{rs.begin, rd.begin, rd.end - rd.begin};
+  if (q >= 0) {
+    vk.vkCmdResetQueryPool(cb, prof_.pool(), uint32_t(q), 2);
+    vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, prof_.pool(), uint32_t(q));
+  }
+  vk.vkCmdCopyBuffer(cb, src, dst, 1, &c);
+  if (q >= 0) {
+    vk.vkCmdWriteTimestamp(cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, prof_.pool(), uint32_t(q) + 1);
+    QueryTiming r;
+    r.first = uint32_t(q), r.count = 2, r.name = kind, r.bytes = c.size;
+    t_.add_timing(std::move(r));
+  }
+}
+
+void Transfer::upload(Alloc* a, size_t off, const void* src, size_t n) {
+  if (c_.zero_copy) {
+    t_.wait_for(a->last_use);  // queued readers and writers of it first
     int64_t t0 = profile::enabled() ? profile::now_ns() : -1;
-    std::memcpy(blocks_[a->block].mapped + a->offset + off, src, n);
-    if (t0 >= 0) host_transfer("upload (zero-copy)", n, t0);
+    std::memcpy(alloc_.mapped(a) + off, src, n);
+    if (t0 >= 0) prof_.host_transfer("upload (zero-copy)", n, t0);
     return;
   }
   const char* s = static_cast<const char*>(src);
@@ -41,66 +66,71 @@ void VulkanDevice::upload_impl(Buffer dst, size_t off, const void* src, size_t n
     size_t c = std::min<size_t>(kRingChunk, n - done);
     uint64_t r = ring_reserve(c);
     std::memcpy(ring_.mapped + r, s + done, c);
-    record_copy(ring_.buf, {kRingId, r, r + c, false}, blocks_[a->block].buf,
+    record_copy(ring_.buf, {kRingId, r, r + c, false}, alloc_.block(a).buf,
                 range_of(a, off + done, c, true), "upload (staging)");
-    a->last_use = next_serial_;
+    a->last_use = t_.next_serial();
     done += c;
-    if (n > kRingChunk) flush();  // large: overlap the next memcpy with this copy
+    if (n > kRingChunk) t_.flush();  // large: overlap the next memcpy with this copy
   }
 }
 
-void VulkanDevice::download_impl(Buffer src, size_t off, void* dst, size_t n) {
-  std::lock_guard lock(mu_);
-  ensure();
-  auto* a = static_cast<Alloc*>(src.handle);
-  if (zero_copy_) {
-    wait_for(a->last_use);
-    throw_pending();
+void Transfer::download(Alloc* a, size_t off, void* dst, size_t n) {
+  if (c_.zero_copy) {
+    t_.wait_for(a->last_use);
+    c_.throw_pending();
     int64_t t0 = profile::enabled() ? profile::now_ns() : -1;
-    std::memcpy(dst, blocks_[a->block].mapped + a->offset + off, n);
-    if (t0 >= 0) host_transfer("download (zero-copy)", n, t0);
+    std::memcpy(dst, alloc_.mapped(a) + off, n);
+    if (t0 >= 0) prof_.host_transfer("download (zero-copy)", n, t0);
     return;
   }
   char* d = static_cast<char*>(dst);
   for (size_t done = 0; done < n;) {
     size_t c = std::min<size_t>(kRingChunk, n - done);
     uint64_t r = ring_reserve(c);
-    record_copy(blocks_[a->block].buf, range_of(a, off + done, c, false), ring_.buf,
+    record_copy(alloc_.block(a).buf, range_of(a, off + done, c, false), ring_.buf,
                 {kRingId, r, r + c, true}, "download (staging)");
-    a->last_use = next_serial_;
-    host_copies_.push_back({next_serial_, ring_.mapped + r, d + done, c});
+    a->last_use = t_.next_serial();
+    host_copies_.push(t_.next_serial(), ring_.mapped + r, d + done, c);
     done += c;
-    if (n > kRingChunk) flush();
+    if (n > kRingChunk) t_.flush();
   }
 }
 
-void VulkanDevice::copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t n) {
-  std::lock_guard lock(mu_);
-  ensure();
-  auto* s = static_cast<Alloc*>(src.handle);
-  auto* d = static_cast<Alloc*>(dst.handle);
+void Transfer::copy(Alloc* s, size_t so, Alloc* d, size_t dof, size_t n) {
   if (n == 0) return;
   Range rs = range_of(s, so, n, false), rd = range_of(d, dof, n, true);
-  const char* kind = blocks_[s->block].host   ? "copy (pinned to device)"
-                     : blocks_[d->block].host ? "copy (device to pinned)"
-                                              : "copy (device)";
+  const char* kind = alloc_.block(s).host   ? "copy (pinned to device)"
+                     : alloc_.block(d).host ? "copy (device to pinned)"
+                                            : "copy (device)";
   if (overlaps(rs, rd)) {
     // vkCmdCopyBuffer forbids overlapping regions (the CPU backend's copy
     // is a memmove): go through a temporary range, freed when done.
     std::string why;
-    Alloc* tmp = try_allocate(n, false, why);
+    Alloc* tmp = alloc_.try_allocate(n, false, why);
     if (!tmp)
-      throw OutOfMemory(cat("[copy] no room for a ", n, "-byte temporary on ", str(), ": ", why));
+      throw OutOfMemory(
+          cat("[copy] no room for a ", n, "-byte temporary on ", c_.name(), ": ", why));
     Range rt = range_of(tmp, 0, n, true);
-    record_copy(blocks_[s->block].buf, rs, blocks_[tmp->block].buf, rt, kind);
+    record_copy(alloc_.block(s).buf, rs, alloc_.block(tmp).buf, rt, kind);
     rt.write = false;
-    record_copy(blocks_[tmp->block].buf, rt, blocks_[d->block].buf, rd, kind);
-    tmp->last_use = s->last_use = d->last_use = next_serial_;
-    deferred_.push_back(tmp);
+    record_copy(alloc_.block(tmp).buf, rt, alloc_.block(d).buf, rd, kind);
+    tmp->last_use = s->last_use = d->last_use = t_.next_serial();
+    alloc_.release(tmp, t_.done_serial());
     return;
   }
-  record_copy(blocks_[s->block].buf, rs, blocks_[d->block].buf, rd, kind);
-  s->last_use = d->last_use = next_serial_;
+  record_copy(alloc_.block(s).buf, rs, alloc_.block(d).buf, rd, kind);
+  s->last_use = d->last_use = t_.next_serial();
+}
+
+void Transfer::retire_through(uint64_t done) {
+  host_copies_.run_through(done);
+  ring_regions_.retire_through(done);
+}
+
+void Transfer::destroy() {
+  alloc_.free(ring_);
+  ring_regions_.clear();
+  host_copies_.clear();
 }
 
 }  // namespace switchyard::vk_impl

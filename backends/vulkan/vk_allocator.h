@@ -1,0 +1,75 @@
+// The Vulkan allocator: device memory for tensors and host-visible helper
+// buffers. Tensors are suballocated from a few large blocks (one VkBuffer
+// and one vkAllocateMemory each; first-fit ranges in vk_memory.h), grown
+// 64 MiB, then twice the last, up to 1 GiB; a tensor over half a block gets
+// a dedicated one. The memory type follows the device (vk_instance.h's
+// pick_type): device-local, mapped as well in the zero-copy mode; pinned
+// host blocks are host-visible and cached. Each heap has a budget (its
+// size), so running out is an OutOfMemory naming the heap, not a driver
+// failure later. A tensor released while queued work still uses it is freed
+// when that work completes (retire_through).
+#pragma once
+#include <span>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "vk_context.h"
+#include "vk_memory.h"
+
+namespace switchyard::vk_impl {
+
+constexpr uint64_t kAlign = 256;  // suballocation alignment
+constexpr uint64_t kFirstBlock = 64ull << 20;
+
+class Allocator {
+ public:
+  explicit Allocator(Context& c) : c_(c) {}
+
+  // A mapped, coherent buffer outside the budget; device-local when asked
+  // and the device has such memory. Throws OutOfMemory.
+  HostBuf host_buffer(uint64_t size, bool want_device_local);
+  void free(HostBuf& h);
+
+  // A suballocation of `bytes` (pinned host memory when `host`), or nullptr
+  // and `why` when no block has room and the device refuses a new one.
+  Alloc* try_allocate(uint64_t bytes, bool host, std::string& why);
+  // Frees `a` now if its last use is done, else once retire_through(done)
+  // passes it.
+  void release(Alloc* a, uint64_t done);
+  void retire_through(uint64_t done);
+
+  // Whether trim(all) would free a block: an empty dedicated block (or any
+  // empty block when `all`). The caller makes sure nothing queued or
+  // recorded still names the blocks before trim().
+  bool trimmable(bool all) const;
+  void trim(bool all);
+  // True once after a dedicated block's tensor was freed.
+  bool take_dead_dedicated() { return std::exchange(dead_dedicated_, false); }
+
+  std::span<const Block> blocks() const { return blocks_; }
+  const Block& block(const Alloc* a) const { return blocks_[a->block]; }
+  char* mapped(const Alloc* a) const {
+    char* m = blocks_[a->block].mapped;
+    return m ? m + a->offset : nullptr;
+  }
+  void destroy();
+
+ private:
+  template <class PickType>
+  bool create_memory(uint64_t size, PickType type, bool map, bool budget, Block& b,
+                     std::string& why);
+  int block_type(uint32_t bits, bool host) const;
+  uint64_t block_cap() const;  // blocks are bound by range, so may exceed maxStorageBufferRange
+  bool create_block(uint32_t k, uint64_t size, bool dedicated, bool host, std::string& why);
+  void destroy_block(uint32_t k);
+  void free_alloc(Alloc* a);
+
+  Context& c_;
+  std::vector<Block> blocks_;
+  uint64_t heap_used_[VK_MAX_MEMORY_HEAPS] = {};
+  std::vector<Alloc*> deferred_;  // released while queued work uses them
+  bool dead_dedicated_ = false;
+};
+
+}  // namespace switchyard::vk_impl

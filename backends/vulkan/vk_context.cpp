@@ -1,0 +1,178 @@
+// The Vulkan context: the logical device, its queue, pools and layouts, and
+// the feature decisions made when it is created (see vk_context.h).
+#include "vk_context.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+
+namespace switchyard::vk_impl {
+
+void Context::check(VkResult r, const char* op, const char* what) {
+  if (r == VK_SUCCESS) return;
+  if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
+    throw OutOfMemory(cat("[", op, "] ", what, " on ", name(), " failed: ", result_name(r)));
+  if (r == VK_ERROR_DEVICE_LOST) lost = true;
+  throw Error(cat("[", op, "] ", what, " on ", name(), " failed: ", result_name(r)));
+}
+
+void Context::throw_pending() {
+  if (pending_error.empty()) return;
+  std::string e = std::move(pending_error);
+  pending_error.clear();
+  throw Error(e);
+}
+
+void Context::create() {
+  choose_tiles();  // validates the SWITCHYARD_VK_* settings first
+  float prio = 1.f;
+  VkDeviceQueueCreateInfo q{VK_STRUCTURE_TYPE_DEVICE_QUEUE_CREATE_INFO};
+  q.queueFamilyIndex = p.queue_family;
+  q.queueCount = 1;
+  q.pQueuePriorities = &prio;
+  VkPhysicalDeviceFeatures f{};
+  VkPhysicalDeviceDescriptorIndexingFeatures di{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DESCRIPTOR_INDEXING_FEATURES};
+  bool di_api = p.api >= VK_API_VERSION_1_2 || has_ext(p.exts, "VK_EXT_descriptor_indexing");
+  if (di_api) {
+    VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    f2.pNext = &di;
+    vk.vkGetPhysicalDeviceFeatures2(p.pd, &f2);
+  }
+  bool uab_feature = di_api && di.descriptorBindingStorageBufferUpdateAfterBind;
+  VkPhysicalDeviceDescriptorIndexingFeatures enable_di{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DESCRIPTOR_INDEXING_FEATURES};
+  enable_di.descriptorBindingStorageBufferUpdateAfterBind = VK_TRUE;
+  std::vector<const char*> exts;
+  if (uab_feature && p.api < VK_API_VERSION_1_2) exts.push_back("VK_EXT_descriptor_indexing");
+  if (has_ext(p.exts, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
+  VkDeviceCreateInfo ci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
+  ci.queueCreateInfoCount = 1;
+  ci.pQueueCreateInfos = &q;
+  ci.pEnabledFeatures = &f;
+  ci.enabledExtensionCount = uint32_t(exts.size());
+  ci.ppEnabledExtensionNames = exts.data();
+  if (uab_feature && !env_on("SWITCHYARD_VK_NO_UPDATE_AFTER_BIND")) ci.pNext = &enable_di;
+  check(vk.vkCreateDevice(p.pd, &ci, nullptr, &dev), "vulkan", "vkCreateDevice");
+  vk.vkGetDeviceQueue(dev, p.queue_family, 0, &queue);
+
+  VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
+  pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
+  pci.queueFamilyIndex = p.queue_family;
+  check(vk.vkCreateCommandPool(dev, &pci, nullptr, &cmd_pool), "vulkan", "vkCreateCommandPool");
+
+  // One set per launch: its arguments, the launch table, the status word.
+  // With update-after-bind (descriptor indexing) a new buffer for an
+  // argument is written into the set without re-recording the command
+  // buffer; without it the command buffer is recorded again.
+  uab = has_update_after_bind(uab_feature);
+  VkDescriptorSetLayoutBinding b[kBindings] = {};
+  VkDescriptorBindingFlags bflags[kBindings];
+  for (uint32_t k = 0; k < kBindings; ++k) {
+    b[k] = {
+        k,
+        k == kTableBinding ? VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER : VK_DESCRIPTOR_TYPE_STORAGE_BUFFER,
+        1, VK_SHADER_STAGE_COMPUTE_BIT, nullptr};
+    bflags[k] = k < kArgBindings ? VK_DESCRIPTOR_BINDING_UPDATE_AFTER_BIND_BIT : 0;
+  }
+  VkDescriptorSetLayoutBindingFlagsCreateInfo fci{
+      VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_BINDING_FLAGS_CREATE_INFO};
+  fci.bindingCount = kBindings;
+  fci.pBindingFlags = bflags;
+  VkDescriptorSetLayoutCreateInfo lci{VK_STRUCTURE_TYPE_DESCRIPTOR_SET_LAYOUT_CREATE_INFO};
+  lci.bindingCount = kBindings;
+  lci.pBindings = b;
+  if (uab) {
+    lci.pNext = &fci;
+    lci.flags = VK_DESCRIPTOR_SET_LAYOUT_CREATE_UPDATE_AFTER_BIND_POOL_BIT;
+  }
+  check(vk.vkCreateDescriptorSetLayout(dev, &lci, nullptr, &set_layout), "vulkan",
+        "vkCreateDescriptorSetLayout");
+  VkPipelineLayoutCreateInfo plci{VK_STRUCTURE_TYPE_PIPELINE_LAYOUT_CREATE_INFO};
+  plci.setLayoutCount = 1;
+  plci.pSetLayouts = &set_layout;
+  check(vk.vkCreatePipelineLayout(dev, &plci, nullptr, &pipe_layout), "vulkan",
+        "vkCreatePipelineLayout");
+}
+
+bool Context::has_update_after_bind(bool feature) const {
+  if (env_on("SWITCHYARD_VK_NO_UPDATE_AFTER_BIND")) return false;
+  if (p.api < VK_API_VERSION_1_2 && !has_ext(p.exts, "VK_EXT_descriptor_indexing")) return false;
+  return feature;
+}
+
+void Context::choose_tiles() {
+  auto& L = p.props.limits;
+  uint32_t maxwg = std::min(L.maxComputeWorkGroupInvocations, L.maxComputeWorkGroupSize[0]);
+  lc.device = name();
+  lc.max_range = p.props.limits.maxStorageBufferRange;
+  lc.storage_align = std::max<uint64_t>(p.props.limits.minStorageBufferOffsetAlignment, 4);
+  lc.wg = 256;
+  while (lc.wg > maxwg) lc.wg /= 2;
+  // GEMM tiles {BM, BN, BK, TM, TN}: a workgroup computes BM x BN of C, BK
+  // deep, with BM/TM * BN/TN invocations of TM x TN accumulators and
+  // 4*BK*(BM+BN) bytes of shared memory. CPU-type drivers run invocations as
+  // SIMD lanes and load memory one lane at a time (Mesa's llvmpipe), so they
+  // get large register blocks: 32x8 in 128x128 tiles (64 invocations), with
+  // A's loads shared across a subgroup (gemm_sg below). GPUs get 4x4 in
+  // 64x64 tiles (256 invocations). A GEMM that fits in one such tile uses
+  // the second, smaller set, so it still spreads over the device.
+  bool cpu_like = p.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU;
+  auto& gemm = lc.gemm;
+  auto& gemm_small = lc.gemm_small;
+  gemm = cpu_like ? std::array<uint32_t, 5>{128, 128, 16, 32, 8}
+                  : std::array<uint32_t, 5>{64, 64, 16, 4, 4};
+  gemm_small = cpu_like ? std::array<uint32_t, 5>{64, 64, 16, 16, 8}
+                        : std::array<uint32_t, 5>{32, 32, 16, 4, 4};
+  for (auto* t : {&gemm, &gemm_small})
+    while (((*t)[0] / (*t)[3]) * ((*t)[1] / (*t)[4]) > maxwg) (*t)[3] *= 2, (*t)[4] *= 2;
+  if (const char* e = std::getenv("SWITCHYARD_VK_GEMM_TILE")) {
+    uint32_t t[5];
+    SY_CHECK(std::sscanf(e, "%u,%u,%u,%u,%u", &t[0], &t[1], &t[2], &t[3], &t[4]) == 5, "vulkan",
+             "expected SWITCHYARD_VK_GEMM_TILE=BM,BN,BK,TM,TN, found '", e, "'");
+    uint32_t w = t[3] && t[4] ? (t[0] / t[3]) * (t[1] / t[4]) : 0;
+    SY_CHECK(w > 0 && w <= maxwg && t[3] % 4 == 0 && t[4] % 4 == 0 && t[0] % t[3] == 0 &&
+                 t[1] % t[4] == 0 && t[2] % 4 == 0 &&
+                 4 * t[2] * (t[0] + t[1]) <= L.maxComputeSharedMemorySize,
+             "vulkan", "SWITCHYARD_VK_GEMM_TILE=", e, " does not fit ", name(),
+             ": expected TM, TN, BK multiples of 4 dividing BM, BN, with BM/TM*BN/TN <= ", maxwg,
+             " invocations and the tiles in shared memory");
+    gemm = gemm_small = {t[0], t[1], t[2], t[3], t[4]};
+  }
+  // Grid-stride kernels: enough workgroups to fill a GPU's compute units;
+  // on CPU drivers loops inside an invocation cost more than extra
+  // workgroups (measured: 4096 beats 64 and 65535 for a 16M add).
+  // SWITCHYARD_VK_GRID_CAP overrides (benchmarking).
+  lc.grid_cap = cpu_like ? 4096 : 16384;
+  if (const char* gc = std::getenv("SWITCHYARD_VK_GRID_CAP"); gc && std::atoi(gc) > 0)
+    lc.grid_cap = uint32_t(std::min<int>(std::atoi(gc), int(kMaxGroups)));
+  // The gemm_sg build shares A's loads across a subgroup's lanes; it needs
+  // every subgroup to be consecutive invocations of one tile row, which
+  // CPU drivers guarantee (lanes are SIMD lanes over the invocation index).
+  uint32_t sgs = p.subgroup.subgroupSize;
+  auto sg_fits = [&](const std::array<uint32_t, 5>& t) {
+    return sgs > 0 && sgs >= t[3] / 4 && (t[1] / t[4]) % sgs == 0;
+  };
+  gemm_sg = cpu_like && !env_on("SWITCHYARD_VK_NO_SUBGROUPS") &&
+            (p.subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
+            (p.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) && sg_fits(gemm) &&
+            sg_fits(gemm_small);
+  use_subgroups = p.subgroup_arith && !env_on("SWITCHYARD_VK_NO_SUBGROUPS");
+}
+
+void Context::destroy() {
+  if (dev) {
+    if (pipe_layout) vk.vkDestroyPipelineLayout(dev, pipe_layout, nullptr);
+    if (set_layout) vk.vkDestroyDescriptorSetLayout(dev, set_layout, nullptr);
+    if (cmd_pool) vk.vkDestroyCommandPool(dev, cmd_pool, nullptr);
+    vk.vkDestroyDevice(dev, nullptr);
+  }
+  // Back to the state before create(), so a failed set-up can be retried.
+  dev = VK_NULL_HANDLE;
+  queue = VK_NULL_HANDLE;
+  cmd_pool = VK_NULL_HANDLE;
+  set_layout = VK_NULL_HANDLE;
+  pipe_layout = VK_NULL_HANDLE;
+}
+
+}  // namespace switchyard::vk_impl

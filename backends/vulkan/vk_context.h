@@ -1,0 +1,83 @@
+// The Vulkan backend's context: what every part of a VulkanDevice shares.
+// The physical device's facts, the logical device and its queue, the command
+// pool, the descriptor-set and pipeline layouts, the feature decisions made
+// at set-up (update-after-bind, subgroups, GEMM tiles), and the device's
+// error state (lost, or a bad-input report waiting to be thrown).
+//
+// The parts (see vk_device.h) each own their Vulkan objects and hold a
+// reference to the context; the context is created first and destroyed last.
+#pragma once
+#include <atomic>
+#include <memory>
+#include <string>
+
+#include "backend_api.h"
+#include "switchyard/error.h"
+#include "vk_instance.h"
+#include "vk_launch.h"
+#include "vk_loader.h"
+
+namespace switchyard::vk_impl {
+
+using detail::cat;
+
+// Descriptor bindings 0-4 are the launch's arguments (kArgBindings), 5 its
+// table entry (a uniform block), 6 the status word.
+constexpr uint32_t kTableBinding = 5, kStatusBinding = 6, kBindings = 7;
+
+// A device's counters are read without its lock (Device::counters()).
+inline void bump(uint64_t& c, uint64_t n = 1) {
+  std::atomic_ref<uint64_t>(c).fetch_add(n, std::memory_order_relaxed);
+}
+
+// A host-visible helper buffer (staging ring, launch table, status word).
+struct HostBuf {
+  VkDeviceMemory mem = VK_NULL_HANDLE;
+  VkBuffer buf = VK_NULL_HANDLE;
+  uint64_t size = 0;
+  char* mapped = nullptr;
+};
+
+struct Context {
+  Context(const BackendDevice& owner, Counters& counters, std::shared_ptr<Instance> in, Physical p,
+          bool zero_copy)
+      : owner(owner),
+        counters(counters),
+        in(std::move(in)),
+        p(std::move(p)),
+        zero_copy(zero_copy) {}
+
+  const BackendDevice& owner;  // for messages (owner.str()) and profiler events
+  Counters& counters;
+  std::shared_ptr<Instance> in;
+  const Physical p;
+  const bool zero_copy;  // tensors live in mapped memory; transfers are memcpy
+
+  VkDevice dev = VK_NULL_HANDLE;
+  VkQueue queue = VK_NULL_HANDLE;
+  VkCommandPool cmd_pool = VK_NULL_HANDLE;
+  VkDescriptorSetLayout set_layout = VK_NULL_HANDLE;
+  VkPipelineLayout pipe_layout = VK_NULL_HANDLE;
+  bool uab = false;            // descriptor sets are updated after bind (no re-recording)
+  LaunchConfig lc;             // workgroup and tile sizes, limits
+  bool gemm_sg = false;        // the gemm_sg build (A's loads shared across a subgroup)
+  bool use_subgroups = false;  // the _sg builds of kernels the table marks kSubgroup
+  bool lost = false;           // VK_ERROR_DEVICE_LOST was seen
+  std::string pending_error;   // bad input a kernel reported, thrown at the next wait
+
+  std::string name() const { return owner.str(); }
+  // Throws for a failed call: OutOfMemory for the out-of-memory results,
+  // else Error (and a lost device stays lost).
+  void check(VkResult r, const char* op, const char* what);
+  void throw_pending();
+  // Validates the SWITCHYARD_VK_* settings, then creates the logical device,
+  // queue, command pool and layouts. destroy() undoes what was created.
+  void create();
+  void destroy();
+
+ private:
+  void choose_tiles();
+  bool has_update_after_bind(bool feature) const;
+};
+
+}  // namespace switchyard::vk_impl

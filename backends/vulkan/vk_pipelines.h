@@ -1,0 +1,39 @@
+// The Vulkan pipelines: one per kernel build (plain or subgroup), launch
+// mode and flags (SPEC_OP, SPEC_FLAGS in shaders/common.glsl), created when
+// first recorded, and a VkPipelineCache kept on disk so later runs skip
+// shader compilation where the driver supports it.
+#pragma once
+#include <string>
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "vk_context.h"
+
+namespace switchyard::vk_impl {
+
+class Pipelines {
+ public:
+  explicit Pipelines(Context& c) : c_(c) {}
+
+  // The on-disk cache (the driver checks its header; a stale or corrupt file
+  // is ignored by it). Loaded at set-up, saved at teardown when it grew.
+  void load_cache();
+  void save_cache();
+  // Index of the pipeline for this launch; the pipeline itself is created
+  // by get() when first recorded.
+  uint32_t index(const Instr& ins, uint32_t flags);
+  VkPipeline get(uint32_t idx);
+  void destroy();
+
+ private:
+  std::string cache_path() const;
+
+  Context& c_;
+  VkPipelineCache cache_ = VK_NULL_HANDLE;
+  bool grew_ = false;
+  std::vector<std::pair<uint64_t, VkPipeline>> pipelines_;  // key, pipeline
+  std::unordered_map<uint64_t, uint32_t> index_;
+};
+
+}  // namespace switchyard::vk_impl

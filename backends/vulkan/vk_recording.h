@@ -1,0 +1,97 @@
+// The Vulkan recorder: a Program becomes recorded command buffers that are
+// replayed every step.
+//
+// Binding: each launch has its own descriptor set: its buffer arguments
+// bound to exactly the ranges it touches, its entry in a host-visible launch
+// table (a uniform block with the kernel's scalars) and the status word.
+// Sets are allocated once per recording; a step that binds other buffers
+// rewrites only the descriptors that changed (update-after-bind where the
+// device has it, else the command buffer is recorded again).
+//
+// Recording: a Program becomes one command buffer per frame (two, used
+// alternately, so the host can fill one table while the other runs).
+// Barriers come from per-range read/write hazards between launches.
+// Pipelines are specialized per launch mode and flags (vk_pipelines.h).
+//
+// Status: kernels that check their input (cross_entropy's labels) set a bit
+// in the status word; it is read when nothing is in flight and becomes the
+// context's pending error.
+#pragma once
+#include <span>
+#include <unordered_map>
+#include <vector>
+
+#include "vk_allocator.h"
+#include "vk_pipelines.h"
+#include "vk_profiler.h"
+#include "vk_timeline.h"
+
+namespace switchyard::vk_impl {
+
+constexpr uint32_t kFrames = 2;  // recordings per Program, used alternately
+constexpr size_t kMaxRecordings = 256;
+
+struct Frame {
+  VkCommandBuffer cb = VK_NULL_HANDLE;
+  VkDescriptorPool pool = VK_NULL_HANDLE;
+  std::vector<VkDescriptorSet> sets;            // one per launch
+  std::vector<VkDescriptorBufferInfo> written;  // what the sets hold, kArgBindings per launch
+  uint32_t op_base = 0;                         // first entry of this frame's launches in the table
+  uint64_t serial = 0;                          // last submission using it
+  bool recorded = false;
+  bool profiled = false;  // recorded with timestamp queries
+};
+
+struct Recording {
+  std::vector<uint32_t> key;  // pipelines, grid sizes and barriers recorded
+  Frame frames[kFrames];
+  uint32_t next = 0;
+  uint64_t table_offset = 0, table_entries = 0;  // in table entries (op_stride_ bytes)
+  uint64_t last_step = 0;
+};
+
+class Recorder {
+ public:
+  Recorder(Context& c, Allocator& a, Timeline& t, Pipelines& p, Profiler& prof)
+      : c_(c), alloc_(a), t_(t), pipes_(p), prof_(prof) {}
+
+  // The status word and the launch table.
+  void create();
+  void execute(const Program& prog, std::span<const Binding> bind);
+  // Frees every recording (before blocks their sets name are freed).
+  void drop_all();
+  // A retire hook: reads and resets the status word when nothing is in flight.
+  void check_status();
+  void destroy();
+
+ private:
+  void free_recording(Recording& rec);
+  // n descriptor sets from one pool (a new pool when the last is full).
+  void allocate_sets(Frame& fr, size_t n);
+  // Points the frame's sets at this step's buffers, writing only what
+  // changed. Returns true if anything changed.
+  bool write_sets(Frame& fr, size_t n);
+  void evict_lru();
+  uint64_t table_space(uint64_t entries);
+  // query >= 0: write timestamps into queries [query, query + launches + 1).
+  void record(Frame& fr, const Program& prog, const std::vector<uint32_t>& key, int64_t query);
+
+  Context& c_;
+  Allocator& alloc_;
+  Timeline& t_;
+  Pipelines& pipes_;
+  Profiler& prof_;
+  std::vector<VkDescriptorPool> desc_pools_;
+  HostBuf status_, table_;
+  RangeAllocator table_ranges_;
+  uint64_t op_stride_ = 128;  // bytes between table entries
+  uint64_t step_ = 0;
+  std::unordered_map<uint64_t, Recording> recordings_;
+  // Reused every step: no allocation per step.
+  std::vector<OpParams> ops_;
+  std::vector<VkDescriptorBufferInfo> infos_;
+  Hazards hazards_;
+  std::vector<uint32_t> key_;
+};
+
+}  // namespace switchyard::vk_impl

@@ -1,0 +1,52 @@
+// The Vulkan transfers: uploads, downloads and copies. Where the device has
+// host-visible device-local memory (integrated GPUs, ReBAR, lavapipe) tensors
+// are mapped and transfers are plain memcpy ("zero-copy"); otherwise, or
+// with SWITCHYARD_VK_FORCE_STAGING=1, they go through a persistently mapped
+// staging ring and vkCmdCopyBuffer, in chunks when larger than the ring. A
+// staged download lands in the ring; its copy into the caller's memory is
+// made when the submission completes.
+#pragma once
+#include "serial_ring.h"
+#include "vk_allocator.h"
+#include "vk_profiler.h"
+#include "vk_timeline.h"
+
+namespace switchyard::vk_impl {
+
+constexpr uint32_t kRingId = UINT32_MAX;  // Range id of the staging ring
+constexpr uint64_t kRingBytes = 32ull << 20;
+constexpr uint64_t kRingChunk = 8ull << 20;
+
+class Transfer {
+ public:
+  Transfer(Context& c, Allocator& a, Timeline& t, Profiler& p)
+      : c_(c), alloc_(a), t_(t), prof_(p) {}
+
+  void upload(Alloc* dst, size_t off, const void* src, size_t n);
+  // Zero-copy: complete on return. Staged: complete once the submission
+  // that copies it retires.
+  void download(Alloc* src, size_t off, void* dst, size_t n);
+  void copy(Alloc* src, size_t so, Alloc* dst, size_t dof, size_t n);
+
+  // The ring's regions and the host copies of submissions up to `done`.
+  void retire_through(uint64_t done);
+  // Drops downloads nobody waited for (at teardown: their targets may be gone).
+  void drop_host_copies() { host_copies_.clear(); }
+  void destroy();
+
+ private:
+  uint64_t ring_reserve(uint64_t n);
+  // A vkCmdCopyBuffer in the transfer command buffer, after a barrier if it
+  // touches what earlier copies there wrote or read.
+  void record_copy(VkBuffer src, Range rs, VkBuffer dst, Range rd, const char* kind);
+
+  Context& c_;
+  Allocator& alloc_;
+  Timeline& t_;
+  Profiler& prof_;
+  HostBuf ring_;
+  SerialRing ring_regions_{kRingBytes};
+  DeferredCopies host_copies_;
+};
+
+}  // namespace switchyard::vk_impl
