@@ -10,6 +10,7 @@ void main() {
     float v = q.start + float(k) * q.step;
     if (SPEC_OP == 0) F(0)[O(0) + k] = v;
     else if (SPEC_OP == 1) I(0)[O(0) + k] = int(v);
-    else STORE_U8(0, p.off[0] + k, int(v));
+    else if (SPEC_OP == 2) STORE_U8(0, p.off[0] + k, int(v))
+    else { ivec2 w = i64_from_float(v); I(0)[O(0) + 2u * k] = w.x; I(0)[O(0) + 2u * k + 1u] = w.y; }
   }
 }

@@ -13,6 +13,11 @@ float apply(int op, float a, float b) {
     case B_MUL: return a * b;
     case B_DIV: return a / b;
     case B_EQ: return a == b ? 1.0 : 0.0;
+    case B_NE: return a != b ? 1.0 : 0.0;
+    case B_LT: return a < b ? 1.0 : 0.0;
+    case B_LE: return a <= b ? 1.0 : 0.0;
+    case B_GT: return a > b ? 1.0 : 0.0;
+    case B_GE: return a >= b ? 1.0 : 0.0;
   }
   return 0.0;
 }

@@ -112,6 +112,25 @@ Op load_op() {
     atomicOr(U(n)[b_ >> 2], (uint(v) & 0xffu) << s_);       \
   }
 
+// i64 tensors live in pairs of 32-bit words, (low, high), element j at
+// words 2j and 2j + 1 from the binding's start (little-endian, as the
+// host); no shaderInt64 needed. Conversions match the CPU's
+// (backends/common/pointwise.h): f32 -> i64 truncates and saturates, i64 ->
+// i32 saturates, i64 -> u8 keeps the low byte.
+ivec2 i64_from_float(float v) {
+  if (abs(v) < 2147483648.0) { int i = int(v); return ivec2(i, i < 0 ? -1 : 0); }
+  if (v >= 9.2233720368547758e18) return ivec2(-1, 2147483647);
+  if (v <= -9.2233720368547758e18) return ivec2(0, -2147483647 - 1);
+  // |v| >= 2^31 is an integer with 8 or more trailing zero bits: both
+  // halves are exact in float.
+  float h = floor(v / 4294967296.0);
+  return ivec2(int(uint(v - h * 4294967296.0)), int(h));
+}
+float i64_to_float(ivec2 w) { return float(w.y) * 4294967296.0 + float(uint(w.x)); }
+int i64_to_i32(ivec2 w) {
+  return w.y == (w.x >> 31) ? w.x : (w.y < 0 ? -2147483647 - 1 : 2147483647);
+}
+
 const float kGeluC = 0.7978845608028654;
 
 // tanh that stays finite for large |x| (some drivers compute it from exp).

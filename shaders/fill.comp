@@ -1,4 +1,4 @@
-// fill: out = value, n elements of dtype (0 f32, 1 i32, 2 u8); FillParams.
+// fill: out = value, n elements of dtype (0 f32, 1 i32, 2 u8, 3 i64); FillParams.
 // One invocation per 4 elements (vec4 stores when aligned).
 #version 450
 #include "common.glsl"
@@ -9,7 +9,8 @@ void vec_item(Op p, uint k) { V(0)[VO(0) + k] = vec4(q.value); }
 void one_item(Op p, uint j) {
   if (SPEC_OP == 0) F(0)[O(0) + j] = q.value;
   else if (SPEC_OP == 1) I(0)[O(0) + j] = int(q.value);
-  else STORE_U8(0, p.off[0] + j, int(q.value));
+  else if (SPEC_OP == 2) STORE_U8(0, p.off[0] + j, int(q.value))
+  else { ivec2 w = i64_from_float(q.value); I(0)[O(0) + 2u * j] = w.x; I(0)[O(0) + 2u * j + 1u] = w.y; }
 }
 void main() {
   Op p = load_op();

@@ -32,25 +32,18 @@ struct Case {
   uint64_t offset = 0;   // bytes each argument starts into its buffer (a view)
 };
 
-HostArg f32(const std::vector<float>& v) {
+template <class T>
+HostArg input(const std::vector<T>& v, sy::DType t) {
   HostArg a;
-  a.bytes.resize(v.size() * 4);
+  a.dtype = t;
+  a.bytes.resize(v.size() * sizeof(T));
   std::memcpy(a.bytes.data(), v.data(), a.bytes.size());
   return a;
 }
-HostArg i32(const std::vector<int32_t>& v) {
-  HostArg a;
-  a.dtype = sy::DType::i32;
-  a.bytes.resize(v.size() * 4);
-  std::memcpy(a.bytes.data(), v.data(), a.bytes.size());
-  return a;
-}
-HostArg u8(const std::vector<uint8_t>& v) {
-  HostArg a;
-  a.dtype = sy::DType::u8;
-  a.bytes = v;
-  return a;
-}
+HostArg f32(const std::vector<float>& v) { return input(v, sy::DType::f32); }
+HostArg i32(const std::vector<int32_t>& v) { return input(v, sy::DType::i32); }
+HostArg i64(const std::vector<int64_t>& v) { return input(v, sy::DType::i64); }
+HostArg u8(const std::vector<uint8_t>& v) { return input(v, sy::DType::u8); }
 // An output of n elements, poisoned, with its expected values.
 HostArg out(sy::DType t, std::vector<double> expect) {
   HostArg a;
@@ -182,6 +175,18 @@ std::vector<Case> cases_for(Kernel k) {
                           sy::FillParams{.n = n, .dtype = sy::DType::i32, .value = -7.f}));
         cs.push_back(make("u8 " + sz({n}), {out(sy::DType::u8, std::vector<double>(size_t(n), 7))},
                           sy::FillParams{.n = n, .dtype = sy::DType::u8, .value = 7.f}));
+        cs.push_back(make("i64 " + sz({n}),
+                          {out(sy::DType::i64, std::vector<double>(size_t(n), -7))},
+                          sy::FillParams{.n = n, .dtype = sy::DType::i64, .value = -7.f}));
+        // Beyond i32: 2^40 + 2^20 and -3 * 2^33 are exact in f32.
+        cs.push_back(
+            make("i64 large " + sz({n}),
+                 {out(sy::DType::i64, std::vector<double>(size_t(n), 1099512676352.0))},
+                 sy::FillParams{.n = n, .dtype = sy::DType::i64, .value = 1099512676352.f}));
+        cs.push_back(
+            make("i64 large negative " + sz({n}),
+                 {out(sy::DType::i64, std::vector<double>(size_t(n), -25769803776.0))},
+                 sy::FillParams{.n = n, .dtype = sy::DType::i64, .value = -25769803776.f}));
       }
       break;
     case Kernel::arange:
@@ -195,6 +200,11 @@ std::vector<Case> cases_for(Kernel k) {
         cs.push_back(
             make("i32 " + sz({n}), {out(sy::DType::i32, ei)},
                  sy::ArangeParams{.n = n, .dtype = sy::DType::i32, .start = 3.f, .step = 2.f}));
+        std::vector<double> el(static_cast<size_t>(n));
+        for (int64_t j = 0; j < n; ++j) el[size_t(j)] = -5 + 3 * j;
+        cs.push_back(
+            make("i64 " + sz({n}), {out(sy::DType::i64, el)},
+                 sy::ArangeParams{.n = n, .dtype = sy::DType::i64, .start = -5.f, .step = 3.f}));
       }
       break;
     case Kernel::rand_uniform:
@@ -249,6 +259,36 @@ std::vector<Case> cases_for(Kernel k) {
         for (size_t j = 0; j < size_t(n); ++j) small[j] = float(bv[j]) + 0.25f;
         cs.push_back(make("f32->u8 " + sz({n}), {out(DType::u8, b2f), f32(small)},
                           cast(DType::f32, DType::u8)));
+        // i64: values within and beyond i32 (exact in f32 where compared as
+        // f32), i64 -> i32 saturating, i64 -> u8 keeping the low byte.
+        std::vector<int64_t> lv(static_cast<size_t>(n));
+        std::vector<double> l2f(lv.size()), l2i(lv.size()), l2b(lv.size());
+        std::vector<double> i2l(lv.size()), b2l(lv.size()), f2l(lv.size());
+        std::vector<float> big(lv.size());
+        for (size_t j = 0; j < lv.size(); ++j) {
+          const int64_t huge = (int64_t(1) << 40) * (j % 2 ? -1 : 1) + int64_t(j % 7) * 4096;
+          lv[j] = j % 3 == 0 ? huge : int64_t(j * 37) - 500;
+          l2f[j] = double(float(lv[j]));
+          l2i[j] = double(std::clamp<int64_t>(lv[j], INT32_MIN, INT32_MAX));
+          l2b[j] = double(uint8_t(lv[j]));
+          i2l[j] = double(iv[j]);
+          b2l[j] = double(bv[j]);
+          big[j] = j % 4 == 0 ? float(huge) : j % 4 == 1 ? 3e19f : j % 4 == 2 ? -3e19f : v[j];
+          f2l[j] = j % 4 == 0   ? double(float(huge))
+                   : j % 4 == 1 ? double(INT64_MAX)
+                   : j % 4 == 2 ? double(INT64_MIN)
+                                : double(int64_t(v[j]));
+        }
+        auto add = [&](const char* name, HostArg o, HostArg in, DType from, DType to) {
+          cs.push_back(make(std::string(name) + " " + sz({n}), {std::move(o), std::move(in)},
+                            cast(from, to)));
+        };
+        add("i64->f32", outf(l2f), i64(lv), DType::i64, DType::f32);
+        add("i64->i32", out(DType::i32, l2i), i64(lv), DType::i64, DType::i32);
+        add("i64->u8", out(DType::u8, l2b), i64(lv), DType::i64, DType::u8);
+        add("i32->i64", out(DType::i64, i2l), i32(iv), DType::i32, DType::i64);
+        add("u8->i64", out(DType::i64, b2l), u8(bv), DType::u8, DType::i64);
+        add("f32->i64", out(DType::i64, f2l), f32(big), DType::f32, DType::i64);
       }
       break;
     case Kernel::transpose:
@@ -268,6 +308,16 @@ std::vector<Case> cases_for(Kernel k) {
                           sy::TransposeParams{.rows = R, .cols = C, .elem_size = 4}));
         cs.push_back(make("u8 " + sz({R, C}), {out(sy::DType::u8, eb), u8(b)},
                           sy::TransposeParams{.rows = R, .cols = C, .elem_size = 1}));
+        std::vector<int64_t> l(static_cast<size_t>(R * C));
+        std::vector<double> el(l.size());
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t c = 0; c < C; ++c) {
+            const int64_t x = (int64_t(r) << 33) - c;  // both words matter
+            l[size_t(r * C + c)] = x;
+            el[size_t(c * R + r)] = double(x);
+          }
+        cs.push_back(make("i64 " + sz({R, C}), {out(sy::DType::i64, el), i64(l)},
+                          sy::TransposeParams{.rows = R, .cols = C, .elem_size = 8}));
       }
       break;
     case Kernel::pad:
@@ -349,7 +399,7 @@ std::vector<Case> cases_for(Kernel k) {
           };
           auto a = random_vec(size_t(extent(s.sa)), uint32_t(op + 1), -2.f, 2.f);
           auto b = random_vec(size_t(extent(s.sb)), uint32_t(op + 50), 0.5f, 2.f);
-          if (op == int(sy::Binary::eq))
+          if (op >= int(sy::Binary::eq))  // comparisons: many ties
             for (size_t j = 0; j < a.size(); ++j)
               a[j] = float(j % 3), b[j % b.size()] = float(j % 2);
           std::vector<double> e(static_cast<size_t>(n));
@@ -375,6 +425,21 @@ std::vector<Case> cases_for(Kernel k) {
                 break;
               case sy::Binary::eq:
                 v = x == y;
+                break;
+              case sy::Binary::ne:
+                v = x != y;
+                break;
+              case sy::Binary::lt:
+                v = x < y;
+                break;
+              case sy::Binary::le:
+                v = x <= y;
+                break;
+              case sy::Binary::gt:
+                v = x > y;
+                break;
+              case sy::Binary::ge:
+                v = x >= y;
                 break;
             }
             e[size_t(j)] = v;
@@ -656,9 +721,10 @@ std::string run_case(sy::BackendDevice& dev, const Case& c) {
         }
       } else {
         for (size_t j = 0; j < n && err.empty(); ++j) {
-          double v = h.dtype == sy::DType::i32
-                         ? double(reinterpret_cast<const int32_t*>(got.data())[j])
-                         : double(got[j]);
+          double v =
+              h.dtype == sy::DType::i32   ? double(reinterpret_cast<const int32_t*>(got.data())[j])
+              : h.dtype == sy::DType::i64 ? double(reinterpret_cast<const int64_t*>(got.data())[j])
+                                          : double(got[j]);
           if (v != h.expect[j])
             err =
                 sy::detail::cat("arg ", a, ": element ", j, " is ", v, ", expected ", h.expect[j]);

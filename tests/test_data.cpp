@@ -174,3 +174,18 @@ TEST(FashionMNIST, LoadsRealDataAndNormalizes) {
   for (int32_t l : b.target.to_vector<int32_t>()) EXPECT_TRUE(l >= 0 && l < 10);
   EXPECT_EQ(b.target.to_vector<int32_t>()[0], 9) << "the first t10k label is 9 (ankle boot)";
 }
+
+TEST(DataLoader, Int64TargetsComeThroughAsInt64) {
+  std::vector<float> x{0, 1, 2, 3, 4, 5};
+  std::vector<int64_t> y{int64_t(1) << 40, -2, 3};
+  auto ds =
+      std::make_shared<data::TensorDataset>(sy::from_vector(x, {3, 2}), sy::from_vector(y, {3}));
+  data::DataLoader dl(ds, {.batch_size = 2});
+  std::vector<int64_t> seen;
+  for (const auto& b : dl) {
+    EXPECT_EQ(b.target.dtype(), sy::DType::i64);
+    auto t = b.target.to_vector<int64_t>();
+    seen.insert(seen.end(), t.begin(), t.end());
+  }
+  EXPECT_EQ(seen, y);
+}

@@ -9,7 +9,21 @@ TEST(Errors, MatmulShapeMismatch) {
         sy::matmul(sy::zeros({32, 784}), sy::zeros({128, 10}));
       },
       {"[matmul]", "(32,784)", "(128,10)", "inner dims 784 != 128"});
-  expect_error([] { sy::matmul(sy::zeros({3}), sy::zeros({3, 2})); }, {"[matmul]", "2-D"});
+  expect_error(
+      [] {
+        sy::matmul(sy::zeros({4}), sy::zeros({3, 2}));
+      },
+      {"[matmul]", "(4)", "(3,2)", "inner dims 4 != 3"});
+  expect_error(
+      [] {
+        sy::matmul(sy::zeros({2, 3, 4}), sy::zeros({2, 4, 5}));
+      },
+      {"[matmul]", "1-D or 2-D second operand", "(2,4,5)", "batched"});
+  expect_error(
+      [] {
+        sy::matmul(sy::zeros({3, 4}), sy::zeros({3, 4}), true, true);
+      },
+      {"[matmul]", "inner dims"});
   expect_error(
       [] {
         sy::linear(sy::zeros({2, 5}), sy::zeros({3, 4}), sy::zeros({3}));
@@ -53,6 +67,12 @@ TEST(Errors, UnknownAndUnavailableDevices) {
 }
 
 TEST(Errors, BroadcastDtypeAndShapeChecks) {
+  // Five alternating broadcast dimensions cannot be merged into the kernel's four.
+  expect_error(
+      [] {
+        sy::add(sy::zeros({2, 1, 2, 1, 2}), sy::zeros({1, 2, 1, 2, 1}));
+      },
+      {"[add]", "(2,1,2,1,2)", "(1,2,1,2,1)", "5 alternating dimensions", "at most 4"});
   expect_error(
       [] {
         sy::add(sy::zeros({2, 3}), sy::zeros({4}));

@@ -217,8 +217,11 @@ TEST_P(OnDevice, OpsAsTensorMethods) {
          w = sy::from_vector(random_vec(6 * 5, 13), {6, 5}, D());
   auto same = [](const Tensor& a, const Tensor& b, const char* name) {
     EXPECT_EQ(a.shape(), b.shape()) << name;
+    EXPECT_EQ(a.dtype(), b.dtype()) << name;
     if (a.dtype() == sy::DType::i32)
       EXPECT_EQ(a.to_vector<int32_t>(), b.to_vector<int32_t>()) << name;
+    else if (a.dtype() == sy::DType::u8)
+      EXPECT_EQ(a.to_vector<uint8_t>(), b.to_vector<uint8_t>()) << name;
     else
       EXPECT_EQ(a.to_vector<float>(), b.to_vector<float>()) << name;
   };
@@ -240,6 +243,192 @@ TEST_P(OnDevice, OpsAsTensorMethods) {
   same(x.log_softmax(-1), sy::log_softmax(x), "log_softmax");
   same(x.argmax(1), sy::argmax(x, 1), "argmax");
   same(x.eq(x), sy::eq(x, x), "eq");
+  same(x.gt(w.sum()), sy::gt(x, w.sum()), "gt");
+}
+
+TEST_P(OnDevice, ComparisonsGiveU8MasksThatCount) {
+  std::vector<float> a{-1.f, 0.f, 2.f, 2.f, 3.5f, -7.f};
+  std::vector<float> b{0.f, 0.f, 1.f, 2.f, 4.f, -8.f};
+  Tensor A = sy::from_vector(a, {2, 3}, D()), B = sy::from_vector(b, {2, 3}, D());
+  auto check = [&](const Tensor& t, auto pred, const char* what) {
+    ASSERT_EQ(t.dtype(), sy::DType::u8) << what;
+    ASSERT_EQ(t.shape(), (sy::Shape{2, 3})) << what;
+    auto v = t.to_vector<uint8_t>();
+    for (size_t i = 0; i < a.size(); ++i)
+      EXPECT_EQ(v[i], pred(a[i], b[i]) ? 1 : 0) << what << " at " << i;
+  };
+  check(
+      A == B, [](float x, float y) { return x == y; }, "==");
+  check(
+      A != B, [](float x, float y) { return x != y; }, "!=");
+  check(
+      A < B, [](float x, float y) { return x < y; }, "<");
+  check(
+      A <= B, [](float x, float y) { return x <= y; }, "<=");
+  check(
+      A > B, [](float x, float y) { return x > y; }, ">");
+  check(
+      A >= B, [](float x, float y) { return x >= y; }, ">=");
+  check(
+      A.gt(1.5f), [](float x, float) { return x > 1.5f; }, "gt(scalar)");
+  check(
+      A.le(0.f), [](float x, float) { return x <= 0.f; }, "le(scalar)");
+  check(
+      A == 2.f, [](float x, float) { return x == 2.f; }, "== scalar");
+  // Broadcasting: (2, 3) against a row.
+  Tensor row = sy::from_vector(std::vector<float>{0.f, 0.f, 2.f}, {3}, D());
+  EXPECT_EQ((A >= row).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 1, 1, 1, 1, 0}));
+  // Accuracy as PyTorch users write it: argmax (i32) against i32 labels,
+  // the mask summed to a count.
+  Tensor logits = sy::from_vector(std::vector<float>{0, 5, 1, 9, 0, 0, 0, 0, 3}, {3, 3}, D());
+  Tensor labels = sy::from_vector(std::vector<int32_t>{1, 0, 1}, {3}, D());
+  Tensor hit = logits.argmax(1) == labels;
+  EXPECT_EQ(hit.to_vector<uint8_t>(), (std::vector<uint8_t>{1, 1, 0}));
+  EXPECT_EQ(hit.sum().item(), 2.f);
+  EXPECT_FLOAT_EQ(hit.mean().item(), 2.f / 3.f);
+  EXPECT_EQ(labels.sum().item(), 2.f);  // i32 sums in f32
+  // No gradient flows through a comparison.
+  Tensor w = sy::from_vector(a, {2, 3}, D()).requires_grad_();
+  EXPECT_FALSE((w > 0.f).requires_grad());
+}
+
+// Reference broadcast of a op b over any number of dims.
+static std::vector<double> ref_broadcast(const std::vector<float>& a, const sy::Shape& sa,
+                                         const std::vector<float>& b, const sy::Shape& sb,
+                                         sy::Shape& out) {
+  size_t nd = std::max(sa.size(), sb.size());
+  auto pad = [&](const sy::Shape& s) {
+    sy::Shape p(nd - s.size(), 1);
+    p.insert(p.end(), s.begin(), s.end());
+    return p;
+  };
+  sy::Shape pa = pad(sa), pb = pad(sb);
+  out.assign(nd, 1);
+  for (size_t i = 0; i < nd; ++i) out[i] = std::max(pa[i], pb[i]);
+  std::vector<double> r(size_t(sy::numel(out)));
+  std::vector<int64_t> idx(nd, 0);
+  for (size_t j = 0; j < r.size(); ++j) {
+    int64_t rem = int64_t(j), ia = 0, ib = 0, ma = 1, mb = 1;
+    for (size_t k = nd; k-- > 0;) {
+      idx[k] = rem % out[k];
+      rem /= out[k];
+      ia += (pa[k] == 1 ? 0 : idx[k]) * ma, ma *= pa[k];
+      ib += (pb[k] == 1 ? 0 : idx[k]) * mb, mb *= pb[k];
+    }
+    r[j] = double(a[size_t(ia)]) * double(b[size_t(ib)]);
+  }
+  return r;
+}
+
+TEST_P(OnDevice, BroadcastingTakesAnyNumberOfDimensions) {
+  // Shapes beyond 4-D whose broadcast pattern merges into 4 dimensions.
+  std::vector<std::pair<sy::Shape, sy::Shape>> cases = {
+      {{2, 3, 4, 5, 6}, {2, 3, 4, 5, 6}},        // same shape: one dimension
+      {{2, 3, 4, 5, 6}, {6}},                    // a row
+      {{2, 3, 4, 5, 6, 2}, {3, 4, 1, 1, 2}},     // six dims, mixed
+      {{1, 2, 1, 3, 1, 4, 1}, {5, 1, 1, 1, 1}},  // size-1 dims dropped
+  };
+  for (auto& [sa, sb] : cases) {
+    auto a = random_vec(size_t(sy::numel(sa)), 3), b = random_vec(size_t(sy::numel(sb)), 4);
+    sy::Shape out;
+    auto want = ref_broadcast(a, sa, b, sb, out);
+    Tensor y = sy::from_vector(a, sa, D()) * sy::from_vector(b, sb, D());
+    ASSERT_EQ(y.shape(), out) << sy::shape_str(sa) << " * " << sy::shape_str(sb);
+    EXPECT_LT(nse(y.to_vector<float>(), want), kTol)
+        << sy::shape_str(sa) << " * " << sy::shape_str(sb);
+  }
+  // Gradients of a 5-D broadcast reduce back to each operand's shape.
+  Tensor x = sy::ones({2, 3, 1, 1, 2}, D()).requires_grad_();
+  Tensor w = sy::ones({4, 5, 1}, D()).requires_grad_();
+  sy::sum(x * w).backward();
+  ASSERT_EQ(x.grad().shape(), x.shape());
+  ASSERT_EQ(w.grad().shape(), w.shape());
+  for (float g : x.grad().to_vector<float>()) EXPECT_EQ(g, 20.f);  // 4 * 5 products each
+  for (float g : w.grad().to_vector<float>()) EXPECT_EQ(g, 12.f);  // 2 * 3 * 2
+}
+
+TEST_P(OnDevice, MatmulTakesPyTorchsOtherShapes) {
+  const int64_t B = 3, T = 5, K = 7, N = 4;
+  auto a = random_vec(size_t(B * T * K), 5), w = random_vec(size_t(K * N), 6);
+  Tensor A = sy::from_vector(a, {B, T, K}, D()).requires_grad_();
+  Tensor W = sy::from_vector(w, {K, N}, D()).requires_grad_();
+  Tensor Y = sy::matmul(A, W);  // (B, T, K) x (K, N)
+  ASSERT_EQ(Y.shape(), (sy::Shape{B, T, N}));
+  EXPECT_LT(nse(Y.to_vector<float>(), ref_matmul(a, w, B * T, N, K, false, false)), kTol);
+  sy::sum(Y).backward();
+  ASSERT_EQ(A.grad().shape(), A.shape());
+  ASSERT_EQ(W.grad().shape(), W.shape());
+  // d sum(A W) / dA[., k] = sum_n W[k, n]
+  auto ga = A.grad().to_vector<float>();
+  for (int64_t r = 0; r < B * T; ++r)
+    for (int64_t k = 0; k < K; ++k) {
+      double s = 0;
+      for (int64_t n = 0; n < N; ++n) s += w[size_t(k * N + n)];
+      EXPECT_NEAR(ga[size_t(r * K + k)], s, 1e-4);
+    }
+  // Vectors: (K) x (K, N) -> (N); (B*T, K) x (K) -> (B*T); (K) x (K) -> ().
+  Tensor v = sy::from_vector(std::vector<float>(w.begin(), w.begin() + K), {K}, D());
+  Tensor vw = sy::matmul(v, W.detach());
+  ASSERT_EQ(vw.shape(), (sy::Shape{N}));
+  Tensor av = sy::matmul(A.detach().reshape({B * T, K}), v);
+  ASSERT_EQ(av.shape(), (sy::Shape{B * T}));
+  Tensor vv = sy::matmul(v, v);
+  ASSERT_EQ(vv.shape(), (sy::Shape{}));
+  double dot = 0;
+  for (int64_t k = 0; k < K; ++k) dot += double(w[size_t(k)]) * w[size_t(k)];
+  EXPECT_NEAR(vv.item(), dot, 1e-4);
+  auto ref_av =
+      ref_matmul(a, std::vector<float>(w.begin(), w.begin() + K), B * T, 1, K, false, false);
+  EXPECT_LT(nse(av.to_vector<float>(), ref_av), kTol);
+  // linear on (B, T, in), as nn.Linear: the same as on (B*T, in).
+  Tensor lw = sy::from_vector(random_vec(size_t(N * K), 8), {N, K}, D());
+  Tensor lb = sy::from_vector(random_vec(size_t(N), 9), {N}, D());
+  Tensor l3 = sy::linear(A.detach(), lw, lb);
+  ASSERT_EQ(l3.shape(), (sy::Shape{B, T, N}));
+  EXPECT_EQ(l3.to_vector<float>(),
+            sy::linear(A.detach().reshape({B * T, K}), lw, lb).to_vector<float>());
+}
+
+TEST_P(OnDevice, Int64TensorsCarryLabelsAsInPyTorch) {
+  // Round trip, including values beyond i32.
+  const std::vector<int64_t> v{-3, 0, 7, (int64_t(1) << 40) + 5, -(int64_t(1) << 35), 2};
+  Tensor t = sy::from_vector(v, {2, 3}, D());
+  EXPECT_EQ(t.dtype(), sy::DType::i64);
+  EXPECT_EQ(t.to_vector<int64_t>(), v);
+  EXPECT_EQ(t.t().t().to_vector<int64_t>(), v);  // transpose of 8-byte elements
+  EXPECT_EQ(t.to(sy::DType::i32).to_vector<int32_t>(),
+            (std::vector<int32_t>{-3, 0, 7, INT32_MAX, INT32_MIN, 2}));  // saturated
+  EXPECT_EQ(sy::from_vector(std::vector<int32_t>{-1, 5}, {2}, D())
+                .to(sy::DType::i64)
+                .to_vector<int64_t>(),
+            (std::vector<int64_t>{-1, 5}));
+  EXPECT_EQ(sy::zeros({3}, sy::Options(D()).dtype(sy::DType::i64)).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 0, 0}));
+  EXPECT_EQ(sy::arange(4, sy::Options(D()).dtype(sy::DType::i64)).to_vector<int64_t>(),
+            (std::vector<int64_t>{0, 1, 2, 3}));
+  EXPECT_EQ(sy::from_vector(std::vector<int64_t>{7}, {1}, D()).item(), 7.f);
+  std::ostringstream os;
+  os << t;
+  EXPECT_NE(os.str().find("dtype=i64"), std::string::npos) << os.str();
+  EXPECT_NE(os.str().find("1099511627781"), std::string::npos) << os.str();  // exact
+  // cross_entropy takes i64 labels: the same loss and gradient as i32 ones.
+  auto logits_v = random_vec(4 * 5, 11);
+  Tensor a = sy::from_vector(logits_v, {4, 5}, D()).requires_grad_();
+  Tensor b = sy::from_vector(logits_v, {4, 5}, D()).requires_grad_();
+  Tensor l64 = sy::cross_entropy(a, sy::from_vector(std::vector<int64_t>{0, 4, 2, 1}, {4}, D()));
+  Tensor l32 = sy::cross_entropy(b, sy::from_vector(std::vector<int32_t>{0, 4, 2, 1}, {4}, D()));
+  l64.backward();
+  l32.backward();
+  EXPECT_EQ(l64.item(), l32.item());
+  EXPECT_EQ(a.grad().to_vector<float>(), b.grad().to_vector<float>());
+  // Comparisons and sums take them: accuracy against i64 labels.
+  Tensor labels = sy::from_vector(std::vector<int64_t>{1, 0, 3, 1}, {4}, D());
+  Tensor pred = sy::from_vector(std::vector<int32_t>{1, 2, 3, 1}, {4}, D());
+  EXPECT_EQ((pred == labels).sum().item(), 3.f);
+  // A label beyond i32 stays out of range (saturated), so it is reported.
+  Tensor far = sy::from_vector(std::vector<int64_t>{0, (int64_t(1) << 32) + 1, 2, 1}, {4}, D());
+  expect_error([&] { (void)sy::cross_entropy(a.detach(), far).item(); },
+               {"cross_entropy", "labels"});
 }
 
 TEST_P(OnDevice, OpsRandintIsInRangeAndSeeded) {
@@ -439,7 +628,7 @@ TEST_P(OnDevice, OpsViewsShareStorageAndComposeWithOps) {
 TEST_P(OnDevice, OpsEqualityMask) {
   Tensor a = sy::from_vector(std::vector<float>{1, 2, 3}, {3}, D());
   Tensor b = sy::from_vector(std::vector<float>{1, 0, 3}, {3}, D());
-  EXPECT_EQ(sy::eq(a, b).to_vector<float>(), (std::vector<float>{1, 0, 1}));
+  EXPECT_EQ(sy::eq(a, b).to_vector<uint8_t>(), (std::vector<uint8_t>{1, 0, 1}));
 }
 
 // The optimizers' fused kernels against PyTorch's update formulas.

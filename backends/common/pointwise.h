@@ -4,6 +4,9 @@
 // shaders restate it in GLSL (shaders/common.glsl). C++17, float only.
 #pragma once
 #include <math.h>
+#include <stdint.h>
+
+#include <type_traits>
 
 #include "switchyard/backend/kernels.h"
 
@@ -84,8 +87,33 @@ SY_HOST_DEVICE float binary(Binary op, float a, float b) {
       return a / b;
     case Binary::eq:
       return a == b ? 1.f : 0.f;
+    case Binary::ne:
+      return a != b ? 1.f : 0.f;
+    case Binary::lt:
+      return a < b ? 1.f : 0.f;
+    case Binary::le:
+      return a <= b ? 1.f : 0.f;
+    case Binary::gt:
+      return a > b ? 1.f : 0.f;
+    case Binary::ge:
+      return a >= b ? 1.f : 0.f;
   }
   return 0.f;
+}
+
+// Element conversion for cast, fill and arange (CPU and CUDA; the Vulkan
+// shaders restate it in common.glsl): C++'s conversions, except that i64 ->
+// i32 and f32 -> i64 saturate at the target's limits.
+template <class To, class From>
+SY_HOST_DEVICE To convert(From v) {
+  if constexpr (std::is_same_v<To, int32_t> && std::is_same_v<From, int64_t>) {
+    return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : int32_t(v);
+  } else if constexpr (std::is_same_v<To, int64_t> && std::is_same_v<From, float>) {
+    constexpr float kLimit = 9.2233720368547758e18f;  // 2^63
+    return v >= kLimit ? INT64_MAX : v <= -kLimit ? INT64_MIN : int64_t(v);
+  } else {
+    return To(v);
+  }
 }
 
 // One SGD step for one parameter, without and with momentum (`first`: the

@@ -151,13 +151,16 @@ void cast(const CastParams& p, void* out, const void* in) {
     for (int64_t k = 0; k < n; ++k) {
       switch (from) {
         case DType::f32:
-          o[k] = T(as<const float>(const_cast<void*>(in))[k]);
+          o[k] = pointwise::convert<T>(as<const float>(const_cast<void*>(in))[k]);
           break;
         case DType::i32:
           o[k] = T(as<const int32_t>(const_cast<void*>(in))[k]);
           break;
         case DType::u8:
           o[k] = T(as<const uint8_t>(const_cast<void*>(in))[k]);
+          break;
+        case DType::i64:
+          o[k] = pointwise::convert<T>(as<const int64_t>(const_cast<void*>(in))[k]);
           break;
       }
     }
@@ -171,6 +174,9 @@ void cast(const CastParams& p, void* out, const void* in) {
       break;
     case DType::u8:
       conv(as<uint8_t>(out));
+      break;
+    case DType::i64:
+      conv(as<int64_t>(out));
       break;
   }
 }
@@ -201,20 +207,31 @@ void run(const FillParams& p, void* const* a) {
     case DType::u8:
       std::memset(a[0], int(uint8_t(p.value)), size_t(p.n));
       break;
+    case DType::i64:
+      std::fill_n(as<int64_t>(a[0]), p.n, pointwise::convert<int64_t>(p.value));
+      break;
   }
 }
 
 void run(const ArangeParams& p, void* const* a) {
   auto fill = [&](auto* o) {
     using T = std::remove_pointer_t<decltype(o)>;
-    for (int64_t j = 0; j < p.n; ++j) o[j] = T(p.start + float(j) * p.step);
+    for (int64_t j = 0; j < p.n; ++j) o[j] = pointwise::convert<T>(p.start + float(j) * p.step);
   };
-  if (p.dtype == DType::f32)
-    fill(as<float>(a[0]));
-  else if (p.dtype == DType::i32)
-    fill(as<int32_t>(a[0]));
-  else
-    fill(as<uint8_t>(a[0]));
+  switch (p.dtype) {
+    case DType::f32:
+      fill(as<float>(a[0]));
+      break;
+    case DType::i32:
+      fill(as<int32_t>(a[0]));
+      break;
+    case DType::u8:
+      fill(as<uint8_t>(a[0]));
+      break;
+    case DType::i64:
+      fill(as<int64_t>(a[0]));
+      break;
+  }
 }
 
 void run(const RandUniformParams& p, void* const* a) {
@@ -243,6 +260,8 @@ void run(const CastParams& p, void* const* a) { cast(p, a[0], a[1]); }
 void run(const TransposeParams& p, void* const* a) {
   if (p.elem_size == 1)
     transpose_t(p.rows, p.cols, as<uint8_t>(a[0]), as<const uint8_t>(a[1]));
+  else if (p.elem_size == 8)
+    transpose_t(p.rows, p.cols, as<uint64_t>(a[0]), as<const uint64_t>(a[1]));
   else
     transpose_t(p.rows, p.cols, as<uint32_t>(a[0]), as<const uint32_t>(a[1]));
 }

@@ -473,16 +473,17 @@ void CudaDevice::harvest() {
   for (ProfRec& r : prof_) {
     int64_t start = std::max(r.host_ns, prof_end_ns_);
     t.assign(1, start);
+    bool lost = false;
     for (size_t j = 1; j < r.ev.size(); ++j) {
       float ms = 0;
       if (cudaEventElapsedTime(&ms, r.ev[0], r.ev[j]) != cudaSuccess) {
-        (void)cudaGetLastError();  // a lost measurement, not an error of the program
-        t.push_back(t.back());
-        continue;
+        (void)cudaGetLastError();  // a lost measurement, not an error of the program:
+        lost = true;               // the record goes unreported
+        break;
       }
       t.push_back(start + int64_t(double(ms) * 1e6));
     }
-    record_timing(dev, r, t);
+    if (!lost) record_timing(dev, r, t);
     prof_end_ns_ = t.back();
     for (cudaEvent_t e : r.ev) timing_events_.push_back(e);
   }

@@ -23,12 +23,12 @@ __global__ void fill_k(T* out, int64_t n, T v) {
 template <class T>
 __global__ void arange_k(T* out, int64_t n, float start, float step) {
   // Rounded as on the CPU (no fused multiply-add): integer aranges truncate the same.
-  SY_GRID_STRIDE(i, n) out[i] = T(__fadd_rn(start, __fmul_rn(float(i), step)));
+  SY_GRID_STRIDE(i, n) out[i] = pointwise::convert<T>(__fadd_rn(start, __fmul_rn(float(i), step)));
 }
 
 template <class To, class From>
 __global__ void cast_k(To* out, const From* in, int64_t n) {
-  SY_GRID_STRIDE(i, n) out[i] = To(in[i]);
+  SY_GRID_STRIDE(i, n) out[i] = pointwise::convert<To>(in[i]);
 }
 
 __global__ void affine_k(float* out, const float* in, int64_t n, float a, float b) {
@@ -93,6 +93,9 @@ void cast_from(DType from, To* out, const void* in, int64_t n, const LaunchEnv& 
     case DType::u8:
       SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, static_cast<const uint8_t*>(in), n);
       break;
+    case DType::i64:
+      SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, static_cast<const int64_t*>(in), n);
+      break;
   }
 }
 
@@ -112,6 +115,9 @@ void launch(const FillParams& p, void* const* args, const LaunchEnv& env) {
     case DType::u8:
       fill_as<uint8_t>(out, n, uint8_t(p.value), env);
       break;
+    case DType::i64:
+      fill_as<int64_t>(out, n, pointwise::convert<int64_t>(p.value), env);
+      break;
   }
   SY_CUDA_LAUNCHED("fill");
 }
@@ -129,6 +135,9 @@ void launch(const ArangeParams& p, void* const* args, const LaunchEnv& env) {
       break;
     case DType::u8:
       arange_as<uint8_t>(out, n, p.start, p.step, env);
+      break;
+    case DType::i64:
+      arange_as<int64_t>(out, n, p.start, p.step, env);
       break;
   }
   SY_CUDA_LAUNCHED("arange");
@@ -149,6 +158,9 @@ void launch(const CastParams& p, void* const* args, const LaunchEnv& env) {
       break;
     case DType::u8:
       cast_from(from, static_cast<uint8_t*>(out), in, n, env);
+      break;
+    case DType::i64:
+      cast_from(from, static_cast<int64_t*>(out), in, n, env);
       break;
   }
   SY_CUDA_LAUNCHED("cast");

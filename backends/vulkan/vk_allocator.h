@@ -1,8 +1,9 @@
 // The Vulkan allocator: device memory for tensors and host-visible helper
 // buffers. Tensors are suballocated from a few large blocks (one VkBuffer
 // and one vkAllocateMemory each; first-fit ranges in vk_memory.h), grown
-// 64 MiB, then twice the last, up to 1 GiB; a tensor over half a block gets
-// a dedicated one. The memory type follows the device (vk_instance.h's
+// 64 MiB (pinned host blocks: 16 MiB), then twice the last, up to the block
+// cap (1 GiB, or less where maxMemoryAllocationSize says so); a tensor over
+// half the cap gets a dedicated block. The memory type follows the device (vk_instance.h's
 // pick_type): device-local, mapped as well in the zero-copy mode; pinned
 // host blocks are host-visible and cached. Each heap has a budget (its
 // size), so running out is an OutOfMemory naming the heap, not a driver

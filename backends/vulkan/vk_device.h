@@ -15,7 +15,8 @@
 //
 // Parts refer to each other by reference, in one direction: the context is
 // below everything; the allocator and the timeline use only the context; the
-// profiler uses the timeline; transfers and the recorder use the rest. The
+// profiler uses the timeline; transfers use the allocator, timeline and
+// profiler; the recorder uses those and the pipelines. The
 // timeline tells the others when work completes through hooks set here.
 #pragma once
 #include <memory>

@@ -2,7 +2,9 @@
 // host-visible device-local memory (integrated GPUs, ReBAR, lavapipe) tensors
 // are mapped and transfers are plain memcpy ("zero-copy"); otherwise, or
 // with SWITCHYARD_VK_FORCE_STAGING=1, they go through a persistently mapped
-// staging ring and vkCmdCopyBuffer, in chunks when larger than the ring. A
+// staging ring and vkCmdCopyBuffer in 8 MiB chunks (a transfer of several
+// chunks submits each one when recorded, so the next memcpy overlaps its
+// copy). A
 // staged download lands in the ring; its copy into the caller's memory is
 // made when the submission completes.
 #pragma once

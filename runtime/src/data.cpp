@@ -44,6 +44,11 @@ TensorDataset::TensorDataset(Tensor data, Tensor targets) {
         std::memcpy(out.data(), v.data(), out.size());
         break;
       }
+      case DType::i64: {
+        auto v = c.to_vector<int64_t>();
+        std::memcpy(out.data(), v.data(), out.size());
+        break;
+      }
     }
   };
   host(data, data_host_);

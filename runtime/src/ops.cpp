@@ -96,7 +96,28 @@ static Tensor gemm(const char* op, const Tensor& a, const Tensor& b, bool ta, bo
   return node({a, b}, {M, N}, DType::f32, p);
 }
 
+// The product of matrices, plus PyTorch's other shapes that are reshapes
+// around it: a vector operand (1-D), and a stack of matrices (..., M, K)
+// times one matrix (K, N). Batches on both sides need a batched kernel.
+static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
+  const int64_t K = a.size(-1);
+  const int64_t Kb = b.dim() == 1 ? b.size(0) : b.size(-2);
+  SY_CHECK(K == Kb, "matmul", "shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
+           " cannot be multiplied: inner dims ", K, " != ", Kb);
+  SY_CHECK(b.dim() <= 2, "matmul", "expected a 1-D or 2-D second operand, found shape ",
+           shape_str(b.shape()), " (batched matmul of two stacks is not supported yet)");
+  Shape out(a.shape().begin(), a.shape().end() - 1);  // a's leading dims, then b's columns
+  if (b.dim() == 2) out.push_back(b.size(1));
+  Tensor a2 = a.reshape({-1, K});
+  Tensor b2 = b.dim() == 1 ? b.reshape({K, 1}) : b;
+  return matmul(a2, b2).reshape(out);
+}
+
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  check_defined("matmul", a);
+  check_defined("matmul", b);
+  if (!ta && !tb && (a.dim() != 2 || b.dim() != 2) && a.dim() >= 1 && b.dim() >= 1)
+    return matmul_nd(a, b);
   Tensor out = gemm("matmul", a, b, ta, tb, nullptr);
   Tensor ad = a.detach(), bd = b.detach();
   return with_grad(out, "matmul", {a, b}, [ad, bd, ta, tb](const Tensor& g) {
@@ -108,6 +129,12 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 
 // x (B,in), weight (out,in), bias (out): y = x weight^T + bias.
 Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
+  check_defined("linear", x);
+  if (x.dim() != 2 && x.dim() >= 1 && w.defined() && w.dim() == 2) {  // (*, in), as nn.Linear
+    Shape out(x.shape().begin(), x.shape().end() - 1);
+    out.push_back(w.size(0));
+    return linear(x.reshape({-1, x.size(-1)}), w, b).reshape(out);
+  }
   Tensor out = gemm("linear", x, w, false, true, b.defined() ? &b : nullptr);
   Tensor xd = x.detach(), wd = w.detach();
   bool has_b = b.defined();
@@ -131,31 +158,57 @@ Tensor transpose(const Tensor& x) {
 
 // ---- elementwise with broadcasting ------------------------------------------
 
+// Any number of dimensions: the kernel takes 4, so adjacent dimensions that
+// both operands step through alike (contiguously, or both broadcast) are
+// merged first. Only shapes that alternate broadcasting more than 4 times
+// cannot be merged that far.
 static Tensor binary(const char* op, Binary code, const Tensor& a, const Tensor& b) {
   check_f32(op, a);
   check_f32(op, b);
   check_same_device(op, a, b);
-  SY_CHECK(a.dim() <= 4 && b.dim() <= 4, op, "expected at most 4 dimensions, found shapes ",
-           shape_str(a.shape()), " and ", shape_str(b.shape()));
-  size_t nd = std::max(a.shape().size(), b.shape().size());
+  const size_t nd = std::max(a.shape().size(), b.shape().size());
   Shape out(nd);
-  int64_t da[4] = {1, 1, 1, 1}, db[4] = {1, 1, 1, 1}, dout[4] = {1, 1, 1, 1};
+  std::vector<int64_t> da(nd), db(nd);
   for (size_t i = 0; i < nd; ++i) {
     int64_t x = i < nd - a.shape().size() ? 1 : a.shape()[i - (nd - a.shape().size())];
     int64_t y = i < nd - b.shape().size() ? 1 : b.shape()[i - (nd - b.shape().size())];
     SY_CHECK(x == y || x == 1 || y == 1, op, "shapes ", shape_str(a.shape()), " and ",
              shape_str(b.shape()), " cannot be broadcast: dimension ", i, " is ", x, " vs ", y);
-    out[i] = std::max(x, y);
-    if (x == 0 || y == 0) out[i] = 0;
-    da[4 - nd + i] = x, db[4 - nd + i] = y, dout[4 - nd + i] = out[i];
+    out[i] = x == 0 || y == 0 ? 0 : std::max(x, y);
+    da[i] = x, db[i] = y;
   }
-  BinaryParams p{.op = code};
+  // Element strides (0 along a broadcast dimension), innermost first, with
+  // size-1 output dimensions dropped and mergeable neighbours merged.
+  struct Dim {
+    int64_t n, sa, sb;
+  };
+  std::vector<Dim> dims;
   int64_t sa = 1, sb = 1;
-  for (int i = 3; i >= 0; --i) {
-    p.dims[i] = dout[i];
-    p.a_strides[i] = da[i] == 1 ? 0 : sa;
-    p.b_strides[i] = db[i] == 1 ? 0 : sb;
-    sa *= da[i], sb *= db[i];
+  for (size_t k = nd; k-- > 0;) {
+    Dim d{out[k], da[k] == 1 ? 0 : sa, db[k] == 1 ? 0 : sb};
+    sa *= da[k], sb *= db[k];
+    if (d.n == 1) continue;
+    if (!dims.empty()) {
+      Dim& in = dims.back();
+      auto follows = [&](int64_t outer, int64_t inner) {
+        return (outer == 0 && inner == 0) || (inner != 0 && outer == inner * in.n);
+      };
+      if (follows(d.sa, in.sa) && follows(d.sb, in.sb)) {
+        in.n *= d.n;
+        continue;
+      }
+    }
+    dims.push_back(d);
+  }
+  SY_CHECK(dims.size() <= 4, op, "shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
+           " broadcast in ", dims.size(),
+           " alternating dimensions; at most 4 are supported (expand one operand first)");
+  BinaryParams p{.op = code};
+  for (int i = 3, k = 0; i >= 0; --i, ++k) {
+    const bool have = k < int(dims.size());
+    p.dims[i] = have ? dims[size_t(k)].n : 1;
+    p.a_strides[i] = have ? dims[size_t(k)].sa : 0;
+    p.b_strides[i] = have ? dims[size_t(k)].sb : 0;
   }
   return node({a, b}, out, DType::f32, p);
 }
@@ -193,7 +246,32 @@ Tensor div(const Tensor& a, const Tensor& b) {
   });
 }
 
-Tensor eq(const Tensor& a, const Tensor& b) { return binary("eq", Binary::eq, a, b); }
+// Comparisons: u8 results (1 where true), no gradient. Integer inputs are
+// compared as f32 (exact below 2^24 in magnitude).
+static Tensor compare(const char* op, Binary code, const Tensor& a, const Tensor& b) {
+  check_defined(op, a);
+  check_defined(op, b);
+  auto f32 = [](const Tensor& t) { return t.dtype() == DType::f32 ? t : t.to(DType::f32); };
+  NoGradGuard no_grad;
+  return binary(op, code, f32(a), f32(b)).to(DType::u8);
+}
+static Tensor compare(const char* op, Binary code, const Tensor& a, float s) {
+  check_defined(op, a);
+  return compare(op, code, a, full({}, s, a.device()));
+}
+
+Tensor eq(const Tensor& a, const Tensor& b) { return compare("eq", Binary::eq, a, b); }
+Tensor ne(const Tensor& a, const Tensor& b) { return compare("ne", Binary::ne, a, b); }
+Tensor lt(const Tensor& a, const Tensor& b) { return compare("lt", Binary::lt, a, b); }
+Tensor le(const Tensor& a, const Tensor& b) { return compare("le", Binary::le, a, b); }
+Tensor gt(const Tensor& a, const Tensor& b) { return compare("gt", Binary::gt, a, b); }
+Tensor ge(const Tensor& a, const Tensor& b) { return compare("ge", Binary::ge, a, b); }
+Tensor eq(const Tensor& a, float s) { return compare("eq", Binary::eq, a, s); }
+Tensor ne(const Tensor& a, float s) { return compare("ne", Binary::ne, a, s); }
+Tensor lt(const Tensor& a, float s) { return compare("lt", Binary::lt, a, s); }
+Tensor le(const Tensor& a, float s) { return compare("le", Binary::le, a, s); }
+Tensor gt(const Tensor& a, float s) { return compare("gt", Binary::gt, a, s); }
+Tensor ge(const Tensor& a, float s) { return compare("ge", Binary::ge, a, s); }
 
 // y = scale * x + shift
 static Tensor affine(const char* op, const Tensor& x, float scale, float shift) {
@@ -241,8 +319,10 @@ Tensor abs(const Tensor& x) { return unary("abs", Unary::abs, x); }
 // ---- reductions and broadcasts ------------------------------------------------
 // x viewed as (outer, len, inner); sum over len.
 
-static Tensor reduce(const char* op, const Tensor& x, int64_t axis, bool keepdim, float scale) {
-  check_f32(op, x);
+static Tensor reduce(const char* op, const Tensor& x0, int64_t axis, bool keepdim, float scale) {
+  check_defined(op, x0);
+  // Integer and u8 tensors (counts, masks) are summed in f32, exact below 2^24.
+  const Tensor x = x0.dtype() == DType::f32 ? x0 : x0.to(DType::f32);
   int64_t a = norm_axis(op, x, axis);
   Shape s = x.shape();
   int64_t outer = 1, inner = 1, len = s[a];
@@ -355,14 +435,17 @@ Tensor log_softmax(const Tensor& x, int64_t axis) {
   return softmax_op("log_softmax", true, x, axis);
 }
 
-Tensor cross_entropy(const Tensor& logits, const Tensor& labels) {
+Tensor cross_entropy(const Tensor& logits, const Tensor& labels0) {
   check_f32("cross_entropy", logits);
-  check_defined("cross_entropy", labels);
-  check_same_device("cross_entropy", logits, labels);
+  check_defined("cross_entropy", labels0);
+  check_same_device("cross_entropy", logits, labels0);
   SY_CHECK(logits.dim() == 2, "cross_entropy", "expected logits of shape (batch, classes), found ",
            shape_str(logits.shape()));
-  SY_CHECK(labels.dtype() == DType::i32, "cross_entropy", "expected labels of dtype i32, found ",
-           dtype_name(labels.dtype()));
+  SY_CHECK(labels0.dtype() == DType::i32 || labels0.dtype() == DType::i64, "cross_entropy",
+           "expected labels of dtype i32 or i64, found ", dtype_name(labels0.dtype()));
+  // i64 labels (PyTorch's) are read as i32; the conversion saturates, so an
+  // out-of-range label is still reported as one.
+  const Tensor labels = labels0.to(DType::i32);
   SY_CHECK(labels.dim() == 1 && labels.size(0) == logits.size(0), "cross_entropy",
            "expected labels of shape (", logits.size(0), "), found ", shape_str(labels.shape()));
   SY_CHECK(logits.size(0) > 0, "cross_entropy", "expected a non-empty batch, found shape ",
@@ -419,5 +502,16 @@ Tensor Tensor::softmax(int64_t dim) const { return switchyard::softmax(*this, di
 Tensor Tensor::log_softmax(int64_t dim) const { return switchyard::log_softmax(*this, dim); }
 Tensor Tensor::argmax(int64_t dim) const { return switchyard::argmax(*this, dim); }
 Tensor Tensor::eq(const Tensor& other) const { return switchyard::eq(*this, other); }
+Tensor Tensor::ne(const Tensor& other) const { return switchyard::ne(*this, other); }
+Tensor Tensor::lt(const Tensor& other) const { return switchyard::lt(*this, other); }
+Tensor Tensor::le(const Tensor& other) const { return switchyard::le(*this, other); }
+Tensor Tensor::gt(const Tensor& other) const { return switchyard::gt(*this, other); }
+Tensor Tensor::ge(const Tensor& other) const { return switchyard::ge(*this, other); }
+Tensor Tensor::eq(float s) const { return switchyard::eq(*this, s); }
+Tensor Tensor::ne(float s) const { return switchyard::ne(*this, s); }
+Tensor Tensor::lt(float s) const { return switchyard::lt(*this, s); }
+Tensor Tensor::le(float s) const { return switchyard::le(*this, s); }
+Tensor Tensor::gt(float s) const { return switchyard::gt(*this, s); }
+Tensor Tensor::ge(float s) const { return switchyard::ge(*this, s); }
 
 }  // namespace switchyard

@@ -342,6 +342,9 @@ Tensor from_vector(const std::vector<int32_t>& v, Shape s, Options o) {
 Tensor from_vector(const std::vector<uint8_t>& v, Shape s, Options o) {
   return from_vec(v, std::move(s), o, DType::u8);
 }
+Tensor from_vector(const std::vector<int64_t>& v, Shape s, Options o) {
+  return from_vec(v, std::move(s), o, DType::i64);
+}
 
 // ---- evaluation and transfers ----------------------------------------------
 
@@ -461,6 +464,7 @@ template <class T>
 std::vector<T> Tensor::to_vector() const {
   constexpr DType want = std::is_same_v<T, float>     ? DType::f32
                          : std::is_same_v<T, int32_t> ? DType::i32
+                         : std::is_same_v<T, int64_t> ? DType::i64
                                                       : DType::u8;
   SY_CHECK(dtype() == want, "to_vector", "expected a tensor of dtype ", dtype_name(want),
            " for this element type, found dtype ", dtype_name(dtype()));
@@ -476,6 +480,7 @@ std::vector<T> Tensor::to_vector() const {
 template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
+template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
 
 float Tensor::item() const {
   SY_CHECK(numel() == 1, "item", "expected a tensor with one element, found shape ",
@@ -487,6 +492,8 @@ float Tensor::item() const {
       return float(to_vector<int32_t>()[0]);
     case DType::u8:
       return float(to_vector<uint8_t>()[0]);
+    case DType::i64:
+      return float(to_vector<int64_t>()[0]);
   }
   return 0.f;
 }
@@ -575,18 +582,25 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   // PyTorch summarizes (only those are read back).
   NoGradGuard no_grad;
   const int64_t n = t.numel();
-  Tensor flat = t.reshape({n}).to(DType::f32);
-  auto values = [&](int64_t b, int64_t e) { return flat.slice(b, e).to_vector<float>(); };
-  os << ", values=[";
-  auto put = [&](const std::vector<float>& v, bool lead) {
-    for (size_t i = 0; i < v.size(); ++i) os << (lead || i ? ", " : "") << v[i];
+  // Integers are read as i64 (exact), floats as f32.
+  const bool ints = t.dtype() != DType::f32;
+  Tensor flat = t.reshape({n}).to(ints ? DType::i64 : DType::f32);
+  auto put = [&](int64_t b, int64_t e, bool lead) {
+    auto write = [&](const auto& v) {
+      for (size_t i = 0; i < v.size(); ++i) os << (lead || i ? ", " : "") << v[i];
+    };
+    if (ints)
+      write(flat.slice(b, e).to_vector<int64_t>());
+    else
+      write(flat.slice(b, e).to_vector<float>());
   };
+  os << ", values=[";
   if (n <= 1000) {
-    put(values(0, n), false);
+    put(0, n, false);
   } else {
-    put(values(0, 3), false);
+    put(0, 3, false);
     os << ", ...";
-    put(values(n - 3, n), true);
+    put(n - 3, n, true);
   }
   os << "]";
   if (t.requires_grad()) os << ", requires_grad";

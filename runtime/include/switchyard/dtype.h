@@ -6,9 +6,14 @@
 
 namespace switchyard {
 
-enum class DType : uint8_t { f32, i32, u8 };
+// i64 holds what PyTorch keeps in int64 (class labels, indices): it is
+// created, moved, cast and printed like the others, and ops that take
+// integer inputs (cross_entropy's labels, comparisons, sums) accept it.
+// Converting i64 to i32 saturates at the i32 limits (PyTorch wraps), so an
+// out-of-range label stays out of range.
+enum class DType : uint8_t { f32, i32, u8, i64 };
 
-inline size_t dtype_size(DType t) { return t == DType::u8 ? 1 : 4; }
+inline size_t dtype_size(DType t) { return t == DType::u8 ? 1 : t == DType::i64 ? 8 : 4; }
 inline const char* dtype_name(DType t) {
   switch (t) {
     case DType::f32:
@@ -17,6 +22,8 @@ inline const char* dtype_name(DType t) {
       return "i32";
     case DType::u8:
       return "u8";
+    case DType::i64:
+      return "i64";
   }
   return "?";
 }

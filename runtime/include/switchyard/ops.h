@@ -5,13 +5,15 @@
 
 namespace switchyard {
 
-// a @ b with optional transposes: (M,K) x (K,N) -> (M,N).
+// a @ b with optional transposes: (M,K) x (K,N) -> (M,N). Without
+// transposes also PyTorch's other shapes: (..., M, K) x (K, N) -> (..., M, N),
+// and 1-D operands (a vector times a matrix, a matrix times a vector, a dot).
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
-// x (B,in), weight (out,in) [PyTorch layout], bias (out) or undefined.
+// x (..., in), weight (out, in) [PyTorch layout], bias (out) or undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 Tensor transpose(const Tensor& x);  // 2-D
 
-// Elementwise with broadcasting (numpy rules, up to 4 dims).
+// Elementwise with broadcasting (numpy rules, any number of dims).
 Tensor add(const Tensor& a, const Tensor& b);
 Tensor sub(const Tensor& a, const Tensor& b);
 Tensor mul(const Tensor& a, const Tensor& b);
@@ -22,7 +24,20 @@ Tensor mul(const Tensor& a, float s);
 Tensor div(const Tensor& a, float s);
 Tensor rsub(float s, const Tensor& a);  // s - a
 Tensor neg(const Tensor& a);
-Tensor eq(const Tensor& a, const Tensor& b);  // 1.0f where equal (no grad)
+// Comparisons, with broadcasting: u8 tensors, 1 where true (PyTorch gives
+// bool), no gradient. Integer inputs are compared as f32.
+Tensor eq(const Tensor& a, const Tensor& b);
+Tensor ne(const Tensor& a, const Tensor& b);
+Tensor lt(const Tensor& a, const Tensor& b);
+Tensor le(const Tensor& a, const Tensor& b);
+Tensor gt(const Tensor& a, const Tensor& b);
+Tensor ge(const Tensor& a, const Tensor& b);
+Tensor eq(const Tensor& a, float s);
+Tensor ne(const Tensor& a, float s);
+Tensor lt(const Tensor& a, float s);
+Tensor le(const Tensor& a, float s);
+Tensor gt(const Tensor& a, float s);
+Tensor ge(const Tensor& a, float s);
 
 Tensor relu(const Tensor& x);
 Tensor gelu(const Tensor& x);  // tanh approximation, as PyTorch's approximate="tanh"
@@ -45,7 +60,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape);
 
 Tensor softmax(const Tensor& x, int64_t dim = -1);      // last dim only
 Tensor log_softmax(const Tensor& x, int64_t dim = -1);  // last dim only
-// logits (B,C) f32, labels (B) i32: mean over the batch of -log_softmax[label].
+// logits (B,C) f32, labels (B) i32 or i64: mean over the batch of -log_softmax[label].
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
 Tensor mse_loss(const Tensor& input, const Tensor& target);  // mean
 Tensor argmax(const Tensor& x, int64_t dim = -1);            // last dim; i32
@@ -62,5 +77,17 @@ inline Tensor operator+(float s, const Tensor& a) { return add(a, s); }
 inline Tensor operator-(float s, const Tensor& a) { return rsub(s, a); }
 inline Tensor operator*(float s, const Tensor& a) { return mul(a, s); }
 inline Tensor operator-(const Tensor& a) { return neg(a); }
+inline Tensor operator==(const Tensor& a, const Tensor& b) { return eq(a, b); }
+inline Tensor operator!=(const Tensor& a, const Tensor& b) { return ne(a, b); }
+inline Tensor operator<(const Tensor& a, const Tensor& b) { return lt(a, b); }
+inline Tensor operator<=(const Tensor& a, const Tensor& b) { return le(a, b); }
+inline Tensor operator>(const Tensor& a, const Tensor& b) { return gt(a, b); }
+inline Tensor operator>=(const Tensor& a, const Tensor& b) { return ge(a, b); }
+inline Tensor operator==(const Tensor& a, float s) { return eq(a, s); }
+inline Tensor operator!=(const Tensor& a, float s) { return ne(a, s); }
+inline Tensor operator<(const Tensor& a, float s) { return lt(a, s); }
+inline Tensor operator<=(const Tensor& a, float s) { return le(a, s); }
+inline Tensor operator>(const Tensor& a, float s) { return gt(a, s); }
+inline Tensor operator>=(const Tensor& a, float s) { return ge(a, s); }
 
 }  // namespace switchyard

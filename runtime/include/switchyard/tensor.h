@@ -87,7 +87,7 @@ class Tensor {
   // Reading values back (evaluates pending work).
   float item() const;
   template <class T>
-  std::vector<T> to_vector() const;  // T matching dtype: float, int32_t, uint8_t
+  std::vector<T> to_vector() const;  // T matching dtype: float, int32_t, uint8_t, int64_t
 
   // Views share storage; transpose and contiguous copies do not.
   Tensor reshape(Shape s) const;  // one dim may be -1
@@ -116,7 +116,19 @@ class Tensor {
   Tensor softmax(int64_t dim = -1) const;
   Tensor log_softmax(int64_t dim = -1) const;
   Tensor argmax(int64_t dim = -1) const;
+  // Comparisons give u8 tensors (1 where true), as PyTorch's give bool.
   Tensor eq(const Tensor& other) const;
+  Tensor ne(const Tensor& other) const;
+  Tensor lt(const Tensor& other) const;
+  Tensor le(const Tensor& other) const;
+  Tensor gt(const Tensor& other) const;
+  Tensor ge(const Tensor& other) const;
+  Tensor eq(float s) const;
+  Tensor ne(float s) const;
+  Tensor lt(float s) const;
+  Tensor le(float s) const;
+  Tensor gt(float s) const;
+  Tensor ge(float s) const;
 
   // Autograd.
   Tensor& requires_grad_(bool r = true);
@@ -157,6 +169,7 @@ Tensor ones_like(const Tensor& t);
 Tensor from_vector(const std::vector<float>& v, Shape s, Options o = {});
 Tensor from_vector(const std::vector<int32_t>& v, Shape s, Options o = {});
 Tensor from_vector(const std::vector<uint8_t>& v, Shape s, Options o = {});
+Tensor from_vector(const std::vector<int64_t>& v, Shape s, Options o = {});
 Tensor from_data(const void* data, DType t, Shape s, Options o = {});
 
 // Seed of the global generator; rand/randn are counter-based (Philox), so a

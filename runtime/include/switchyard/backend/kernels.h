@@ -24,7 +24,7 @@ namespace switchyard {
 // clang-format off
 #define SWITCHYARD_UNARY_OPS(X)                                                 \
   X(none) X(relu) X(gelu) X(tanh) X(sigmoid) X(exp) X(log) X(sqrt) X(square) X(abs)
-#define SWITCHYARD_BINARY_OPS(X) X(add) X(sub) X(mul) X(div) X(eq)
+#define SWITCHYARD_BINARY_OPS(X) X(add) X(sub) X(mul) X(div) X(eq) X(ne) X(lt) X(le) X(gt) X(ge)
 // clang-format on
 
 enum class Unary : int32_t {
