@@ -126,7 +126,28 @@ ivec2 i64_from_float(float v) {
   float h = floor(v / 4294967296.0);
   return ivec2(int(uint(v - h * 4294967296.0)), int(h));
 }
-float i64_to_float(ivec2 w) { return float(w.y) * 4294967296.0 + float(uint(w.x)); }
+// Rounded once, as the CPU's float(int64_t): the magnitude's top 32 bits,
+// with a sticky bit for any lower ones, converted and scaled.
+float i64_to_float(ivec2 w) {
+  if (w.y == (w.x >> 31)) return float(w.x);  // within i32
+  const bool neg = w.y < 0;
+  uint lo = uint(w.x), hi = uint(w.y);
+  if (neg) {  // two's-complement negation across both words
+    lo = ~lo + 1u;
+    hi = ~hi + (lo == 0u ? 1u : 0u);
+  }
+  float f;
+  if (hi == 0u) {
+    f = float(lo);
+  } else {
+    const int s = findMSB(hi) + 1;  // bits of lo shifted out: 1..32
+    uint top = s == 32 ? hi : (hi << uint(32 - s)) | (lo >> uint(s));
+    uint rest = s == 32 ? lo : lo << uint(32 - s);
+    if (rest != 0u) top |= 1u;
+    f = ldexp(float(top), s);
+  }
+  return neg ? -f : f;
+}
 int i64_to_i32(ivec2 w) {
   return w.y == (w.x >> 31) ? w.x : (w.y < 0 ? -2147483647 - 1 : 2147483647);
 }

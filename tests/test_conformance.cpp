@@ -289,6 +289,27 @@ std::vector<Case> cases_for(Kernel k) {
         add("i32->i64", out(DType::i64, i2l), i32(iv), DType::i32, DType::i64);
         add("u8->i64", out(DType::i64, b2l), u8(bv), DType::u8, DType::i64);
         add("f32->i64", out(DType::i64, f2l), f32(big), DType::f32, DType::i64);
+        // i64 -> f32 rounded once, compared exactly: small negatives, and
+        // values whose two halves would round twice.
+        std::vector<int64_t> hard(static_cast<size_t>(n));
+        std::vector<double> hard_f(hard.size());
+        const int64_t picks[] = {-1,
+                                 -100,
+                                 -463,
+                                 (int64_t(1) << 32) + (1 << 24) + 257,
+                                 -(int64_t(1) << 32) - (1 << 24) - 257,
+                                 int64_t(1) << 31,
+                                 -(int64_t(1) << 31) - 1,
+                                 (int64_t(1) << 56) + 12345,
+                                 -(int64_t(1) << 60) - 123,
+                                 INT64_MIN,
+                                 INT64_MAX};
+        for (size_t j = 0; j < hard.size(); ++j) {
+          hard[j] = picks[j % std::size(picks)] - int64_t(j / std::size(picks));
+          hard_f[j] = double(float(hard[j]));
+        }
+        add("i64->f32 exact", outf(hard_f), i64(hard), DType::i64, DType::f32);
+        cs.back().bound = 0;
       }
       break;
     case Kernel::transpose:

@@ -275,6 +275,12 @@ TEST_P(OnDevice, ComparisonsGiveU8MasksThatCount) {
       A.le(0.f), [](float x, float) { return x <= 0.f; }, "le(scalar)");
   check(
       A == 2.f, [](float x, float) { return x == 2.f; }, "== scalar");
+  check(
+      2.f == A, [](float x, float) { return x == 2.f; }, "scalar ==");
+  check(
+      0.f < A, [](float x, float) { return 0.f < x; }, "scalar <");
+  check(
+      2.f >= A, [](float x, float) { return 2.f >= x; }, "scalar >=");
   // Broadcasting: (2, 3) against a row.
   Tensor row = sy::from_vector(std::vector<float>{0.f, 0.f, 2.f}, {3}, D());
   EXPECT_EQ((A >= row).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 1, 1, 1, 1, 0}));
@@ -425,6 +431,11 @@ TEST_P(OnDevice, Int64TensorsCarryLabelsAsInPyTorch) {
   Tensor labels = sy::from_vector(std::vector<int64_t>{1, 0, 3, 1}, {4}, D());
   Tensor pred = sy::from_vector(std::vector<int32_t>{1, 2, 3, 1}, {4}, D());
   EXPECT_EQ((pred == labels).sum().item(), 3.f);
+  // Negative i64 values convert exactly (PyTorch's ignore_index is -100).
+  Tensor neg = sy::from_vector(std::vector<int64_t>{-100, -1, 5, -463}, {4}, D());
+  EXPECT_EQ(neg.to(sy::DType::f32).to_vector<float>(), (std::vector<float>{-100, -1, 5, -463}));
+  EXPECT_EQ((neg != -100.f).to_vector<uint8_t>(), (std::vector<uint8_t>{0, 1, 1, 1}));
+  EXPECT_EQ(neg.sum().item(), -559.f);
   // A label beyond i32 stays out of range (saturated), so it is reported.
   Tensor far = sy::from_vector(std::vector<int64_t>{0, (int64_t(1) << 32) + 1, 2, 1}, {4}, D());
   expect_error([&] { (void)sy::cross_entropy(a.detach(), far).item(); },

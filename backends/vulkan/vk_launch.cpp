@@ -252,6 +252,7 @@ int32_t spec_op(const Instr& ins) {
     case Kernel::arange:
       return int32_t(params<Kernel::arange>(p).dtype);
     case Kernel::cast: {
+      static_assert(kNumDTypes <= 4, "cast.comp decodes SPEC_OP as from * 4 + to");
       const auto q = params<Kernel::cast>(p);
       return int32_t(q.from) * 4 + int32_t(q.to);
     }

@@ -12,6 +12,7 @@ namespace switchyard {
 // Converting i64 to i32 saturates at the i32 limits (PyTorch wraps), so an
 // out-of-range label stays out of range.
 enum class DType : uint8_t { f32, i32, u8, i64 };
+constexpr int kNumDTypes = int(DType::i64) + 1;  // keep i64 last, or update this
 
 inline size_t dtype_size(DType t) { return t == DType::u8 ? 1 : t == DType::i64 ? 8 : 4; }
 inline const char* dtype_name(DType t) {

@@ -89,5 +89,11 @@ inline Tensor operator<(const Tensor& a, float s) { return lt(a, s); }
 inline Tensor operator<=(const Tensor& a, float s) { return le(a, s); }
 inline Tensor operator>(const Tensor& a, float s) { return gt(a, s); }
 inline Tensor operator>=(const Tensor& a, float s) { return ge(a, s); }
+inline Tensor operator==(float s, const Tensor& a) { return eq(a, s); }
+inline Tensor operator!=(float s, const Tensor& a) { return ne(a, s); }
+inline Tensor operator<(float s, const Tensor& a) { return gt(a, s); }
+inline Tensor operator<=(float s, const Tensor& a) { return ge(a, s); }
+inline Tensor operator>(float s, const Tensor& a) { return lt(a, s); }
+inline Tensor operator>=(float s, const Tensor& a) { return le(a, s); }
 
 }  // namespace switchyard
