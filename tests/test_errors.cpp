@@ -58,6 +58,13 @@ TEST(Errors, UnknownAndUnavailableDevices) {
   expect_error([] { sy::backend_device("gpu"); },
                {"[device]", "unknown device 'gpu'", "available devices: cpu"});
   expect_error([] { sy::backend_device("cpu:x"); }, {"[device]", "index", "'x'"});
+  // Indices in canonical form only (vulkan:00000 used to be vulkan:0).
+  expect_error([] { sy::backend_device("vulkan:00000"); },
+               {"[device]", "without leading zeros", "'00000'"});
+  expect_error([] { sy::backend_device("mock:01"); }, {"[device]", "'01'"});
+  expect_error([] { sy::backend_device("cpu:-1"); }, {"[device]", "'-1'"});
+  expect_error([] { sy::backend_device("cpu:1"); }, {"[device]", "'cpu:1' does not exist"});
+  EXPECT_EQ(&sy::device("cpu:0"), &sy::cpu());
   expect_error([] { sy::backend_device("mock:3"); }, {"[device]", "'mock:3' does not exist"});
   for (auto& b : sy::backends())
     if (!b.available)
@@ -132,4 +139,36 @@ TEST(Errors, OutOfMemoryIsAnExceptionAndTheDeviceStaysUsable) {
                {"[allocate]", "cannot allocate"});
   EXPECT_FLOAT_EQ(sy::sum(sy::ones({8})).item(), 8.f);
   EXPECT_THROW(sy::sum(sy::zeros({int64_t(1) << 58})).item(), sy::OutOfMemory);
+}
+
+// Shape products and byte counts never wrap around (they used to: a 2^62
+// element tensor got a 0-byte buffer, and 2^32 x 2^32 had 0 elements).
+TEST(Errors, ShapesThatOverflowAreRefused) {
+  const int64_t big = int64_t(1) << 32;
+  expect_error([&] { sy::zeros({int64_t(1) << 62}); },
+               {"[full]", "(4611686018427387904)", "f32", "at most 2^56 bytes"});
+  expect_error(
+      [&] {
+        sy::zeros({big, big});
+      },
+      {"[full]", "(4294967296,4294967296)", "more elements than 2^63"});
+  expect_error([&] { sy::ones({big, big}, sy::DType::i64); }, {"more elements than 2^63"});
+  expect_error([&] { sy::rand({big, big, 4}); }, {"[rand]", "more elements"});
+  float x = 0;
+  expect_error([&] { sy::from_data(&x, sy::DType::f32, {big, big}); }, {"[from_data]"});
+  expect_error([&] { sy::from_vector(std::vector<float>{}, {big, big}); }, {"[from_vector]"});
+  Tensor empty = sy::zeros({0});
+  Tensor e3 = empty.reshape({big, big, 0});  // zero elements: fine
+  EXPECT_EQ(e3.numel(), 0);
+  expect_error([&] { e3.reshape({big, big}); }, {"[reshape]", "more elements than 2^63"});
+  expect_error([&] { sy::expand(sy::ones({1, 1}), {big, big}); }, {"[expand]"});
+  // An op whose output would be too large: (2^31 x 1) @ (1 x 2^31) is 2^64 bytes.
+  expect_error(
+      [&] {
+        sy::matmul(sy::zeros({int64_t(1) << 31, 1}), sy::zeros({1, int64_t(1) << 31}));
+      },
+      {"[gemm]", "at most 2^56 bytes"});
+  // Zero-size dimensions are fine, whatever the others (as in PyTorch).
+  EXPECT_EQ(sy::zeros({big, big, 0}).numel(), 0);
+  EXPECT_EQ(sy::zeros({big, 0}).reshape({0, big}).numel(), 0);
 }

@@ -2,8 +2,11 @@
 #include "thread_pool.h"
 
 #include <algorithm>
+#include <cerrno>
 #include <chrono>
 #include <cstdlib>
+
+#include "switchyard/error.h"
 
 namespace switchyard::cpu_impl {
 
@@ -95,11 +98,24 @@ void ThreadPool::work() {
   }
 }
 
+// SWITCHYARD_CPU_THREADS, checked: a typo or a huge value must not start
+// threads until the host's process limit runs out. Thrown from the first
+// CPU kernel (and again until it is fixed), not at start-up.
+int threads_from_env() {
+  constexpr int kMaxThreads = 1024;
+  const char* e = std::getenv("SWITCHYARD_CPU_THREADS");
+  if (!e || !*e) return int(std::max(1u, std::thread::hardware_concurrency()));
+  char* end = nullptr;
+  errno = 0;
+  long v = std::strtol(e, &end, 10);
+  SY_CHECK(errno == 0 && *end == '\0' && v >= 1 && v <= kMaxThreads, "cpu",
+           "expected SWITCHYARD_CPU_THREADS to be an integer from 1 to ", kMaxThreads, ", found '",
+           e, "'");
+  return int(v);
+}
+
 ThreadPool& pool() {
-  static ThreadPool p([] {
-    if (const char* e = std::getenv("SWITCHYARD_CPU_THREADS")) return std::max(1, std::atoi(e));
-    return int(std::max(1u, std::thread::hardware_concurrency()));
-  }());
+  static ThreadPool p(threads_from_env());
   return p;
 }
 

@@ -222,6 +222,24 @@ Device& cpu() { return *registry_unprobed().cpu_device; }
 
 Device& device(std::string_view name) {
   if (name == "cpu") return cpu();
+  // "backend:N": N in canonical form (no sign, no leading zeros, < 100000).
+  std::string n(name);
+  std::string backend = n;
+  int index = 0;
+  bool index_ok = true;
+  std::string idx;
+  if (auto colon = n.find(':'); colon != std::string::npos) {
+    backend = n.substr(0, colon);
+    idx = n.substr(colon + 1);
+    index_ok = !idx.empty() && idx.size() < 6 && (idx == "0" || idx[0] != '0') &&
+               std::all_of(idx.begin(), idx.end(), [](char c) { return c >= '0' && c <= '9'; });
+    if (index_ok) index = std::stoi(idx);
+  }
+  // The CPU needs no GPU backend: naming it never loads a GPU driver.
+  if (backend == "cpu" && index_ok) {
+    SY_CHECK(index == 0, "device", "'", n, "' does not exist: the cpu backend has 1 device");
+    return cpu();
+  }
   std::vector<BackendEntry> snap;  // plugins may register meanwhile
   {
     std::shared_lock lock(registry().mu);
@@ -233,7 +251,6 @@ Device& device(std::string_view name) {
       for (auto& d : b.devices) s += (s.empty() ? "" : ", ") + d->str();
     return s;
   };
-  std::string n(name);
   if (n ==
       "auto") {  // the first GPU of the built-in GPU backends, in their order; never a CPU driver
     for (const detail::GpuBackend& g : detail::gpu_backends())
@@ -243,17 +260,9 @@ Device& device(std::string_view name) {
             if (d->info().type != DeviceType::cpu) return *d;
     return cpu();
   }
-  std::string backend = n;
-  int index = 0;
-  if (auto colon = n.find(':'); colon != std::string::npos) {
-    backend = n.substr(0, colon);
-    std::string idx = n.substr(colon + 1);
-    bool digits = !idx.empty() && idx.size() < 6 &&
-                  std::all_of(idx.begin(), idx.end(), [](char c) { return c >= '0' && c <= '9'; });
-    SY_CHECK(digits, "device", "expected a device index after ':' in '", n, "', found '", idx,
-             "'; available devices: ", available());
-    index = std::stoi(idx);
-  }
+  SY_CHECK(index_ok, "device",
+           "expected a device index (0, 1, ... without leading zeros) after ':' in '", n,
+           "', found '", idx, "'; available devices: ", available());
   for (auto& b : snap) {
     if (b.name != backend) continue;
     SY_CHECK(b.available, "device", "'", n, "' is not available: ", b.reason,

@@ -143,6 +143,11 @@ struct TensorImpl {
 
 // Helpers shared by the runtime's .cpp files.
 Tensor wrap(NodePtr n);  // a tensor with no autograd history
+// Every shape a tensor gets passes here: dimensions are non-negative and
+// the element count and byte size fit (at most kMaxTensorBytes), so no size
+// computed later can wrap around. Returns the element count.
+constexpr int64_t kMaxTensorBytes = int64_t(1) << 56;
+int64_t check_shape(const char* op, const Shape& s, DType t);
 NodePtr make_leaf(Context& c, std::shared_ptr<Storage> s, size_t offset, Shape shape, DType t);
 // A kernel node; the kernel is the one `p` was made for, on the inputs'
 // device (`ctx` when there are none). Throws when the device lacks the kernel.

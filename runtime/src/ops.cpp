@@ -368,6 +368,7 @@ Tensor mean(const Tensor& x) {
 
 Tensor expand(const Tensor& x, const Shape& shape) {
   check_f32("expand", x);
+  check_shape("expand", shape, x.dtype());
   SY_CHECK(x.dim() <= int64_t(shape.size()), "expand", "cannot expand shape ", shape_str(x.shape()),
            " to ", shape_str(shape));
   size_t lead = shape.size() - x.shape().size();

@@ -70,7 +70,25 @@ void check_fresh(const char* op, const Node& in) {
                   "backward()) before optimizer.step() overwrites them."));
 }
 
+int64_t check_shape(const char* op, const Shape& s, DType t) {
+  bool empty = false;
+  for (int64_t d : s) {
+    SY_CHECK(d >= 0, op, "expected non-negative dimensions, found shape ", shape_str(s));
+    empty = empty || d == 0;
+  }
+  if (empty) return 0;
+  int64_t n = 1, bytes = 0;
+  for (int64_t d : s)
+    SY_CHECK(!__builtin_mul_overflow(n, d, &n), op, "shape ", shape_str(s),
+             " has more elements than 2^63: expected a shape whose product fits");
+  SY_CHECK(!__builtin_mul_overflow(n, int64_t(dtype_size(t)), &bytes) && bytes <= kMaxTensorBytes,
+           op, "shape ", shape_str(s), " of dtype ", dtype_name(t), " needs ", n, " elements of ",
+           dtype_size(t), " bytes: expected at most 2^56 bytes (64 PiB) per tensor");
+  return n;
+}
+
 NodePtr make_leaf(Context& c, std::shared_ptr<Storage> s, size_t offset, Shape shape, DType t) {
+  check_shape("tensor", shape, t);
   auto n = std::make_shared<Node>();
   n->kind = NodeKind::leaf;
   n->ctx = &c;
@@ -95,6 +113,7 @@ static void check_supported(const Context& c, Kernel k) {
 NodePtr make_node(std::vector<NodePtr> inputs, Shape shape, DType t, const KernelParams& p,
                   Context* ctx) {
   const Kernel k = p.kernel();
+  check_shape(kernel_name(k), shape, t);  // e.g. a matmul whose M x N overflows
   auto n = std::make_shared<Node>();
   n->kind = NodeKind::op;
   n->ctx = inputs.empty() ? ctx : inputs.front()->ctx;
@@ -237,11 +256,6 @@ thread_local bool g_grad_enabled = true;
 std::atomic<uint64_t> g_seed{0x5eed};
 std::atomic<uint64_t> g_offset{0};
 
-void check_shape(const Shape& s, const char* op) {
-  for (auto d : s)
-    SY_CHECK(d >= 0, op, "expected non-negative dimensions, found shape ", shape_str(s));
-}
-
 Tensor finish_factory(NodePtr n, const Options& o) {
   Tensor t = wrap(std::move(n));
   if (o.requires_grad()) t.requires_grad_();
@@ -252,7 +266,7 @@ Tensor finish_factory(NodePtr n, const Options& o) {
 // gives its params from the element count.
 template <class Make>
 Tensor generator(const Shape& s, const Options& o, const char* op, Make make) {
-  check_shape(s, op);
+  check_shape(op, s, o.dtype());
   Context& c = context_of(o.device());
   return finish_factory(make_node({}, s, o.dtype(), make(numel(s)), &c), o);
 }
@@ -318,10 +332,10 @@ Tensor randint(int64_t low, int64_t high, Shape s, Options o) {
 }
 
 Tensor from_data(const void* data, DType t, Shape s, Options o) {
-  check_shape(s, "from_data");
+  const int64_t n = check_shape("from_data", s, t);
   Context& c = context_of(o.device());
   BackendDevice& d = *c.device;
-  size_t bytes = size_t(numel(s)) * dtype_size(t);
+  const size_t bytes = size_t(n) * dtype_size(t);
   auto st = new_storage(c, bytes);
   if (bytes) d.upload(st->buffer, 0, data, bytes);
   return finish_factory(make_leaf(c, std::move(st), 0, std::move(s), t), o);
@@ -329,8 +343,8 @@ Tensor from_data(const void* data, DType t, Shape s, Options o) {
 
 template <class T>
 static Tensor from_vec(const std::vector<T>& v, Shape s, Options o, DType t) {
-  SY_CHECK(int64_t(v.size()) == numel(s), "from_vector", "expected ", numel(s),
-           " values for shape ", shape_str(s), ", found ", v.size());
+  SY_CHECK(int64_t(v.size()) == check_shape("from_vector", s, t), "from_vector", "expected ",
+           numel(s), " values for shape ", shape_str(s), ", found ", v.size());
   return from_data(v.data(), t, std::move(s), o.dtype(t));
 }
 Tensor from_vector(const std::vector<float>& v, Shape s, Options o) {
@@ -502,13 +516,15 @@ float Tensor::item() const {
 
 Tensor Tensor::reshape(Shape s) const {
   int64_t known = 1, infer = -1;
+  const bool has_zero = std::find(s.begin(), s.end(), 0) != s.end();
   for (size_t i = 0; i < s.size(); ++i) {
     if (s[i] == -1) {
       SY_CHECK(infer < 0, "reshape", "only one dimension can be -1, found shape ", shape_str(s));
       infer = int64_t(i);
     } else {
       SY_CHECK(s[i] >= 0, "reshape", "invalid dimension ", s[i], " in ", shape_str(s));
-      known *= s[i];
+      SY_CHECK(has_zero || !__builtin_mul_overflow(known, s[i], &known), "reshape", "shape ",
+               shape_str(s), " has more elements than 2^63");
     }
   }
   if (infer >= 0) {
@@ -516,6 +532,7 @@ Tensor Tensor::reshape(Shape s) const {
              " into ", shape_str(s));
     s[infer] = numel() / known;
   }
+  check_shape("reshape", s, dtype());
   SY_CHECK(switchyard::numel(s) == numel(), "reshape", "cannot reshape ", shape_str(shape()), " (",
            numel(), " elements) into ", shape_str(s), " (", switchyard::numel(s), " elements)");
   Shape from = shape();

@@ -31,7 +31,11 @@ inline const char* dtype_name(DType t) {
 
 using Shape = std::vector<int64_t>;
 
+// Shapes are checked when made (no product overflows); a zero dimension
+// makes the count 0 whatever the others are.
 inline int64_t numel(const Shape& s) {
+  for (auto d : s)
+    if (d == 0) return 0;
   int64_t n = 1;
   for (auto d : s) n *= d;
   return n;
