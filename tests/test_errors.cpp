@@ -134,11 +134,12 @@ TEST(Errors, OptimizerAndModelArguments) {
 }
 
 TEST(Errors, OutOfMemoryIsAnExceptionAndTheDeviceStaysUsable) {
-  // 2^58 floats = 2^60 bytes: beyond any address space, whatever the overcommit policy.
-  expect_error([] { sy::sum(sy::zeros({int64_t(1) << 58})).item(); },
+  // 2^53 floats = 2^55 bytes: a legal shape (under 2^56 bytes), beyond any
+  // address space whatever the overcommit policy.
+  expect_error([] { sy::sum(sy::zeros({int64_t(1) << 53})).item(); },
                {"[allocate]", "cannot allocate"});
   EXPECT_FLOAT_EQ(sy::sum(sy::ones({8})).item(), 8.f);
-  EXPECT_THROW(sy::sum(sy::zeros({int64_t(1) << 58})).item(), sy::OutOfMemory);
+  EXPECT_THROW(sy::sum(sy::zeros({int64_t(1) << 53})).item(), sy::OutOfMemory);
 }
 
 // Shape products and byte counts never wrap around (they used to: a 2^62
@@ -171,4 +172,12 @@ TEST(Errors, ShapesThatOverflowAreRefused) {
   // Zero-size dimensions are fine, whatever the others (as in PyTorch).
   EXPECT_EQ(sy::zeros({big, big, 0}).numel(), 0);
   EXPECT_EQ(sy::zeros({big, 0}).reshape({0, big}).numel(), 0);
+}
+
+TEST(Errors, EmptyTensorsReshapeAsInPyTorch) {
+  Tensor e = sy::zeros({0, 5});
+  EXPECT_EQ(e.flatten(1).shape(), (sy::Shape{0, 5}));
+  EXPECT_EQ(e.reshape({5, 0}).shape(), (sy::Shape{5, 0}));
+  EXPECT_EQ(e.reshape({-1, 5}).shape(), (sy::Shape{0, 5}));
+  expect_error([&] { e.reshape({0, -1}); }, {"[reshape]", "ambiguous"});
 }

@@ -34,7 +34,13 @@ DeviceInfo make_info(const std::string& backend = "cpu", int index = 0) {
   info.type = DeviceType::cpu;
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   info.memory_bytes = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
-  info.properties = {{"threads", std::to_string(pool().size())}, {"gemm", gemm_library()}};
+  std::string threads;
+  try {
+    threads = std::to_string(pool().size());
+  } catch (const Error& e) {  // a bad SWITCHYARD_CPU_THREADS: thrown again by the first kernel
+    threads = "invalid SWITCHYARD_CPU_THREADS";
+  }
+  info.properties = {{"threads", threads}, {"gemm", gemm_library()}};
   return info;
 }
 

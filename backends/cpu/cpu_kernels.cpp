@@ -273,6 +273,10 @@ void run(const PadParams& p, void* const* a) {
 }
 
 void run(const GemmParams& p, void* const* a) {
+  // BLAS takes int sizes and leading dimensions: refuse what would wrap.
+  SY_CHECK(p.m <= INT32_MAX && p.n <= INT32_MAX && p.k <= INT32_MAX, "gemm",
+           "expected dimensions below 2^31 on the CPU (BLAS takes int), found m=", p.m, " n=", p.n,
+           " k=", p.k);
   float* C = as<float>(a[0]);
   gemm(p.trans_a, p.trans_b, p.m, p.n, p.k, p.alpha, as<const float>(a[1]), as<const float>(a[2]),
        p.has_bias ? as<const float>(a[3]) : nullptr, C);

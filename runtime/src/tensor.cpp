@@ -528,8 +528,9 @@ Tensor Tensor::reshape(Shape s) const {
     }
   }
   if (infer >= 0) {
-    SY_CHECK(known > 0 && numel() % known == 0, "reshape", "cannot reshape ", shape_str(shape()),
-             " into ", shape_str(s));
+    SY_CHECK(!has_zero && known > 0 && numel() % known == 0, "reshape", "cannot reshape ",
+             shape_str(shape()), " into ", shape_str(s),
+             has_zero ? " (-1 is ambiguous next to a 0-size dimension)" : "");
     s[infer] = numel() / known;
   }
   check_shape("reshape", s, dtype());
@@ -549,8 +550,9 @@ Tensor Tensor::reshape(Shape s) const {
 }
 
 Tensor Tensor::flatten(int64_t start_dim) const {
-  Shape s(shape().begin(), shape().begin() + std::min<int64_t>(start_dim, dim()));
-  s.push_back(-1);
+  const int64_t k = std::min<int64_t>(start_dim, dim());
+  Shape s(shape().begin(), shape().begin() + k);
+  s.push_back(switchyard::numel(Shape(shape().begin() + k, shape().end())));  // (0, 5) -> (0, 5)
   return reshape(s);
 }
 
