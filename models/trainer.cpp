@@ -2,6 +2,7 @@
 #include "trainer.h"
 
 #include <chrono>
+#include <cmath>
 #include <memory>
 
 #include "mlp.h"
@@ -77,6 +78,10 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
       loss.backward();
       opt->step();
       float l = loss.item();  // the step's single submission happens here
+      SY_CHECK(std::isfinite(l) || !cfg.stop_on_nonfinite, "train",
+               "expected a finite loss, found ", l, " at epoch ", e, ", step ", bi + 1, " on ",
+               dev.str(), ": training diverged (is the learning rate ", cfg.lr,
+               " too high?); --keep-going trains on regardless");
       loss_sum += double(l) * double(x.size(0));
       seen += x.size(0);
       if (int(r.first_losses.size()) < cfg.record_losses) r.first_losses.push_back(l);

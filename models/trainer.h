@@ -18,9 +18,10 @@ struct TrainConfig {
   std::vector<int64_t> hidden = {256, 128};
   uint64_t seed = 0;
   std::string data_dir = data::FashionMNIST::kDefaultDir;
-  int64_t limit = -1;       // first N training samples
-  int64_t test_limit = -1;  // first N test samples
-  int record_losses = 50;   // keep the first N step losses
+  int64_t limit = -1;             // first N training samples
+  int64_t test_limit = -1;        // first N test samples
+  int record_losses = 50;         // keep the first N step losses
+  bool stop_on_nonfinite = true;  // a NaN or infinite loss is an error (else train on)
 };
 
 struct EpochStats {

@@ -198,6 +198,9 @@ int main(int argc, char** argv) {
   train->add_option("--limit", tf.cfg.limit, "use the first N training samples (default: all)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
   train->add_flag("--json", tf.json, "print JSON lines only");
+  train->add_flag_callback(
+      "--keep-going", [&tf] { tf.cfg.stop_on_nonfinite = false; },
+      "train on when the loss becomes NaN or infinite (default: stop with an error)");
   train->add_flag("--profile", tf.prof,
                   "device time per kernel and transfer kind (also: SWITCHYARD_PROFILE=1)");
   train->add_option(
