@@ -1,9 +1,12 @@
 // DataLoader and datasets: coverage, seeded order, last batch, IDX parsing.
+#include <sys/resource.h>
+#include <sys/stat.h>
 #include <zlib.h>
 
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
+#include <random>
 #include <set>
 
 #include "helpers.h"
@@ -152,6 +155,90 @@ TEST(Idx, ReadsAValidFileAndRejectsCorruptOnes) {
                                                    0,    0,    0,    16,   1,    2,    3}));
       },
       {"[read_idx]", "implausible dimensions"});
+}
+
+namespace {
+long peak_rss_kib() {
+  rusage u{};
+  getrusage(RUSAGE_SELF, &u);
+  return u.ru_maxrss;
+}
+std::vector<uint8_t> file_bytes(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  return {std::istreambuf_iterator<char>(f), {}};
+}
+std::string write_raw(const std::string& name, const std::vector<uint8_t>& bytes) {
+  auto path = (std::filesystem::temp_directory_path() / name).string();
+  std::ofstream(path, std::ios::binary)
+      .write(reinterpret_cast<const char*>(bytes.data()), std::streamsize(bytes.size()));
+  return path;
+}
+}  // namespace
+
+// A header claiming gigabytes in a file of a few bytes costs a few bytes:
+// the claim is checked against what the file can hold, and the buffer grows
+// only as data arrives.
+TEST(Idx, TinyFilesClaimingGigabytesCostNothing) {
+  long before = peak_rss_kib();
+  // 4 GiB claimed in 8 bytes (plain, not gzip).
+  expect_error(
+      [] {
+        data::read_idx(write_raw("sy_claim4g.idx", {0, 0, 8, 1, 0xff, 0xff, 0xff, 0xff}));
+      },
+      {"[read_idx]", "claims 4294967295 bytes", "at most", "file's 8 bytes"});
+  // 5M images of 28x28 (3.9 GB) claimed by a 40-byte gzip file.
+  expect_error(
+      [] {
+        data::read_idx(write_gz("sy_claim5m.idx.gz", {0, 0, 8, 3, 0x00, 0x4c, 0x4b, 0x40, 0, 0, 0,
+                                                      28, 0, 0, 0, 28, 1, 2}));
+      },
+      {"[read_idx]", "claims 3920000000 bytes"});
+  // A claim gzip could hold (65536 x 1024 = 64 MiB) over 100 KiB of
+  // incompressible data: truncated, after reading what is there.
+  std::vector<uint8_t> hdr = {0, 0, 8, 2, 0, 1, 0, 0, 0, 0, 4, 0};
+  std::mt19937 rng(3);
+  for (int i = 0; i < 100 * 1024; ++i) hdr.push_back(uint8_t(rng()));
+  expect_error([&] { data::read_idx(write_gz("sy_claim64m.idx.gz", hdr)); },
+               {"[read_idx]", "truncated", "expected 67108864 bytes", "found 102400"});
+  EXPECT_LT(peak_rss_kib() - before, 32 * 1024) << "KiB of peak RSS for files of at most 100 KiB";
+  // A file that really holds its claim is read whole (64 MiB of zeros
+  // compress to 64 KiB: a ratio gzip reaches).
+  std::vector<uint8_t> zeros = {0, 0, 8, 2, 0, 1, 0, 0, 0, 0, 4, 0};
+  zeros.resize(zeros.size() + (size_t(64) << 20), 0);
+  auto a = data::read_idx(write_gz("sy_zeros64m.idx.gz", zeros));
+  EXPECT_EQ(a.dims, (std::vector<int64_t>{65536, 1024}));
+  EXPECT_EQ(a.data.size(), size_t(64) << 20);
+}
+
+// Paths that are not regular files are refused at once: a FIFO would wait
+// for a writer forever, a directory or /dev/zero never ends.
+TEST(Idx, NonRegularFilesAreRefused) {
+  auto fifo = (std::filesystem::temp_directory_path() / "sy_fifo.idx").string();
+  std::filesystem::remove(fifo);
+  ASSERT_EQ(mkfifo(fifo.c_str(), 0600), 0);
+  expect_error([&] { data::read_idx(fifo); }, {"[read_idx]", "expected a regular file", "a FIFO"});
+  std::filesystem::remove(fifo);
+  expect_error([] { data::read_idx(std::filesystem::temp_directory_path().string()); },
+               {"[read_idx]", "expected a regular file", "a directory"});
+  expect_error([] { data::read_idx("/dev/zero"); }, {"[read_idx]", "a device"});
+}
+
+// Corrupt gzip data is reported as such, with zlib's message, not as a
+// short IDX header.
+TEST(Idx, CorruptGzipReportsZlibsError) {
+  std::vector<uint8_t> ok = {0, 0, 8, 1, 0, 0, 0x10, 0};
+  std::mt19937 rng(5);
+  for (int i = 0; i < 4096; ++i) ok.push_back(uint8_t(rng() % 7));
+  auto bytes = file_bytes(write_gz("sy_gz_ok.idx.gz", ok));
+  ASSERT_GT(bytes.size(), 100u);
+  auto cut = bytes;
+  cut.resize(bytes.size() / 2);  // the gzip stream ends in the middle
+  expect_error([&] { data::read_idx(write_raw("sy_gz_cut.idx.gz", cut)); },
+               {"[read_idx]", "corrupt or truncated compressed data", "zlib: "});
+  auto flipped = bytes;
+  for (size_t i = 12; i < 40; ++i) flipped[i] ^= 0x5a;  // inside the deflate stream
+  expect_error([&] { data::read_idx(write_raw("sy_gz_flip.idx.gz", flipped)); },
+               {"[read_idx]", "zlib: "});
 }
 
 TEST(FashionMNIST, MissingDatasetSaysWhichPackageProvidesIt) {

@@ -2,9 +2,13 @@
 // background thread that prepares the next batch while the current one trains.
 #include "switchyard/data.h"
 
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
+#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -72,23 +76,81 @@ Batch TensorDataset::get_batch(std::span<const int64_t> idx) const {
   return {from_data(x.data(), data_dtype_, xs), from_data(y.data(), target_dtype_, ys)};
 }
 
-IdxArray read_idx(const std::string& path) {
-  SY_CHECK(std::filesystem::exists(path), "read_idx", "file not found: ", path);
-  gzFile f = gzopen(path.c_str(), "rb");
-  SY_CHECK(f != nullptr, "read_idx", "cannot open ", path);
-  std::unique_ptr<gzFile_s, int (*)(gzFile)> guard(f, gzclose);
-  auto read = [&](void* dst, size_t n) {
+namespace {
+
+// Deflate never expands data by more than about 1032:1, so a gzip file of
+// `file_bytes` cannot hold more than this (a plain file holds itself).
+constexpr uint64_t kMaxGzipRatio = 1100;
+
+// An open IDX file: a regular file only (a FIFO, a directory or a device
+// would hang or never end), read through zlib (gzip or plain).
+class IdxReader {
+ public:
+  explicit IdxReader(const std::string& path) : path_(path) {
+    // O_NONBLOCK: opening a FIFO must not wait for a writer.
+    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+    if (fd < 0) {
+      int e = errno;
+      SY_CHECK(e != ENOENT, "read_idx", "file not found: ", path);
+      throw Error(detail::cat("[read_idx] cannot open ", path, ": ", std::strerror(e)));
+    }
+    struct stat st {};
+    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
+      ::close(fd);
+      throw Error(detail::cat("[read_idx] ", path, ": expected a regular file, found ",
+                              S_ISDIR(st.st_mode)                          ? "a directory"
+                              : S_ISFIFO(st.st_mode)                       ? "a FIFO"
+                              : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
+                                                                           : "something else"));
+    }
+    file_bytes_ = uint64_t(st.st_size);
+    f_ = gzdopen(fd, "rb");  // owns fd from here
+    if (!f_) {
+      ::close(fd);
+      throw Error(detail::cat("[read_idx] cannot open ", path, ": out of memory in zlib"));
+    }
+  }
+  ~IdxReader() { gzclose(f_); }
+  IdxReader(const IdxReader&) = delete;
+  IdxReader& operator=(const IdxReader&) = delete;
+
+  uint64_t file_bytes() const { return file_bytes_; }
+
+  // Reads up to n bytes; a zlib error (corrupt or truncated gzip data) throws
+  // with zlib's own message.
+  size_t read(void* dst, size_t n) {
     size_t got = 0;
     while (got < n) {
       int r =
-          gzread(f, static_cast<char*>(dst) + got, unsigned(std::min<size_t>(n - got, 1 << 30)));
+          gzread(f_, static_cast<char*>(dst) + got, unsigned(std::min<size_t>(n - got, 1 << 30)));
+      if (r < 0 || (r == 0 && !gzeof(f_))) check_zlib();
       if (r <= 0) break;
       got += size_t(r);
     }
+    check_zlib();  // a truncated gzip stream ends with Z_BUF_ERROR
     return got;
-  };
+  }
+
+ private:
+  void check_zlib() {
+    int err = Z_OK;
+    const char* msg = gzerror(f_, &err);
+    if (err == Z_OK || err == Z_STREAM_END) return;
+    throw Error(detail::cat("[read_idx] ", path_,
+                            ": expected valid gzip data, found corrupt or truncated ",
+                            "compressed data (zlib: ", msg ? msg : "error", ")"));
+  }
+  std::string path_;
+  gzFile f_ = nullptr;
+  uint64_t file_bytes_ = 0;
+};
+
+}  // namespace
+
+IdxArray read_idx(const std::string& path) {
+  IdxReader in(path);
   unsigned char magic[4];
-  SY_CHECK(read(magic, 4) == 4, "read_idx", path, ": expected a 4-byte IDX header, found a ",
+  SY_CHECK(in.read(magic, 4) == 4, "read_idx", path, ": expected a 4-byte IDX header, found a ",
            "shorter file");
   SY_CHECK(magic[0] == 0 && magic[1] == 0, "read_idx", path,
            ": expected an IDX magic number 00 00 type ndim, found ", int(magic[0]), " ",
@@ -100,19 +162,32 @@ IdxArray read_idx(const std::string& path) {
   SY_CHECK(magic[3] >= 1 && magic[3] <= 4, "read_idx", path, ": expected 1 to 4 dimensions, found ",
            int(magic[3]));
   IdxArray a;
-  size_t total = 1;
+  uint64_t total = 1;
   for (int d = 0; d < magic[3]; ++d) {
     unsigned char b[4];
-    SY_CHECK(read(b, 4) == 4, "read_idx", path, ": truncated header");
-    int64_t n = (int64_t(b[0]) << 24) | (int64_t(b[1]) << 16) | (int64_t(b[2]) << 8) | b[3];
-    a.dims.push_back(n);
-    // Checked: a corrupt header must not wrap around to a small size.
-    SY_CHECK(n == 0 || total <= (size_t(1) << 32) / size_t(n), "read_idx", path,
+    SY_CHECK(in.read(b, 4) == 4, "read_idx", path, ": truncated header");
+    uint64_t n = (uint64_t(b[0]) << 24) | (uint64_t(b[1]) << 16) | (uint64_t(b[2]) << 8) | b[3];
+    a.dims.push_back(int64_t(n));
+    // Checked in 64 bits: a corrupt header must not wrap around to a small size.
+    SY_CHECK(n == 0 || total <= (uint64_t(1) << 32) / n, "read_idx", path,
              ": implausible dimensions ", shape_str(a.dims), " (over 4 GiB)");
-    total *= size_t(n);
+    total *= n;
   }
-  a.data.resize(total);
-  size_t got = read(a.data.data(), total);
+  // What the header claims must fit in what the file can hold, so a tiny
+  // file cannot make us allocate gigabytes.
+  SY_CHECK(total <= in.file_bytes() * kMaxGzipRatio, "read_idx", path, ": the header claims ",
+           total, " bytes of data (dimensions ", shape_str(a.dims), "), expected at most ",
+           kMaxGzipRatio, " times the file's ", in.file_bytes(),
+           " bytes (more than gzip can hold)");
+  // Grown as data arrives (at most doubling), never allocated up front.
+  uint64_t got = 0;
+  while (got < total) {
+    size_t want = size_t(std::min<uint64_t>(total - got, std::max<uint64_t>(got, 1 << 20)));
+    a.data.resize(size_t(got) + want);
+    size_t r = in.read(a.data.data() + got, want);
+    got += r;
+    if (r < want) break;
+  }
   SY_CHECK(got == total, "read_idx", path, ": truncated: expected ", total,
            " bytes of data, found ", got);
   return a;
