@@ -47,8 +47,14 @@ constexpr float kTwoPow24 = 1.0f / 16777216.0f;
 // The hot loops get an AVX2 clone next to the baseline one; the loader picks
 // per machine, so one binary runs everywhere and uses wide vectors where it can.
 // (Not under ThreadSanitizer: its runtime is not ready when ifunc resolvers run.)
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && \
-    !defined(__SANITIZE_THREAD__)
+#if defined(__SANITIZE_THREAD__)
+#define SY_TSAN 1
+#elif defined(__has_feature)
+#if __has_feature(thread_sanitizer)  // clang's spelling
+#define SY_TSAN 1
+#endif
+#endif
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SY_TSAN)
 #define SY_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define SY_CLONES

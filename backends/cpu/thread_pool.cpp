@@ -17,6 +17,9 @@ inline void cpu_relax() {
 #endif
 }
 constexpr auto kSpin = std::chrono::microseconds(200);
+// Set on the workers and on a caller inside a region: a nested
+// parallel_for runs inline instead of waiting for the region it is part of.
+thread_local bool t_in_region = false;
 }  // namespace
 
 ThreadPool::ThreadPool(int threads) {
@@ -52,10 +55,15 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
                               const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
   int64_t chunks = std::min<int64_t>(size(), (n + grain - 1) / std::max<int64_t>(grain, 1));
-  if (chunks <= 1 || workers_.empty()) {
+  if (chunks <= 1 || workers_.empty() || t_in_region) {
     fn(0, n);
     return;
   }
+  std::lock_guard<std::mutex> region(region_mu_);
+  t_in_region = true;
+  struct Leave {
+    ~Leave() { t_in_region = false; }
+  } leave;
   uint32_t gen = generation_.load() + 1;
   fn_ = &fn;
   n_ = n;
@@ -79,6 +87,7 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
 }
 
 void ThreadPool::work() {
+  t_in_region = true;
   uint32_t seen = 0;
   for (;;) {
     auto until = std::chrono::steady_clock::now() + kSpin;

@@ -20,13 +20,16 @@ class ThreadPool {
   ThreadPool& operator=(const ThreadPool&) = delete;
   int size() const { return int(workers_.size()) + 1; }
   // Runs fn(lo, hi) over [0, n) in chunks of at least `grain`, on the caller
-  // and the workers; returns when all chunks are done. Not reentrant.
+  // and the workers; returns when all chunks are done. Safe from any number
+  // of threads: one region runs at a time (others wait for it), and a call
+  // from inside a region (a kernel calling a kernel) runs inline.
   void parallel_for(int64_t n, int64_t grain, const std::function<void(int64_t, int64_t)>& fn);
 
  private:
   void work();
   void run_chunks(uint32_t generation);
   std::vector<std::thread> workers_;
+  std::mutex region_mu_;  // one parallel region at a time
   std::mutex mu_;
   std::condition_variable cv_;
   const std::function<void(int64_t, int64_t)>* fn_ = nullptr;

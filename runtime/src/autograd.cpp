@@ -93,6 +93,7 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
         // A fresh impl: the gradient never aliases another tensor's handle.
         t->grad = (t->grad ? add(Tensor(t->grad), gt) : gt.detach()).impl_ptr();
         const NodePtr& n = t->grad->node;
+        GraphLock lock(n->ctx->mu);
         if (n->pending()) n->ctx->pending_values.push_back(n);
       }
       continue;

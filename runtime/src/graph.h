@@ -119,7 +119,16 @@ struct Context : std::enable_shared_from_this<Context> {
   // run with the next evaluation on the device, like work queued on a stream.
   std::vector<std::weak_ptr<Node>> pending_values;
   uint64_t next_program_id = 1;
+  // Guards the graph state of this device: the lists above, the plans, and
+  // the mutable fields of its nodes and storages (kind, inputs, deps,
+  // versions, readers). Every node made on the device and every evaluation
+  // holds it, so threads that each drive their own tensors on one device do
+  // not race (an evaluation also runs the other threads' queued updates).
+  // Recursive: evaluating builds nothing, but materialize -> evaluate and
+  // update_inplace -> materialize nest.
+  std::recursive_mutex mu;
 };
+using GraphLock = std::lock_guard<std::recursive_mutex>;
 
 Context& context_of(Device& d);
 

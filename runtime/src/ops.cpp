@@ -421,7 +421,8 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 
 static Tensor softmax_op(const char* op, bool log, const Tensor& x, int64_t axis) {
   check_f32(op, x);
-  auto [rows, cols] = rows_cols(op, x, axis);
+  auto [r, c] = rows_cols(op, x, axis);
+  int64_t rows = r, cols = c;  // captured below (clang 14 cannot capture bindings)
   Tensor y =
       node({x}, x.shape(), DType::f32, SoftmaxParams{.rows = rows, .cols = cols, .log = log});
   Tensor yd = y.detach();

@@ -41,9 +41,12 @@ void Optimizer::step() {
   // step now so the pending graph (and the memory it holds) stays bounded.
   // Other optimizers' fresh updates are left alone (no extra submission).
   std::unordered_set<Context*> ctxs;
-  for (auto& p : params_)
-    for (auto& d : node_of(p)->deps)
-      if (d->pending()) ctxs.insert(node_of(p)->ctx);
+  for (auto& p : params_) {
+    Node& n = *node_of(p);
+    GraphLock lock(n.ctx->mu);  // another thread's evaluation may run these
+    for (auto& d : n.deps)
+      if (d->pending()) ctxs.insert(n.ctx);
+  }
   for (Context* c : ctxs) evaluate(*c, {});
   // Check every gradient before queuing any update: all or nothing.
   for (auto& p : params_) {

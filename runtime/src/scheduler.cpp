@@ -456,6 +456,7 @@ class Evaluation {
 }  // namespace
 
 void evaluate(Context& c, const std::vector<Node*>& roots) {
+  GraphLock lock(c.mu);
   Evaluation e(c);
   try {
     profile::Span span(profile::Track::planning, "collect graph", c.device.get());

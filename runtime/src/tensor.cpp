@@ -89,6 +89,7 @@ int64_t check_shape(const char* op, const Shape& s, DType t) {
 
 NodePtr make_leaf(Context& c, std::shared_ptr<Storage> s, size_t offset, Shape shape, DType t) {
   check_shape("tensor", shape, t);
+  GraphLock lock(c.mu);  // reads the storage's version
   auto n = std::make_shared<Node>();
   n->kind = NodeKind::leaf;
   n->ctx = &c;
@@ -117,7 +118,14 @@ NodePtr make_node(std::vector<NodePtr> inputs, Shape shape, DType t, const Kerne
   auto n = std::make_shared<Node>();
   n->kind = NodeKind::op;
   n->ctx = inputs.empty() ? ctx : inputs.front()->ctx;
-  if (n->ctx) check_supported(*n->ctx, k);
+  if (!n->ctx) {
+    n->dtype = t;
+    n->shape = std::move(shape);
+    n->params = p;
+    return n;
+  }
+  check_supported(*n->ctx, k);
+  GraphLock lock(n->ctx->mu);
   n->dtype = t;
   n->shape = std::move(shape);
   n->params = p;
@@ -146,6 +154,7 @@ void Storage::add_reader(const NodePtr& n) {
 }
 
 NodePtr make_view(const NodePtr& base, size_t offset, Shape shape) {
+  GraphLock lock(base->ctx->mu);
   if (base->kind == NodeKind::leaf && base->deps.empty()) {
     SY_CHECK(base->storage, "view", "a value was read after it was freed (internal error)");
     auto n =
@@ -183,6 +192,7 @@ const NodePtr& node_of(const Tensor& t) {
 
 Node& materialize(const Tensor& t) {
   Node& n = *node_of(t);
+  GraphLock lock(n.ctx->mu);
   if (n.pending() || !n.deps.empty()) evaluate(*n.ctx, {&n});
   SY_CHECK(n.kind == NodeKind::leaf && n.storage, "tensor",
            "evaluation left a value unmaterialized (internal error)");
@@ -192,6 +202,8 @@ Node& materialize(const Tensor& t) {
 void update_inplace(const std::vector<Tensor*>& targets, const std::vector<Tensor>& reads,
                     const KernelParams& p) {
   const Kernel k = p.kernel();
+  SY_CHECK(!targets.empty(), kernel_name(k), "expected a tensor to update, found none");
+  GraphLock lock(node_of(*targets.front())->ctx->mu);
   auto u = std::make_shared<Node>();
   u->kind = NodeKind::update;
   u->params = p;
@@ -378,7 +390,10 @@ void eval(const std::vector<Tensor>& ts) {
 
 void synchronize(Device& d) {
   Context& c = context_of(d);
-  if (!c.pending_updates.empty()) evaluate(c, {});
+  {
+    GraphLock lock(c.mu);
+    if (!c.pending_updates.empty()) evaluate(c, {});
+  }
   c.device->synchronize();
 }
 

@@ -1,0 +1,162 @@
+// Several threads on one device: each trains its own model at the same time
+// and gets exactly the losses of a run on its own; threads share a model for
+// inference. (Built and run under ThreadSanitizer by `.ci/run` when asked:
+// see docs/testing.md.)
+#include <barrier>
+#include <thread>
+
+#include "helpers.h"
+
+namespace {
+
+constexpr int64_t kIn = 20, kHidden = 32, kClasses = 4, kBatch = 32, kBatches = 8;
+
+// A learnable task per thread: labels are the argmax of a fixed projection.
+struct Task {
+  std::vector<float> x;
+  std::vector<int32_t> y;
+};
+
+Task make_task(uint32_t seed) {
+  Task t;
+  t.x = random_vec(size_t(kBatch * kBatches * kIn), seed);
+  auto proj = random_vec(size_t(kIn * kClasses), seed + 1000);
+  for (int64_t i = 0; i < kBatch * kBatches; ++i) {
+    int best = 0;
+    float best_v = -1e30f;
+    for (int c = 0; c < kClasses; ++c) {
+      float v = 0;
+      for (int j = 0; j < kIn; ++j) v += t.x[size_t(i * kIn + j)] * proj[size_t(j * kClasses + c)];
+      if (v > best_v) best_v = v, best = c;
+    }
+    t.y.push_back(best);
+  }
+  return t;
+}
+
+std::shared_ptr<sy::nn::Sequential> make_model(sy::Device& d) {
+  auto m = std::make_shared<sy::nn::Sequential>();
+  m->add(std::make_shared<sy::nn::Linear>(kIn, kHidden, true, d))
+      .add(std::make_shared<sy::nn::ReLU>())
+      .add(std::make_shared<sy::nn::Linear>(kHidden, kClasses, true, d));
+  return m;
+}
+
+// Trains `model` on `task` for `steps` steps with Adam, reading the loss
+// back every step (each read is an evaluation and a download).
+std::vector<float> train(sy::nn::Module& model, const Task& task, sy::Device& d, int steps) {
+  sy::optim::Adam opt(model.parameters(), 1e-2f);
+  std::vector<float> losses;
+  for (int s = 0; s < steps; ++s) {
+    int64_t b = s % kBatches;
+    std::vector<float> xb(task.x.begin() + b * kBatch * kIn,
+                          task.x.begin() + (b + 1) * kBatch * kIn);
+    std::vector<int32_t> yb(task.y.begin() + b * kBatch, task.y.begin() + (b + 1) * kBatch);
+    auto x = sy::from_vector(xb, {kBatch, kIn}, d);
+    auto y = sy::from_vector(yb, {kBatch}, d);
+    opt.zero_grad();
+    auto loss = sy::cross_entropy(model(x), y);
+    loss.backward();
+    opt.step();
+    losses.push_back(loss.item());
+  }
+  return losses;
+}
+
+class Threads : public ::testing::TestWithParam<std::tuple<std::string, int>> {
+ protected:
+  void SetUp() override { SKIP_UNLESS_AVAILABLE(std::get<0>(GetParam())); }
+};
+
+TEST_P(Threads, EachTrainingItsOwnModelGetsTheSequentialLosses) {
+  auto& d = sy::device(std::get<0>(GetParam()));
+  const int threads = std::get<1>(GetParam());
+  const int steps = 150;
+  std::vector<Task> tasks;
+  for (int t = 0; t < threads; ++t) tasks.push_back(make_task(uint32_t(17 + t)));
+
+  // One after another: the reference.
+  sy::manual_seed(5);
+  std::vector<std::shared_ptr<sy::nn::Sequential>> models;
+  for (int t = 0; t < threads; ++t) models.push_back(make_model(d));
+  std::vector<std::vector<float>> expected;
+  for (int t = 0; t < threads; ++t)
+    expected.push_back(train(*models[size_t(t)], tasks[size_t(t)], d, steps));
+
+  // All at once, from the same initial weights, released together.
+  sy::manual_seed(5);
+  models.clear();
+  for (int t = 0; t < threads; ++t) models.push_back(make_model(d));
+  std::vector<std::vector<float>> got{size_t(threads)};
+  std::vector<std::string> errors{size_t(threads)};
+  std::barrier start(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      start.arrive_and_wait();
+      try {
+        got[size_t(t)] = train(*models[size_t(t)], tasks[size_t(t)], d, steps);
+      } catch (const std::exception& e) {
+        errors[size_t(t)] = e.what();
+      }
+    });
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < threads; ++t) {
+    EXPECT_EQ(errors[size_t(t)], "") << "thread " << t;
+    ASSERT_EQ(got[size_t(t)].size(), size_t(steps)) << "thread " << t;
+    for (int s = 0; s < steps; ++s)
+      ASSERT_EQ(got[size_t(t)][size_t(s)], expected[size_t(t)][size_t(s)])
+          << "thread " << t << ", step " << s;
+    EXPECT_LT(got[size_t(t)].back(), 0.6f * got[size_t(t)].front()) << "thread " << t << " learns";
+  }
+  sy::synchronize(d);
+}
+
+// One model, several threads reading it at once (inference): every output is
+// the one a single thread computes.
+TEST_P(Threads, ShareOneModelForInference) {
+  auto& d = sy::device(std::get<0>(GetParam()));
+  const int threads = std::get<1>(GetParam());
+  sy::manual_seed(9);
+  auto model = make_model(d);
+  model->train(false);
+  std::vector<Task> tasks;
+  std::vector<std::vector<float>> expected;
+  for (int t = 0; t < threads; ++t) {
+    tasks.push_back(make_task(uint32_t(40 + t)));
+    sy::NoGradGuard no_grad;
+    expected.push_back(
+        (*model)(sy::from_vector(tasks.back().x, {kBatch * kBatches, kIn}, d)).to_vector<float>());
+  }
+  std::vector<int> mismatches(size_t(threads), 0);
+  std::barrier start(threads);
+  std::vector<std::thread> pool;
+  for (int t = 0; t < threads; ++t)
+    pool.emplace_back([&, t] {
+      sy::NoGradGuard no_grad;
+      start.arrive_and_wait();
+      for (int r = 0; r < 50; ++r) {
+        auto x = sy::from_vector(tasks[size_t(t)].x, {kBatch * kBatches, kIn}, d);
+        if ((*model)(x).to_vector<float>() != expected[size_t(t)]) mismatches[size_t(t)]++;
+      }
+    });
+  for (auto& th : pool) th.join();
+  for (int t = 0; t < threads; ++t) EXPECT_EQ(mismatches[size_t(t)], 0) << "thread " << t;
+}
+
+std::vector<std::tuple<std::string, int>> thread_cases() {
+  std::vector<std::tuple<std::string, int>> cases;
+  std::vector<std::string> devs{"cpu"};
+  for (auto& g : gpu_devices()) devs.push_back(g);
+  for (auto& d : devs)
+    for (int n : {2, 4}) cases.emplace_back(d, n);
+  return cases;
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, Threads, ::testing::ValuesIn(thread_cases()),
+                         [](const auto& info) {
+                           return device_param_name(std::get<0>(info.param)) + "_" +
+                                  std::to_string(std::get<1>(info.param)) + "_threads";
+                         });
+
+}  // namespace
