@@ -9,6 +9,8 @@
 #include <set>
 #include <sstream>
 
+#include "switchyard/backend/files.h"
+
 namespace switchyard::bench {
 
 namespace {
@@ -75,12 +77,8 @@ void write_file(const std::string& path, const std::string& text, const char* wh
     std::fwrite(text.data(), 1, text.size(), stdout);
     return;
   }
-  std::ofstream f(path, std::ios::binary);
-  f << text;
-  f.close();
-  if (!f)
-    throw Error(std::string("[bench] cannot write the ") + what +
-                ": expected a writable file at '" + path + "', found it cannot be written");
+  // Atomic: a kill or a full disk leaves the previous report whole.
+  files::write_atomic(path, text, (std::string("bench ") + what).c_str());
 }
 
 std::string to_json(const Report& r) {

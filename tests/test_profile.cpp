@@ -270,7 +270,7 @@ TEST(Profile, TraceSlicesNestOrFollowOnEachTrack) {
 
 TEST(Profile, UnwritableTraceIsAClearError) {
   expect_error([] { prof::write_chrome_trace("/nonexistent-dir/t.json", {}); },
-               {"[profile]", "/nonexistent-dir/t.json", "cannot be opened"});
+               {"[profile trace]", "/nonexistent-dir/t.json", "No such file or directory"});
 }
 
 TEST(Profile, OffByDefaultAndRecordsNothing) {

@@ -5,14 +5,16 @@
 
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <filesystem>
-#include <fstream>
 
+#include "switchyard/backend/files.h"
 #include "vk_spirv.h"
 
 namespace switchyard::vk_impl {
 
 std::string Pipelines::cache_path() const {
+  if (const char* p = std::getenv("SWITCHYARD_VK_PIPELINE_CACHE"); p && *p) return p;
   const char* home = std::getenv("XDG_CACHE_HOME");
   std::string base =
       home && *home ? home
@@ -24,12 +26,50 @@ std::string Pipelines::cache_path() const {
   return base + "/switchyard/vk_pipelines_" + id + ".bin";
 }
 
+namespace {
+
+// The file: our own header, then the driver's cache data. The header's
+// length and hash let a torn, truncated or corrupt file be dropped before
+// the driver sees it (drivers check only their own small header).
+constexpr char kCacheMagic[8] = {'S', 'Y', 'V', 'K', 'P', 'C', '0', '1'};
+constexpr size_t kCacheHeader = 8 + 8 + 8;
+constexpr size_t kMaxCacheBytes = size_t(256) << 20;
+
+uint64_t fnv1a(const char* p, size_t n) {
+  uint64_t h = 14695981039346656037ull;
+  for (size_t i = 0; i < n; ++i) h = (h ^ uint8_t(p[i])) * 1099511628211ull;
+  return h;
+}
+
+// The driver's data inside a cache file, or "" when the file is not one of
+// ours or does not check out.
+std::string_view cache_payload(const std::string& file) {
+  if (file.size() < kCacheHeader || std::memcmp(file.data(), kCacheMagic, 8) != 0) return {};
+  uint64_t n = 0, h = 0;
+  std::memcpy(&n, file.data() + 8, 8);
+  std::memcpy(&h, file.data() + 16, 8);
+  if (n != file.size() - kCacheHeader || fnv1a(file.data() + kCacheHeader, size_t(n)) != h)
+    return {};
+  return std::string_view(file).substr(kCacheHeader);
+}
+
+}  // namespace
+
+// Never lets the cache stop the device: whatever is at the path (nothing, a
+// directory, a FIFO, a link to /dev/zero, a huge or corrupt file) means an
+// empty cache.
 void Pipelines::load_cache() {
-  std::vector<char> data;
+  std::string file;
+  std::string_view data;
   if (std::string path = cache_path();
       !path.empty() && !env_on("SWITCHYARD_VK_NO_PIPELINE_CACHE")) {
-    std::ifstream f(path, std::ios::binary);
-    data.assign(std::istreambuf_iterator<char>(f), {});
+    try {
+      file = files::read_regular(path, kMaxCacheBytes, "vulkan pipeline cache").value_or("");
+      data = cache_payload(file);
+    } catch (const std::exception&) {
+      data = {};
+    }
+    files::remove_stale_temporaries(path);
   }
   VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
   ci.initialDataSize = data.size();
@@ -37,27 +77,49 @@ void Pipelines::load_cache() {
   if (vk.vkCreatePipelineCache(c_.dev, &ci, nullptr, &cache_) != VK_SUCCESS) {
     ci.initialDataSize = 0;
     ci.pInitialData = nullptr;
-    vk.vkCreatePipelineCache(c_.dev, &ci, nullptr, &cache_);
+    if (vk.vkCreatePipelineCache(c_.dev, &ci, nullptr, &cache_) != VK_SUCCESS)
+      cache_ = VK_NULL_HANDLE;  // pipelines are created without a cache
   }
 }
 
+// Written atomically (a full disk or a kill leaves the old file); a failure
+// only costs the next run its shader compilation.
 void Pipelines::save_cache() {
   if (!cache_ || !grew_ || env_on("SWITCHYARD_VK_NO_PIPELINE_CACHE")) return;
   std::string path = cache_path();
   if (path.empty()) return;
   size_t n = 0;
-  if (vk.vkGetPipelineCacheData(c_.dev, cache_, &n, nullptr) != VK_SUCCESS || n == 0) return;
-  std::vector<char> data(n);
-  if (vk.vkGetPipelineCacheData(c_.dev, cache_, &n, data.data()) != VK_SUCCESS) return;
-  std::error_code ec;
-  std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
-  std::string tmp = path + ".tmp" + std::to_string(::getpid());
-  {
-    std::ofstream f(tmp, std::ios::binary);
-    f.write(data.data(), std::streamsize(n));
-    if (!f) return;
+  if (vk.vkGetPipelineCacheData(c_.dev, cache_, &n, nullptr) != VK_SUCCESS || n == 0 ||
+      n > kMaxCacheBytes - kCacheHeader)
+    return;
+  std::string out(kCacheHeader + n, '\0');
+  if (vk.vkGetPipelineCacheData(c_.dev, cache_, &n, out.data() + kCacheHeader) != VK_SUCCESS)
+    return;
+  out.resize(kCacheHeader + n);
+  uint64_t len = n, h = fnv1a(out.data() + kCacheHeader, n);
+  std::memcpy(out.data(), kCacheMagic, 8);
+  std::memcpy(out.data() + 8, &len, 8);
+  std::memcpy(out.data() + 16, &h, 8);
+  try {
+    std::error_code ec;
+    // Through a link, the file it names is replaced (the link stays). Only a
+    // regular file or nothing is replaced: never a FIFO, a device or a
+    // directory someone put there.
+    for (int hops = 0; hops < 8 && std::filesystem::is_symlink(path, ec); ++hops) {
+      std::filesystem::path link(path), target = std::filesystem::read_symlink(link, ec);
+      if (ec) return;
+      path = (target.is_absolute() ? target : link.parent_path() / target).string();
+    }
+    auto kind = std::filesystem::status(path, ec).type();
+    if (kind != std::filesystem::file_type::not_found &&
+        kind != std::filesystem::file_type::regular)
+      return;
+    std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
+    files::remove_stale_temporaries(path);
+    files::write_atomic(path, out, "vulkan pipeline cache");
+  } catch (const std::exception&) {
+    // Not fatal: the device worked; the next run compiles its shaders again.
   }
-  std::filesystem::rename(tmp, path, ec);
 }
 
 uint32_t Pipelines::index(const Instr& ins, uint32_t flags) {

@@ -16,8 +16,11 @@ class Pipelines {
  public:
   explicit Pipelines(Context& c) : c_(c) {}
 
-  // The on-disk cache (the driver checks its header; a stale or corrupt file
-  // is ignored by it). Loaded at set-up, saved at teardown when it grew.
+  // The on-disk cache: SWITCHYARD_VK_PIPELINE_CACHE, else
+  // $XDG_CACHE_HOME (or ~/.cache)/switchyard/vk_pipelines_<ids>.bin, in an
+  // envelope with a length and hash. Loaded at set-up (a missing, foreign,
+  // corrupt or non-regular file is an empty cache), saved atomically at
+  // teardown when it grew.
   void load_cache();
   void save_cache();
   // Index of the pipeline for this launch; the pipeline itself is created

@@ -13,6 +13,7 @@
 #include <sstream>
 
 #include "switchyard/backend/device.h"
+#include "switchyard/backend/files.h"
 #include "switchyard/error.h"
 
 namespace switchyard::profile {
@@ -273,10 +274,9 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
     return a->start_ns != b->start_ns ? a->start_ns < b->start_ns : a->dur_ns > b->dur_ns;
   });
   std::map<std::pair<int, int>, std::vector<int64_t>> open_ends;  // per track
-  std::ofstream f(path, std::ios::binary);
-  if (!f)
-    throw Error("[profile] cannot write the trace: expected a writable file at '" + path +
-                "', found it cannot be opened");
+  // Built in memory and written atomically: a kill or a full disk leaves
+  // the previous trace, never half of one.
+  std::ostringstream f;
   f << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
   bool first = true;
   // One JSON object per line, written as the events are walked.
@@ -321,10 +321,7 @@ void write_chrome_trace(const std::string& path, const std::vector<Event>& event
     f << ",\n" << x.dump();
   }
   f << "\n]}\n";
-  f.close();
-  if (!f)
-    throw Error("[profile] cannot write the trace: expected to write '" + path +
-                "', found a write error");
+  files::write_atomic(path, f.str(), "profile trace");
 }
 
 }  // namespace switchyard::profile
