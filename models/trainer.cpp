@@ -43,8 +43,13 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
   SY_CHECK(cfg.batch >= 1, "train", "expected batch >= 1, found ", cfg.batch);
   SY_CHECK(cfg.lr > 0, "train", "expected lr > 0, found ", cfg.lr);
   Device& dev = device(cfg.device);
+  SY_CHECK(cfg.limit == -1 || cfg.limit >= 1, "train",
+           "expected limit >= 1 (or -1 for all samples), found ", cfg.limit);
   auto train = std::make_shared<data::FashionMNIST>(cfg.data_dir, true, cfg.limit);
   data::FashionMNIST test(cfg.data_dir, false, cfg.test_limit);
+  // Zero steps would report a loss of 0 that no model reached.
+  SY_CHECK(train->size() >= 1, "train", "expected at least one training sample in ",
+           cfg.data_dir, ", found an empty training set");
 
   manual_seed(cfg.seed);
   std::vector<int64_t> sizes{784};

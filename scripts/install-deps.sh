@@ -9,7 +9,7 @@
 set -euo pipefail
 
 pkgs=(cmake g++ make pkg-config libgtest-dev libopenblas-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
-      dataset-fashion-mnist python3 clang-format
+      dataset-fashion-mnist python3 clang-format clang libclang-rt-dev
       libvulkan1 libvulkan-dev glslc spirv-tools vulkan-validationlayers mesa-vulkan-drivers)
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(python3-numpy python3-torch libopenblas0-pthread)

@@ -160,7 +160,9 @@ int cmd_train(TrainFlags& f) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// The whole CLI. With execute = false it stops after parsing (what the
+// fuzz target for the option parser runs): 0 when the command line parsed.
+int cli_main(int argc, char** argv, bool execute) {
   CLI::App app{"Switchyard: train and run neural networks on the CPU, Vulkan and CUDA",
                "switchyard"};
   app.require_subcommand(1, 1);
@@ -243,6 +245,7 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s: %s\nsee: %s --help\n", where.c_str(), msg.c_str(), where.c_str());
     return 2;
   }
+  if (!execute) return 0;
   try {
     if (devices->parsed()) return cmd_devices(devices_json);
     if (train->parsed()) return cmd_train(tf);
@@ -252,3 +255,7 @@ int main(int argc, char** argv) {
     return 1;
   }
 }
+
+#ifndef SWITCHYARD_CLI_NO_MAIN
+int main(int argc, char** argv) { return cli_main(argc, argv, true); }
+#endif

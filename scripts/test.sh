@@ -1,0 +1,63 @@
+#!/usr/bin/env bash
+# The whole test suite: the README's test command (.ci/run runs exactly this).
+#   1. build/: the Release build (GCC); every ctest entry.
+#   2. build-asan/: clang with AddressSanitizer and UndefinedBehaviorSanitizer;
+#      the library and the CPU and Vulkan suites in SAN_SUITES. Any report in
+#      Switchyard's code fails; driver leaks are suppressed by library
+#      (tests/sanitizers/lsan.supp, one comment per entry).
+#   3. The same build's libFuzzer targets, 30 s each from their seed corpora.
+# Options: --quick (step 1 only); --tsan (step 1, then a ThreadSanitizer build
+# of the thread, scheduler, data, device and files suites in build-tsan/).
+# Each step prints its time.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+mode=${1:-all}
+step() { echo "== test.sh: $1 ($(( SECONDS - t0 )) s)"; t0=$SECONDS; }
+t0=$SECONDS
+bash scripts/install-deps.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake --build build -j2
+ctest --test-dir build -j2 --output-on-failure
+step "Release build and ctest done"
+[[ $mode == --quick ]] && exit 0
+
+SAN_SUITES=(test_data test_errors test_scheduler test_threads test_files test_autograd test_device)
+run_suites() {  # run_suites BUILD_DIR: each suite binary whole (one process each)
+  for s in "${SAN_SUITES[@]}"; do
+    echo "-- $s"
+    "$1/tests/$s" --gtest_brief=1 || { echo "test.sh: $s failed under $2" >&2; exit 1; }
+  done
+}
+if [[ $mode == --tsan ]]; then
+  CC=clang CXX=clang++ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DSWITCHYARD_SANITIZE=thread -DSWITCHYARD_CUDA=OFF
+  cmake --build build-tsan -j2 --target "${SAN_SUITES[@]}"
+  step "ThreadSanitizer build"
+  TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_suites build-tsan ThreadSanitizer
+  step "ThreadSanitizer suites"
+  exit 0
+fi
+
+CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DSWITCHYARD_SANITIZE=address,undefined \
+  -DSWITCHYARD_FUZZ=ON -DSWITCHYARD_CUDA=OFF
+cmake --build build-asan -j2 --target "${SAN_SUITES[@]}" fuzz_idx fuzz_device_name fuzz_cli
+step "ASan+UBSan build"
+# The Vulkan loader unloads the driver and the layer at exit, before
+# LeakSanitizer looks: preloaded, they stay mapped, so their leaks are named
+# by library and suppressed (tests/sanitizers/lsan.supp). Vulkan objects we
+# fail to destroy are still caught, by the validation layer. Out-of-memory
+# tests ask for more than ASan's allocator allows: it returns null instead
+# of stopping, as malloc does.
+preload=""
+for lib in libvulkan.so.1 libvulkan_lvp.so libVkLayer_khronos_validation.so; do
+  p=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64|x86_64|64bit/ {print $NF; exit}')
+  [[ -n $p ]] && preload=${preload:+$preload:}$p
+done
+LD_PRELOAD=$preload ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:allocator_may_return_null=1" \
+  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+  LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0" \
+  run_suites build-asan "ASan+UBSan"
+step "ASan+UBSan suites"
+bash scripts/fuzz.sh build-asan 30
+step "fuzz smoke runs"
