@@ -48,8 +48,8 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
   auto train = std::make_shared<data::FashionMNIST>(cfg.data_dir, true, cfg.limit);
   data::FashionMNIST test(cfg.data_dir, false, cfg.test_limit);
   // Zero steps would report a loss of 0 that no model reached.
-  SY_CHECK(train->size() >= 1, "train", "expected at least one training sample in ",
-           cfg.data_dir, ", found an empty training set");
+  SY_CHECK(train->size() >= 1, "train", "expected at least one training sample in ", cfg.data_dir,
+           ", found an empty training set");
 
   manual_seed(cfg.seed);
   std::vector<int64_t> sizes{784};

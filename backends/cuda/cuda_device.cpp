@@ -501,6 +501,12 @@ void CudaDevice::check_status() {
                           " (the loss and its gradient are NaN)"));
 }
 
+// A failed synchronize: the downloads' callers may free their targets.
+void CudaDevice::cancel_pending_downloads() noexcept {
+  std::lock_guard lock(mu_);
+  host_copies_.clear();
+}
+
 void CudaDevice::synchronize_impl() {
   std::lock_guard lock(mu_);
   if (!ready_ || down_) return;

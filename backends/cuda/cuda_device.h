@@ -47,6 +47,7 @@ class CudaDevice final : public BackendDevice {
   void copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t bytes) override;
   void execute_impl(const Program& p, std::span<const Binding> bindings) override;
   void synchronize_impl() override;
+  void cancel_pending_downloads() noexcept override;
 
   // Instantiated graphs of one Program, keyed by everything baked into them
   // (argument addresses and scalar params).

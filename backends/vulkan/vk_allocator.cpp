@@ -45,7 +45,8 @@ bool Allocator::create_memory(uint64_t size, PickType type, bool map, bool budge
     return fail(cat("vkAllocateMemory of ", mib(req.size), " failed: ", result_name(r)));
   }
   bump(c_.counters.memory_allocations);
-  vk.vkBindBufferMemory(c_.dev, b.buf, b.mem, 0);
+  r = vk.vkBindBufferMemory(c_.dev, b.buf, b.mem, 0);
+  if (r != VK_SUCCESS) return fail(cat("vkBindBufferMemory failed: ", result_name(r)));
   if (map) {
     void* ptr = nullptr;
     r = vk.vkMapMemory(c_.dev, b.mem, 0, VK_WHOLE_SIZE, 0, &ptr);

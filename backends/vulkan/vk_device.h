@@ -56,6 +56,7 @@ class VulkanDevice final : public BackendDevice {
   void copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t n) override;
   void execute_impl(const Program& prog, std::span<const Binding> bind) override;
   void synchronize_impl() override;
+  void cancel_pending_downloads() noexcept override;
 
   // Creates the logical device and the parts' objects on first use. Set-up
   // that fails (a bad setting, out of memory) leaves nothing behind and

@@ -3,6 +3,9 @@
 
 #include <dlfcn.h>
 
+#include <atomic>
+#include <cstdlib>
+
 namespace switchyard::vk_impl {
 
 Api vk;
@@ -38,6 +41,89 @@ bool load_loader(std::string& why) {
   return true;
 }
 
+namespace {
+
+// The functions each injectable result may come from (the error codes the
+// specification lists for them).
+// clang-format off
+#define SY_VK_LOST_FUNCS(X) \
+  X(vkQueueSubmit) X(vkQueueWaitIdle) X(vkDeviceWaitIdle) X(vkWaitForFences) \
+  X(vkGetFenceStatus) X(vkGetQueryPoolResults)
+#define SY_VK_OOM_FUNCS(X) \
+  SY_VK_LOST_FUNCS(X) \
+  X(vkAllocateMemory) X(vkMapMemory) X(vkCreateBuffer) X(vkBindBufferMemory) \
+  X(vkCreateFence) X(vkResetFences) X(vkCreateCommandPool) X(vkAllocateCommandBuffers) \
+  X(vkBeginCommandBuffer) X(vkEndCommandBuffer) X(vkResetCommandBuffer) \
+  X(vkCreateQueryPool) X(vkCreateShaderModule) X(vkCreateComputePipelines) \
+  X(vkCreatePipelineLayout) X(vkCreateDescriptorSetLayout) X(vkCreateDescriptorPool) \
+  X(vkAllocateDescriptorSets) X(vkCreatePipelineCache) X(vkGetPipelineCacheData)
+// clang-format on
+
+struct Fault {
+  VkResult result = VK_SUCCESS;
+  uint64_t nth = 0;
+  std::atomic<uint64_t> calls{0};
+  std::atomic<bool> fired{false};
+  std::atomic<const char*> function{""};
+};
+Fault g_fault;
+
+// True when this call is the one to fail.
+bool fault_now(const char* fn) {
+  uint64_t n = g_fault.calls.fetch_add(1) + 1;
+  if (g_fault.nth == 0 || n != g_fault.nth) return false;
+  g_fault.function = fn;
+  g_fault.fired = true;
+  return true;
+}
+
+// One wrapper per function (the member pointer makes each distinct).
+template <auto Member, class F>
+struct Wrap;
+template <auto Member, class... A>
+struct Wrap<Member, VkResult(VKAPI_PTR*)(A...)> {
+  static inline VkResult(VKAPI_PTR* real)(A...) = nullptr;
+  static inline const char* name = "";
+  static VkResult VKAPI_PTR call(A... a) {
+    if (fault_now(name)) return g_fault.result;
+    return real(a...);
+  }
+};
+
+void install_faults() {
+  // Each load of the table is wrapped again (the counts go on).
+  const char* e = std::getenv("SWITCHYARD_VK_FAULT");
+  if (!e || !*e) return;
+  std::string spec(e);
+  auto colon = spec.rfind(':');
+  std::string what = spec.substr(0, colon);
+  g_fault.nth =
+      colon == std::string::npos ? 0 : std::strtoull(spec.c_str() + colon + 1, nullptr, 10);
+  bool lost = what == "VK_ERROR_DEVICE_LOST";
+  g_fault.result = lost                                    ? VK_ERROR_DEVICE_LOST
+                   : what == "VK_ERROR_OUT_OF_HOST_MEMORY" ? VK_ERROR_OUT_OF_HOST_MEMORY
+                                                           : VK_ERROR_OUT_OF_DEVICE_MEMORY;
+#define SY_VK_WRAP(f)                 \
+  {                                   \
+    using W = Wrap<&Api::f, PFN_##f>; \
+    W::real = vk.f;                   \
+    W::name = #f;                     \
+    vk.f = &W::call;                  \
+  }
+  if (lost) {
+    SY_VK_LOST_FUNCS(SY_VK_WRAP)
+  } else {
+    SY_VK_OOM_FUNCS(SY_VK_WRAP)
+  }
+#undef SY_VK_WRAP
+}
+
+}  // namespace
+
+FaultStats fault_stats() {
+  return {g_fault.calls.load(), g_fault.fired.load(), g_fault.function.load()};
+}
+
 bool load_instance(VkInstance inst, std::string& why) {
 #define SY_VK_LOAD(f)                                                                    \
   vk.f = reinterpret_cast<PFN_##f>(vk.vkGetInstanceProcAddr(inst, #f));                  \
@@ -50,6 +136,7 @@ bool load_instance(VkInstance inst, std::string& why) {
 #define SY_VK_LOAD_OPT(f) vk.f = reinterpret_cast<PFN_##f>(vk.vkGetInstanceProcAddr(inst, #f));
   SY_VK_OPTIONAL_FUNCS(SY_VK_LOAD_OPT)
 #undef SY_VK_LOAD_OPT
+  install_faults();
   return true;
 }
 

@@ -102,6 +102,18 @@ bool load_loader(std::string& why);
 // device-level) functions. Returns false and sets `why` when one is missing.
 bool load_instance(VkInstance inst, std::string& why);
 
+// Fault injection, for tests: SWITCHYARD_VK_FAULT=<RESULT>:<N> makes the
+// N-th call (counted from the start of the process) of a Vulkan function
+// that the specification lets return RESULT return it without running.
+// RESULT is VK_ERROR_OUT_OF_DEVICE_MEMORY, VK_ERROR_OUT_OF_HOST_MEMORY or
+// VK_ERROR_DEVICE_LOST; N = 0 only counts. Installed by load_instance().
+struct FaultStats {
+  uint64_t calls = 0;  // calls counted so far
+  bool fired = false;
+  const char* function = "";  // the one that failed
+};
+FaultStats fault_stats();
+
 // "VK_ERROR_OUT_OF_DEVICE_MEMORY" and friends.
 const char* result_name(VkResult r);
 

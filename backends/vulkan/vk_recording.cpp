@@ -11,7 +11,7 @@ namespace switchyard::vk_impl {
 void Recorder::free_recording(Recording& rec) {
   for (auto& f : rec.frames) {
     if (f.cb) vk.vkFreeCommandBuffers(c_.dev, c_.cmd_pool, 1, &f.cb), f.cb = VK_NULL_HANDLE;
-    if (!f.sets.empty())
+    if (!f.sets.empty() && f.pool)
       vk.vkFreeDescriptorSets(c_.dev, f.pool, uint32_t(f.sets.size()), f.sets.data());
     f.sets.clear();
     f.written.clear();
@@ -26,6 +26,13 @@ void Recorder::allocate_sets(Frame& fr, size_t n) {
   ai.descriptorSetCount = uint32_t(n);
   ai.pSetLayouts = layouts.data();
   fr.sets.assign(n, VK_NULL_HANDLE);
+  struct Clear {  // on any failure the frame holds no sets
+    Frame& fr;
+    bool ok = false;
+    ~Clear() {
+      if (!ok) fr.sets.clear();
+    }
+  } clear{fr};
   for (int attempt = 0; attempt < 2; ++attempt) {
     // Newest pool first; sets freed by evicted recordings return to theirs.
     for (auto pool = desc_pools_.rbegin(); pool != desc_pools_.rend(); ++pool) {
@@ -33,6 +40,7 @@ void Recorder::allocate_sets(Frame& fr, size_t n) {
       VkResult r = vk.vkAllocateDescriptorSets(c_.dev, &ai, fr.sets.data());
       if (r == VK_SUCCESS) {
         fr.pool = *pool;
+        clear.ok = true;
         fr.written.assign(n * kArgBindings, VkDescriptorBufferInfo{});
         bump(c_.counters.descriptor_set_allocations, n);
         return;
@@ -131,9 +139,10 @@ void Recorder::record(Frame& fr, const Program& prog, const std::vector<uint32_t
     c_.check(vk.vkAllocateCommandBuffers(c_.dev, &ai, &fr.cb), "execute",
              "vkAllocateCommandBuffers");
   } else {
-    vk.vkResetCommandBuffer(fr.cb, 0);
+    fr.recorded = false;
+    c_.check(vk.vkResetCommandBuffer(fr.cb, 0), "execute", "vkResetCommandBuffer");
   }
-  Timeline::begin_cb(fr.cb);
+  t_.begin_cb(fr.cb);
   const uint32_t q = uint32_t(query);
   if (query >= 0) {
     vk.vkCmdResetQueryPool(fr.cb, prof_.pool(), q, uint32_t(prog.instrs.size() + 1));

@@ -17,7 +17,10 @@ VkFence Timeline::get_fence() {
   if (!free_fences_.empty()) {
     VkFence f = free_fences_.back();
     free_fences_.pop_back();
-    vk.vkResetFences(c_.dev, 1, &f);
+    if (VkResult r = vk.vkResetFences(c_.dev, 1, &f); r != VK_SUCCESS) {
+      vk.vkDestroyFence(c_.dev, f, nullptr);  // its state is unknown: never reused
+      c_.check(r, "submit", "vkResetFences");
+    }
     return f;
   }
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
@@ -30,7 +33,10 @@ VkCommandBuffer Timeline::get_cb() {
   if (!free_cbs_.empty()) {
     VkCommandBuffer cb = free_cbs_.back();
     free_cbs_.pop_back();
-    vk.vkResetCommandBuffer(cb, 0);
+    if (VkResult r = vk.vkResetCommandBuffer(cb, 0); r != VK_SUCCESS) {
+      vk.vkFreeCommandBuffers(c_.dev, c_.cmd_pool, 1, &cb);
+      c_.check(r, "submit", "vkResetCommandBuffer");
+    }
     return cb;
   }
   VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
@@ -52,7 +58,7 @@ void Timeline::barrier(VkCommandBuffer cb, VkPipelineStageFlags src, VkAccessFla
 
 void Timeline::begin_cb(VkCommandBuffer cb) {
   VkCommandBufferBeginInfo bi{VK_STRUCTURE_TYPE_COMMAND_BUFFER_BEGIN_INFO};
-  vk.vkBeginCommandBuffer(cb, &bi);
+  c_.check(vk.vkBeginCommandBuffer(cb, &bi), "submit", "vkBeginCommandBuffer");
   barrier(cb, kWork, kWrites, kWork, kAll);
 }
 
@@ -63,8 +69,14 @@ void Timeline::end_cb(VkCommandBuffer cb) {
 
 VkCommandBuffer Timeline::transfer_cb() {
   if (!open_cb_) {
-    open_cb_ = get_cb();
-    begin_cb(open_cb_);
+    VkCommandBuffer cb = get_cb();
+    try {
+      begin_cb(cb);
+    } catch (...) {
+      free_cbs_.push_back(cb);  // reset again before its next use
+      throw;
+    }
+    open_cb_ = cb;
     open_hazards_.seen.clear();
   }
   return open_cb_;
@@ -92,8 +104,16 @@ uint64_t Timeline::flush() {
     r = vk.vkQueueSubmit(c_.queue, 1, &si, fence);
   }
   if (r != VK_SUCCESS) {
+    // Nothing of the batch ran: drop it, so that none of it runs later with
+    // a later batch (its buffers may belong to other tensors by then), and
+    // let the parts forget what they expected from it (host copies).
     free_fences_.push_back(fence);
+    for (VkCommandBuffer cb : batch_transfer_) free_cbs_.push_back(cb);
+    batch_.clear();
+    batch_transfer_.clear();
     batch_timings_.clear();
+    batch_has_program_ = false;
+    for (auto& hook : on_drop_) hook(next_serial_);
     c_.check(r, "submit", "vkQueueSubmit");
   }
   bump(c_.counters.queue_submits);

@@ -55,8 +55,41 @@ static uint64_t bump(uint64_t& c, uint64_t n) {
   return std::atomic_ref<uint64_t>(c).fetch_add(n, std::memory_order_relaxed) + n;
 }
 
+const char* fault_op_name(FaultOp op) {
+  static const char* names[kNumFaultOps] = {"allocate", "upload",  "download",
+                                            "copy",     "execute", "synchronize"};
+  return names[int(op)];
+}
+
+void BackendDevice::inject_fault(FaultOp op, uint64_t nth, uint32_t times) {
+  std::atomic_ref<uint32_t>(fault_repeats_[int(op)]).store(nth && times > 1 ? times - 1 : 0);
+  std::atomic_ref<uint64_t>(fault_countdown_[int(op)]).store(nth);
+  std::atomic_ref<bool>(fault_fired_[int(op)]).store(false);
+}
+
+bool BackendDevice::fault_fired(FaultOp op) const {
+  return std::atomic_ref<const bool>(fault_fired_[int(op)]).load();
+}
+
+void BackendDevice::maybe_fail(FaultOp op) {
+  std::atomic_ref<uint64_t> left(fault_countdown_[int(op)]);
+  uint64_t v = left.load(std::memory_order_relaxed);
+  while (v > 0 && !left.compare_exchange_weak(v, v - 1)) {
+  }
+  if (v != 1) return;
+  std::atomic_ref<bool>(fault_fired_[int(op)]).store(true);
+  std::atomic_ref<uint32_t> again(fault_repeats_[int(op)]);
+  if (uint32_t r = again.load(); r > 0 && again.compare_exchange_strong(r, r - 1))
+    left.store(1);  // the next call fails too
+  std::string msg = detail::cat("[", fault_op_name(op), "] injected fault on ", str(),
+                                " (a test made this call fail)");
+  if (op == FaultOp::allocate) throw OutOfMemory(msg);
+  throw Error(msg);
+}
+
 Buffer BackendDevice::allocate(size_t bytes) {
   SY_CHECK(bytes > 0, "allocate", "expected a size > 0 bytes on ", str(), ", found 0");
+  maybe_fail(FaultOp::allocate);
   Buffer b = allocate_impl(bytes);
   bump(counters_.buffer_allocations, 1);
   uint64_t now = bump(counters_.bytes_in_use, b.bytes);
@@ -88,6 +121,7 @@ void BackendDevice::release(Buffer b) {
 void BackendDevice::upload(Buffer dst, size_t offset, const void* src, size_t bytes) {
   SY_CHECK(offset + bytes <= dst.bytes, "upload", "range [", offset, ", ", offset + bytes,
            ") exceeds the destination buffer of ", dst.bytes, " bytes on ", str());
+  maybe_fail(FaultOp::upload);
   bump(counters_.bytes_uploaded, bytes);
   upload_impl(dst, offset, src, bytes);
 }
@@ -95,6 +129,7 @@ void BackendDevice::upload(Buffer dst, size_t offset, const void* src, size_t by
 void BackendDevice::download(Buffer src, size_t offset, void* dst, size_t bytes) {
   SY_CHECK(offset + bytes <= src.bytes, "download", "range [", offset, ", ", offset + bytes,
            ") exceeds the source buffer of ", src.bytes, " bytes on ", str());
+  maybe_fail(FaultOp::download);
   bump(counters_.bytes_downloaded, bytes);
   download_impl(src, offset, dst, bytes);
 }
@@ -103,6 +138,7 @@ void BackendDevice::copy(Buffer src, size_t so, Buffer dst, size_t dof, size_t b
   SY_CHECK(so + bytes <= src.bytes && dof + bytes <= dst.bytes, "copy",
            "ranges exceed the buffers (", bytes, " bytes from offset ", so, " of ", src.bytes,
            " to offset ", dof, " of ", dst.bytes, ") on ", str());
+  maybe_fail(FaultOp::copy);
   bump(counters_.bytes_copied, bytes);
   copy_impl(src, so, dst, dof, bytes);
 }
@@ -110,6 +146,7 @@ void BackendDevice::copy(Buffer src, size_t so, Buffer dst, size_t dof, size_t b
 void BackendDevice::execute(const Program& p, std::span<const Binding> bindings) {
   SY_CHECK(bindings.size() == p.num_slots, "execute", "expected ", p.num_slots, " bindings, found ",
            bindings.size());
+  maybe_fail(FaultOp::execute);
   bump(counters_.submissions, 1);
   bump(counters_.kernel_launches, p.instrs.size());
   for (const Instr& i : p.instrs) {
@@ -337,7 +374,14 @@ Buffer BufferPool::acquire(size_t bytes) {
     }
     if (!b) return b;  // no pinned memory on this device
   }
-  if (poison_) poison(b);
+  if (poison_) {
+    try {
+      poison(b);
+    } catch (...) {  // the buffer is not handed out: give it back, not lose it
+      free_[b.bytes].push_back(b);
+      throw;
+    }
+  }
   return b;
 }
 

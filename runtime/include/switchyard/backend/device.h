@@ -59,9 +59,24 @@ struct Counters {
 // - execute() runs a Program over `bindings` (one per slot); the same Program
 //   (same id) comes back every training step, possibly with other bindings
 //   and other scalar params, so a backend may cache what it recorded.
+// Calls of the device contract that a test can make fail (inject_fault).
+enum class FaultOp : uint8_t { allocate, upload, download, copy, execute, synchronize };
+inline constexpr int kNumFaultOps = 6;
+const char* fault_op_name(FaultOp op);
+
 class BackendDevice : public Device {
  public:
   explicit BackendDevice(DeviceInfo info) : Device(std::move(info)) {}
+
+  // Fault injection, for tests: the `nth` next call of `op` (1 = the very
+  // next) fails before the backend sees it, as a failing device would:
+  // allocate throws OutOfMemory, the others Error, each message saying the
+  // fault was injected. 0 disarms. `times` calls in a row fail from there
+  // (2 defeats one retry, as the buffer cache's retry after an allocation
+  // failure).
+  void inject_fault(FaultOp op, uint64_t nth, uint32_t times = 1);
+  // Whether the armed fault of `op` has fired (and disarmed itself).
+  bool fault_fired(FaultOp op) const;
 
   const Counters& counters() const { return counters_; }
   void reset_peak() { counters_.peak_bytes_in_use = counters_.bytes_in_use; }
@@ -77,7 +92,18 @@ class BackendDevice : public Device {
   void download(Buffer src, size_t offset, void* dst, size_t bytes);
   void copy(Buffer src, size_t src_offset, Buffer dst, size_t dst_offset, size_t bytes);
   void execute(const Program& p, std::span<const Binding> bindings);
-  void synchronize() { synchronize_impl(); }
+  // A synchronize that throws fails the downloads waiting on it: their
+  // callers see the error and may free the targets, so the backend drops
+  // them (cancel_pending_downloads) before the exception leaves.
+  void synchronize() {
+    try {
+      maybe_fail(FaultOp::synchronize);
+      synchronize_impl();
+    } catch (...) {
+      cancel_pending_downloads();
+      throw;
+    }
+  }
   // Host pointer to the buffer's memory when the device shares it with the
   // host (CPU, zero-copy GPU memory, allocate_host), else nullptr.
   virtual void* host_pointer(Buffer) { return nullptr; }
@@ -88,6 +114,12 @@ class BackendDevice : public Device {
 
  protected:
   Counters counters_;
+  void maybe_fail(FaultOp op);  // throws when an injected fault is due
+
+ private:
+  uint64_t fault_countdown_[kNumFaultOps] = {};  // atomic_ref'd; 0: none armed
+  uint32_t fault_repeats_[kNumFaultOps] = {};    // further failures after the first
+  bool fault_fired_[kNumFaultOps] = {};
 
  private:
   virtual Buffer allocate_impl(size_t bytes) = 0;
@@ -98,6 +130,10 @@ class BackendDevice : public Device {
   virtual void copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size_t bytes) = 0;
   virtual void execute_impl(const Program& p, std::span<const Binding> bindings) = 0;
   virtual void synchronize_impl() = 0;
+  // Downloads not yet written to their targets must never be (a backend
+  // that copies to the target after the device finishes drops those
+  // copies). Called when synchronize() fails; must not throw.
+  virtual void cancel_pending_downloads() noexcept {}
 };
 
 // The backend side of a device handle (every Device is one).

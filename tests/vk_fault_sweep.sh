@@ -1,0 +1,47 @@
+#!/usr/bin/env bash
+# Fails each Vulkan call of a short training run in turn, one process per
+# call, with VK_ERROR_OUT_OF_DEVICE_MEMORY and with VK_ERROR_DEVICE_LOST
+# (only where the specification allows each), in both memory modes
+# (zero-copy, and the staging path of discrete GPUs), and checks every outcome
+# (VulkanFault.DISABLED_OneFaultDuringTraining in test_faults.cpp) under the
+# validation layer. Usage: vk_fault_sweep.sh TEST_FAULTS_BINARY
+set -uo pipefail
+bin=$1
+filter=(--gtest_also_run_disabled_tests --gtest_filter=VulkanFault.*)
+fail=0
+# Not swept: a simulated device loss in the staging mode. The device then
+# hangs in vkDeviceWaitIdle at exit on lavapipe, before this sweep's fixes
+# too. Recorded as an open finding in docs/testing.md.
+for mode in zero-copy staging; do
+results=(VK_ERROR_OUT_OF_DEVICE_MEMORY VK_ERROR_DEVICE_LOST)
+if [[ $mode == staging ]]; then
+  export SWITCHYARD_VK_FORCE_STAGING=1
+  results=(VK_ERROR_OUT_OF_DEVICE_MEMORY)
+fi
+for result in "${results[@]}"; do
+  total=$(SWITCHYARD_VK_FAULT=$result:0 "$bin" "${filter[@]}" 2>&1 |
+    sed -n 's/.*vulkan fault calls: \([0-9]*\).*/\1/p')
+  if [[ -z $total || $total -lt 10 ]]; then
+    echo "FAIL: $result: could not count the calls (got '$total')"
+    fail=1
+    continue
+  fi
+  fired=0
+  declare -A sites=()
+  for ((n = 1; n <= total; n++)); do
+    out=$(SWITCHYARD_VK_FAULT=$result:$n timeout 120 "$bin" "${filter[@]}" 2>&1)
+    rc=$?
+    fn=$(sed -n 's/.*fired: 1 in \(vk[A-Za-z]*\).*/\1/p' <<<"$out")
+    [[ -n $fn ]] && fired=$((fired + 1)) && sites[$fn]=1
+    if [[ $rc -ne 0 ]] || grep -q '\[vulkan validation\]' <<<"$out"; then
+      echo "FAIL: $result at call $n (${fn:-not fired}), exit $rc:"
+      grep -E 'Failure|error|validation|Expected|Which is|what' <<<"$out" | head -15
+      fail=1
+    fi
+  done
+  echo "$mode, $result: $total calls swept, $fired faults fired, in ${#sites[@]} functions: ${!sites[*]}"
+  unset sites
+done
+done
+[[ $fail -eq 0 ]] && echo ok
+exit $fail
