@@ -50,10 +50,13 @@ step "ASan+UBSan build"
 # fail to destroy are still caught, by the validation layer. Out-of-memory
 # tests ask for more than ASan's allocator allows: it returns null instead
 # of stopping, as malloc does.
+# (awk reads ldconfig's whole output: exiting early would kill ldconfig with
+# SIGPIPE, which pipefail turns into a failure of this script.)
 preload=""
+ldconfig=$(command -v ldconfig || echo /sbin/ldconfig)
 for lib in libvulkan.so.1 libvulkan_lvp.so libVkLayer_khronos_validation.so; do
-  p=$(ldconfig -p | awk -v l="$lib" '$1 == l && /x86-64|x86_64|64bit/ {print $NF; exit}')
-  [[ -n $p ]] && preload=${preload:+$preload:}$p
+  p=$("$ldconfig" -p 2>/dev/null | awk -v l="$lib" '!f && $1 == l && /x86-64|x86_64|64bit/ {print $NF; f = 1}' || true)
+  if [[ -n $p ]]; then preload=${preload:+$preload:}$p; fi
 done
 LD_PRELOAD=$preload ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:allocator_may_return_null=1" \
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \

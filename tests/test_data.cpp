@@ -208,6 +208,9 @@ TEST(Idx, TinyFilesClaimingGigabytesCostNothing) {
   auto a = data::read_idx(write_gz("sy_zeros64m.idx.gz", zeros));
   EXPECT_EQ(a.dims, (std::vector<int64_t>{65536, 1024}));
   EXPECT_EQ(a.data.size(), size_t(64) << 20);
+  for (const char* f :
+       {"sy_claim4g.idx", "sy_claim5m.idx.gz", "sy_claim64m.idx.gz", "sy_zeros64m.idx.gz"})
+    std::filesystem::remove(std::filesystem::temp_directory_path() / f);
 }
 
 // Paths that are not regular files are refused at once: a FIFO would wait
@@ -239,6 +242,8 @@ TEST(Idx, CorruptGzipReportsZlibsError) {
   for (size_t i = 12; i < 40; ++i) flipped[i] ^= 0x5a;  // inside the deflate stream
   expect_error([&] { data::read_idx(write_raw("sy_gz_flip.idx.gz", flipped)); },
                {"[read_idx]", "zlib: "});
+  for (const char* f : {"sy_gz_ok.idx.gz", "sy_gz_cut.idx.gz", "sy_gz_flip.idx.gz"})
+    std::filesystem::remove(std::filesystem::temp_directory_path() / f);
 }
 
 TEST(FashionMNIST, MissingDatasetSaysWhichPackageProvidesIt) {

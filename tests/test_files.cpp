@@ -118,3 +118,17 @@ TEST_F(Files, StaleTemporariesOfDeadProcessesAreRemoved) {
   EXPECT_EQ(files::remove_stale_temporaries(f), 1);
   EXPECT_EQ(temporaries_of(f), 2);  // ours (alive) and the one we cannot read a pid from
 }
+
+// /dev/null and links: written through, never replaced by a file of ours.
+TEST_F(Files, DevicesAreWrittenInPlaceAndLinksFollowed) {
+  files::write_atomic("/dev/null", "into the void", "test");
+  struct stat st {};
+  ASSERT_EQ(stat("/dev/null", &st), 0);
+  EXPECT_TRUE(S_ISCHR(st.st_mode)) << "/dev/null was replaced";
+  auto target = scratch("target"), link = scratch("link");
+  files::write_atomic(target, "old", "test");
+  fs::create_symlink(target, link);
+  files::write_atomic(link, "new", "test");
+  EXPECT_TRUE(fs::is_symlink(link));
+  EXPECT_EQ(slurp(target), "new");
+}

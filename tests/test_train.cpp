@@ -101,9 +101,11 @@ TEST_P(LongRun, MemoryIsFlatAfterTheSecondEpoch) {
   ASSERT_EQ(marks.size(), size_t(cfg.epochs));
   const Mark& base = marks[1];
   for (size_t e = 2; e < marks.size(); ++e) {
-    EXPECT_LE(std::abs(marks[e].rss - base.rss), 0.01 * base.rss)
+    // 1%, plus the batches the loader may hold at that moment.
+    double batches = 4.0 * double(cfg.batch) * (784 * 4 + 4);
+    EXPECT_LE(std::abs(marks[e].rss - base.rss), 0.01 * base.rss + batches)
         << "epoch " << e + 1 << ": RSS " << marks[e].rss << " vs " << base.rss << " after epoch 2";
-    double slack = GetParam() == "cpu" ? 4.0 * double(cfg.batch) * (784 * 4 + 4) : 0.0;
+    double slack = GetParam() == "cpu" ? batches : 0.0;
     EXPECT_LE(std::abs(double(marks[e].in_use) - double(base.in_use)), slack)
         << "epoch " << e + 1 << ": " << marks[e].in_use << " bytes in use vs " << base.in_use
         << " after epoch 2";

@@ -39,6 +39,10 @@ for result in "${results[@]}"; do
       fail=1
     fi
   done
+  if [[ $fired -ne $total ]]; then
+    echo "FAIL: $mode, $result: only $fired of $total injected faults fired (the run changed?)"
+    fail=1
+  fi
   echo "$mode, $result: $total calls swept, $fired faults fired, in ${#sites[@]} functions: ${!sites[*]}"
   unset sites
 done

@@ -72,10 +72,6 @@ class DeferredCopies {
   }
   // Drops copies nobody waited for (at teardown: their targets may be gone).
   void clear() { q_.clear(); }
-  // Drops the copies of work that never ran (serial and later).
-  void drop_from(uint64_t serial) {
-    while (!q_.empty() && q_.back().serial >= serial) q_.pop_back();
-  }
   bool empty() const { return q_.empty(); }
 
  private:

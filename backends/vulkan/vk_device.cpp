@@ -16,7 +16,6 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> in, Physical p, int index, 
   timeline_.on_retire([this](uint64_t done) { xfer_.retire_through(done); });
   timeline_.on_retire([this](uint64_t done) { alloc_.retire_through(done); });
   timeline_.on_retire([this](uint64_t) { rec_.check_status(); });
-  timeline_.on_drop([this](uint64_t serial) { xfer_.drop_host_copies_from(serial); });
   std::lock_guard lock(c_.in->mu);
   c_.in->counters.push_back(&counters_.validation_messages);
 }

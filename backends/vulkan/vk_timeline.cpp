@@ -104,16 +104,12 @@ uint64_t Timeline::flush() {
     r = vk.vkQueueSubmit(c_.queue, 1, &si, fence);
   }
   if (r != VK_SUCCESS) {
-    // Nothing of the batch ran: drop it, so that none of it runs later with
-    // a later batch (its buffers may belong to other tensors by then), and
-    // let the parts forget what they expected from it (host copies).
+    // The batch stays, to be submitted with the next one: everything in it
+    // (programs, uploads) was acknowledged to the runtime already, so
+    // dropping it would lose values silently. Downloads whose synchronize
+    // fails are cancelled through cancel_pending_downloads().
     free_fences_.push_back(fence);
-    for (VkCommandBuffer cb : batch_transfer_) free_cbs_.push_back(cb);
-    batch_.clear();
-    batch_transfer_.clear();
     batch_timings_.clear();
-    batch_has_program_ = false;
-    for (auto& hook : on_drop_) hook(next_serial_);
     c_.check(r, "submit", "vkQueueSubmit");
   }
   bump(c_.counters.queue_submits);

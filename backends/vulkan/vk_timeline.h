@@ -42,8 +42,6 @@ class Timeline {
 
   void on_complete(std::function<void(InFlight&)> f) { on_complete_ = std::move(f); }
   void on_retire(std::function<void(uint64_t done)> f) { on_retire_.push_back(std::move(f)); }
-  // Work recorded under `serial` was dropped (its submission failed).
-  void on_drop(std::function<void(uint64_t serial)> f) { on_drop_.push_back(std::move(f)); }
 
   // The serial the work being collected will run as, and the newest completed one.
   uint64_t next_serial() const { return next_serial_; }
@@ -86,7 +84,6 @@ class Timeline {
   Context& c_;
   std::function<void(InFlight&)> on_complete_;
   std::vector<std::function<void(uint64_t)>> on_retire_;
-  std::vector<std::function<void(uint64_t)>> on_drop_;
   uint64_t next_serial_ = 1, done_serial_ = 0;
   std::deque<InFlight> inflight_;
   std::vector<VkFence> free_fences_;

@@ -34,8 +34,6 @@ class Transfer {
   void retire_through(uint64_t done);
   // Drops downloads nobody waited for (at teardown: their targets may be gone).
   void drop_host_copies() { host_copies_.clear(); }
-  // A failed submission: its downloads never happened; their copies must not.
-  void drop_host_copies_from(uint64_t serial) { host_copies_.drop_from(serial); }
   void destroy();
 
  private:

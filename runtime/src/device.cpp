@@ -131,7 +131,14 @@ void BackendDevice::download(Buffer src, size_t offset, void* dst, size_t bytes)
            ") exceeds the source buffer of ", src.bytes, " bytes on ", str());
   maybe_fail(FaultOp::download);
   bump(counters_.bytes_downloaded, bytes);
-  download_impl(src, offset, dst, bytes);
+  try {
+    download_impl(src, offset, dst, bytes);
+  } catch (...) {
+    // Chunks queued before the failure must not write `dst` later: the
+    // caller sees the error and may free it.
+    cancel_pending_downloads();
+    throw;
+  }
 }
 
 void BackendDevice::copy(Buffer src, size_t so, Buffer dst, size_t dof, size_t bytes) {

@@ -66,6 +66,23 @@ std::optional<std::string> read_regular(const std::string& path, size_t max_byte
 }
 
 AtomicFile::AtomicFile(std::string path, const char* op) : path_(std::move(path)), op_(op) {
+  // Through a link, the file it names is replaced (the link stays).
+  std::error_code ec;
+  for (int hops = 0; hops < 8 && std::filesystem::is_symlink(path_, ec); ++hops) {
+    std::filesystem::path link(path_), target = std::filesystem::read_symlink(link, ec);
+    if (ec) break;
+    path_ = (target.is_absolute() ? target : link.parent_path() / target).string();
+  }
+  // Not a regular file (/dev/null, /dev/stdout, a FIFO): written in place,
+  // never replaced by a file of ours.
+  struct stat st {};
+  if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+    direct_ = true;
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    if (fd_ < 0)
+      throw Error(detail::cat("[", op_, "] cannot write '", path_, "': ", std::strerror(errno)));
+    return;
+  }
   static std::atomic<unsigned> counter{0};
   tmp_ = detail::cat(path_, ".tmp.", ::getpid(), ".", counter++);
   fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
@@ -76,13 +93,13 @@ AtomicFile::AtomicFile(std::string path, const char* op) : path_(std::move(path)
 
 AtomicFile::~AtomicFile() {
   if (fd_ >= 0) ::close(fd_);
-  if (!committed_) ::unlink(tmp_.c_str());
+  if (!committed_ && !direct_) ::unlink(tmp_.c_str());
 }
 
 void AtomicFile::fail(const char* what, int err) {
   if (fd_ >= 0) ::close(fd_);
   fd_ = -1;
-  ::unlink(tmp_.c_str());
+  if (!direct_) ::unlink(tmp_.c_str());
   committed_ = true;  // nothing left to remove
   throw Error(detail::cat("[", op_, "] cannot write '", path_, "': ", what, " failed: ",
                           std::strerror(err), " (the previous file, if any, is unchanged)"));
@@ -108,6 +125,12 @@ void AtomicFile::write(const void* data, size_t n) {
 void AtomicFile::commit() {
   SY_CHECK(fd_ >= 0 && !committed_, op_, "commit of '", path_, "' twice or after it failed");
   flush();
+  if (direct_) {
+    ::close(fd_);
+    fd_ = -1;
+    committed_ = true;
+    return;
+  }
   if (::fsync(fd_) != 0) fail("fsync", errno);
   int fd = fd_;
   fd_ = -1;

@@ -63,7 +63,10 @@ class Evaluation {
     for (auto& w : ctx_.pending_values) {
       // Only values someone still holds (a dropped gradient is not computed).
       NodePtr v = w.lock();
-      if (v && v.use_count() > 1 && v->pending()) collect(v.get());
+      if (v && v.use_count() > 1 && v->pending()) {
+        collect(v.get());
+        hold(std::move(v));
+      }
     }
     ctx_.pending_values.clear();
     order_nodes();
@@ -155,7 +158,10 @@ class Evaluation {
           // holder outlives the evaluation.
           NodePtr r = w.lock();
           if (!r || r.get() == u || r->mark == mark_ || !r->pending()) continue;
-          if (reads_version(*r, *target)) collect(r.get());
+          if (reads_version(*r, *target)) {
+            collect(r.get());
+            hold(std::move(r));
+          }
         }
       }
     }
@@ -252,9 +258,18 @@ class Evaluation {
   }
 
   // Owners: the graph's own inputs/deps plus outside holders (tensors,
-  // autograd, nodes that were not asked for). We hold no shared_ptr here.
-  static long ext_count(Node* n, int in_graph) {
-    return n->weak_from_this().use_count() - in_graph;
+  // autograd, nodes that were not asked for), less our own holds.
+  long ext_count(Node* n, int in_graph) const {
+    auto h = held_count_.find(n);
+    return n->weak_from_this().use_count() - in_graph - (h == held_count_.end() ? 0 : h->second);
+  }
+
+  // Nodes reached through weak references (queued gradients, old readers)
+  // are held for the evaluation: another thread may drop its last handle
+  // to them meanwhile.
+  void hold(NodePtr n) {
+    held_count_[n.get()]++;
+    held_.push_back(std::move(n));
   }
 
   std::string signature() {
@@ -447,6 +462,8 @@ class Evaluation {
 
   Context& ctx_;
   uint64_t mark_;
+  std::vector<NodePtr> held_;
+  std::unordered_map<const Node*, int> held_count_;
   std::vector<Node*> set_;
   std::vector<Node*> order_;
   std::vector<char> persist_;

@@ -24,6 +24,8 @@ std::optional<std::string> read_regular(const std::string& path, size_t max_byte
 // Until then `path` keeps its old content; destroying an uncommitted file
 // removes the temporary. Errors throw switchyard::Error naming `op`, `path`
 // and the system's reason (a full disk is "No space left on device").
+// Through a symbolic link the file it names is replaced; a path that is not
+// a regular file (/dev/null, /dev/stdout, a FIFO) is written in place.
 class AtomicFile {
  public:
   AtomicFile(std::string path, const char* op);
@@ -43,6 +45,7 @@ class AtomicFile {
   int fd_ = -1;
   std::string buf_;  // writes are batched into large write(2) calls
   bool committed_ = false;
+  bool direct_ = false;  // not a regular file: written in place
 };
 
 // Writes `data` to `path` atomically (an AtomicFile, committed).
