@@ -102,14 +102,9 @@ void Pipelines::save_cache() {
   std::memcpy(out.data() + 16, &h, 8);
   try {
     std::error_code ec;
-    // Through a link, the file it names is replaced (the link stays). Only a
-    // regular file or nothing is replaced: never a FIFO, a device or a
+    // Only a regular file or nothing is replaced (through a link, the file
+    // it names: write_atomic follows links): never a FIFO, a device or a
     // directory someone put there.
-    for (int hops = 0; hops < 8 && std::filesystem::is_symlink(path, ec); ++hops) {
-      std::filesystem::path link(path), target = std::filesystem::read_symlink(link, ec);
-      if (ec) return;
-      path = (target.is_absolute() ? target : link.parent_path() / target).string();
-    }
     auto kind = std::filesystem::status(path, ec).type();
     if (kind != std::filesystem::file_type::not_found &&
         kind != std::filesystem::file_type::regular)
