@@ -2,13 +2,10 @@
 // background thread that prepares the next batch while the current one trains.
 #include "switchyard/data.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
-#include <cerrno>
 #include <condition_variable>
 #include <cstring>
 #include <deque>
@@ -17,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "switchyard/backend/files.h"
 #include "switchyard/error.h"
 
 namespace switchyard::data {
@@ -87,26 +85,12 @@ constexpr uint64_t kMaxGzipRatio = 1100;
 class IdxReader {
  public:
   explicit IdxReader(const std::string& path) : path_(path) {
-    // O_NONBLOCK: opening a FIFO must not wait for a writer.
-    int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
-    if (fd < 0) {
-      int e = errno;
-      SY_CHECK(e != ENOENT, "read_idx", "file not found: ", path);
-      throw Error(detail::cat("[read_idx] cannot open ", path, ": ", std::strerror(e)));
-    }
-    struct stat st {};
-    if (::fstat(fd, &st) != 0 || !S_ISREG(st.st_mode)) {
-      ::close(fd);
-      throw Error(detail::cat("[read_idx] ", path, ": expected a regular file, found ",
-                              S_ISDIR(st.st_mode)                          ? "a directory"
-                              : S_ISFIFO(st.st_mode)                       ? "a FIFO"
-                              : S_ISCHR(st.st_mode) || S_ISBLK(st.st_mode) ? "a device"
-                                                                           : "something else"));
-    }
-    file_bytes_ = uint64_t(st.st_size);
-    f_ = gzdopen(fd, "rb");  // owns fd from here
+    files::RegularFile file = files::open_regular(path, "read_idx");
+    SY_CHECK(file.fd >= 0, "read_idx", "file not found: ", path);
+    file_bytes_ = file.bytes;
+    f_ = gzdopen(file.fd, "rb");  // owns fd from here
     if (!f_) {
-      ::close(fd);
+      ::close(file.fd);
       throw Error(detail::cat("[read_idx] cannot open ", path, ": out of memory in zlib"));
     }
   }

@@ -32,26 +32,39 @@ std::string dir_of(const std::string& path) {
 
 }  // namespace
 
-std::optional<std::string> read_regular(const std::string& path, size_t max_bytes, const char* op) {
+RegularFile open_regular(const std::string& path, const char* op) {
+  // O_NONBLOCK: opening a FIFO must not wait for a writer.
   int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
   if (fd < 0) {
-    if (errno == ENOENT) return std::nullopt;
+    if (errno == ENOENT) return {};
     throw Error(detail::cat("[", op, "] cannot open '", path, "': ", std::strerror(errno)));
   }
+  struct stat st {};
+  if (::fstat(fd, &st) != 0) {
+    int e = errno;
+    ::close(fd);
+    throw Error(detail::cat("[", op, "] cannot stat '", path, "': ", std::strerror(e)));
+  }
+  if (!S_ISREG(st.st_mode)) {
+    ::close(fd);
+    throw Error(detail::cat("[", op, "] '", path, "': expected a regular file, found ",
+                            kind_of(st.st_mode)));
+  }
+  return {fd, uint64_t(st.st_size)};
+}
+
+std::optional<std::string> read_regular(const std::string& path, size_t max_bytes, const char* op) {
+  RegularFile f = open_regular(path, op);
+  if (f.fd < 0) return std::nullopt;
+  const int fd = f.fd;
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }
   } closer{fd};
-  struct stat st {};
-  if (::fstat(fd, &st) != 0)
-    throw Error(detail::cat("[", op, "] cannot stat '", path, "': ", std::strerror(errno)));
-  if (!S_ISREG(st.st_mode))
-    throw Error(detail::cat("[", op, "] '", path, "': expected a regular file, found ",
-                            kind_of(st.st_mode)));
-  if (uint64_t(st.st_size) > max_bytes)
+  if (f.bytes > max_bytes)
     throw Error(detail::cat("[", op, "] '", path, "': expected at most ", max_bytes,
-                            " bytes, found a file of ", uint64_t(st.st_size)));
-  std::string out(size_t(st.st_size), '\0');
+                            " bytes, found a file of ", f.bytes));
+  std::string out(size_t(f.bytes), '\0');
   size_t got = 0;
   while (got < out.size()) {
     ssize_t r = ::read(fd, out.data() + got, out.size() - got);
@@ -134,20 +147,8 @@ void AtomicFile::commit() {
   if (::fsync(fd_) != 0) fail("fsync", errno);
   int fd = fd_;
   fd_ = -1;
-  if (::close(fd) != 0) {
-    int e = errno;
-    ::unlink(tmp_.c_str());
-    committed_ = true;
-    throw Error(detail::cat("[", op_, "] cannot write '", path_, "': close failed: ",
-                            std::strerror(e), " (the previous file, if any, is unchanged)"));
-  }
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0) {
-    int e = errno;
-    ::unlink(tmp_.c_str());
-    committed_ = true;
-    throw Error(detail::cat("[", op_, "] cannot write '", path_, "': rename failed: ",
-                            std::strerror(e), " (the previous file, if any, is unchanged)"));
-  }
+  if (::close(fd) != 0) fail("close", errno);
+  if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("rename", errno);
   committed_ = true;
   // The rename itself survives a power cut once the directory is synced.
   int dfd = ::open(dir_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);

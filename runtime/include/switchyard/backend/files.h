@@ -4,12 +4,23 @@
 // either the old file or the new one, never a torn one.
 #pragma once
 #include <cstddef>
+#include <cstdint>
 #include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
 
 namespace switchyard::files {
+
+// The regular file at `path`, opened read-only (close-on-exec), and its
+// size; fd -1 when there is no file there. What read_regular refuses (not a
+// regular file, an error) it refuses too, with the same messages. Opening
+// never blocks. The caller closes fd.
+struct RegularFile {
+  int fd = -1;
+  uint64_t bytes = 0;
+};
+RegularFile open_regular(const std::string& path, const char* op);
 
 // The whole content of the regular file at `path`, or nullopt when there is
 // no file there. Throws switchyard::Error (naming `op`) when the path is a
