@@ -12,7 +12,7 @@ build=${1:?usage: fuzz.sh BUILD_DIR [SECONDS] [TARGET...]}
 secs=${2:-30}
 shift $(($# >= 2 ? 2 : 1))
 targets=("$@")
-((${#targets[@]})) || targets=(fuzz_idx fuzz_device_name fuzz_cli)
+((${#targets[@]})) || targets=(fuzz_idx fuzz_device_name fuzz_cli fuzz_safetensors)
 findings=$PWD/fuzz-findings
 mkdir -p "$findings"
 scratch=$(mktemp -d)

@@ -6,6 +6,9 @@
 #                                         validation layers and Mesa's drivers
 #                                         (lavapipe runs Vulkan on the CPU)
 #   bash scripts/install-deps.sh --bench  also PyTorch, for bench/compare_pytorch.sh
+#   bash scripts/install-deps.sh --torch  also PyTorch (python3-torch), for the
+#                                         safetensors interop tests (TorchInterop.*),
+#                                         which skip without it
 set -euo pipefail
 
 pkgs=(cmake g++ make pkg-config libgtest-dev libopenblas-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
@@ -13,6 +16,8 @@ pkgs=(cmake g++ make pkg-config libgtest-dev libopenblas-dev zlib1g-dev libcli11
       libvulkan1 libvulkan-dev glslc spirv-tools vulkan-validationlayers mesa-vulkan-drivers)
 if [[ "${1:-}" == "--bench" ]]; then
   pkgs+=(python3-numpy python3-torch libopenblas0-pthread)
+elif [[ "${1:-}" == "--torch" ]]; then
+  pkgs+=(python3-numpy python3-torch)
 fi
 
 missing=()

@@ -21,7 +21,7 @@ ctest --test-dir build -j2 --output-on-failure
 step "Release build and ctest done"
 [[ $mode == --quick ]] && exit 0
 
-SAN_SUITES=(test_data test_errors test_scheduler test_threads test_files test_autograd test_device
+SAN_SUITES=(test_data test_errors test_scheduler test_threads test_files test_serialize test_autograd test_device
             test_faults test_ops test_grad test_gpu test_vulkan)
 run_suites() {  # run_suites BUILD_DIR: each suite binary whole (one process each)
   for s in "${SAN_SUITES[@]}"; do
@@ -42,7 +42,7 @@ fi
 CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DSWITCHYARD_SANITIZE=address,undefined \
   -DSWITCHYARD_FUZZ=ON -DSWITCHYARD_CUDA=OFF
-cmake --build build-asan -j2 --target "${SAN_SUITES[@]}" fuzz_idx fuzz_device_name fuzz_cli
+cmake --build build-asan -j2 --target "${SAN_SUITES[@]}" fuzz_idx fuzz_device_name fuzz_cli fuzz_safetensors
 step "ASan+UBSan build"
 # The Vulkan loader unloads the driver and the layer at exit, before
 # LeakSanitizer looks: preloaded, they stay mapped, so their leaks are named

@@ -202,6 +202,66 @@ TEST(Scheduler, StepsWithoutReadsStayBounded) {
   EXPECT_TRUE(sy::detail::context_of(d).pending_updates.empty());
 }
 
+TEST(Scheduler, BackwardWithoutReadsHoldsBoundedMemory) {
+  // Gradient accumulation: backward() again and again with no read and no
+  // step. Each backward adds to .grad lazily; once the pending graph passes
+  // Context::kFlushOps the queued gradients run, so memory stops growing.
+  sy::BackendDevice& d = sy::backend_of(sy::cpu());
+  Step s = make_step(d, true);
+  s.opt->zero_grad();
+  sy::cross_entropy((*s.model)(s.x), s.y).backward();
+  std::vector<std::vector<float>> one;
+  for (auto& p : s.model->parameters()) one.push_back(p.grad().to_vector<float>());
+  s.opt->zero_grad();
+  const int n = 900;
+  size_t peak_middle = 0, peak_last = 0;
+  for (int i = 0; i < n; ++i) {
+    sy::cross_entropy((*s.model)(s.x), s.y).backward();
+    if (i >= n / 3) {
+      size_t& peak = i < 2 * n / 3 ? peak_middle : peak_last;
+      peak = std::max(peak, size_t(d.counters().bytes_in_use));
+    }
+  }
+  // The first flushes allocate the gradients (and the buffers their sums
+  // alternate between); after that, device memory's peak stays put.
+  EXPECT_LE(peak_last, peak_middle);
+  // The pending graph itself (host memory) is bounded too: before, all 600
+  // calls' graphs waited for the first read.
+  EXPECT_LT(sy::detail::context_of(d).ops_since_eval, 2 * sy::detail::Context::kFlushOps);
+  EXPECT_LT(sy::detail::context_of(d).pending_values.size(), 1000u);
+  auto params = s.model->parameters();
+  for (size_t j = 0; j < params.size(); ++j) {
+    auto g = params[j].grad().to_vector<float>();
+    for (size_t i = 0; i < g.size(); ++i)
+      ASSERT_NEAR(g[i], n * one[j][i], 1e-3f * (1.f + std::abs(n * one[j][i])))
+          << "parameter " << j << ", element " << i;
+  }
+}
+
+TEST(Scheduler, AGraphThatIsNeverEvaluatedIsCappedWithAClearError) {
+  auto& c = sy::detail::context_of(sy::cpu());
+  sy::synchronize(sy::cpu());
+  const size_t saved = c.max_pending_ops;
+  c.max_pending_ops = 1000;
+  Tensor t = sy::ones({4});
+  int made = 0;
+  try {
+    for (; made < 5000; ++made) t = t + 1.f;
+    ADD_FAILURE() << "5000 unevaluated ops were accepted with a limit of 1000";
+  } catch (const sy::Error& e) {
+    std::string m = e.what();
+    EXPECT_NE(m.find("expected at most 1000 operations recorded on cpu"), std::string::npos) << m;
+    EXPECT_NE(m.find("synchronize()"), std::string::npos) << m;
+  }
+  EXPECT_GE(made, 990);  // the factory's fill and what ran before count too
+  EXPECT_LE(made, 1000);
+  // Nothing is lost: reading the value runs what was recorded, and the
+  // device accepts new work.
+  EXPECT_FLOAT_EQ(t.to_vector<float>()[0], float(made + 1));
+  EXPECT_FLOAT_EQ((t + 1.f).to_vector<float>()[0], float(made + 2));
+  c.max_pending_ops = saved;
+}
+
 TEST(Scheduler, BackwardThroughValuesAnUpdateOverwroteFailsAtOnceAndNothingIsStuck) {
   Tensor w = sy::from_vector(std::vector<float>{1, 2}, {2}).requires_grad_();
   sy::optim::SGD opt({w}, 0.1f);

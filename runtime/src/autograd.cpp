@@ -24,8 +24,9 @@ bool Tensor::requires_grad() const { return defined() && impl_->requires_grad; }
 bool Tensor::is_leaf() const { return defined() && impl_->grad_fn == nullptr; }
 
 Tensor Tensor::grad() const {
-  if (!defined() || !impl_->grad) return Tensor();
-  return Tensor(impl_->grad);
+  if (!defined()) return Tensor();
+  std::lock_guard<std::mutex> g(impl_->grad_mu);
+  return impl_->grad ? Tensor(impl_->grad) : Tensor();
 }
 
 void Tensor::set_grad(const Tensor& g) {
@@ -33,11 +34,15 @@ void Tensor::set_grad(const Tensor& g) {
   if (g.defined())
     SY_CHECK(g.shape() == shape(), "set_grad", "expected a gradient of shape ", shape_str(shape()),
              ", found ", shape_str(g.shape()));
+  std::lock_guard<std::mutex> lock(impl_->grad_mu);
   impl_->grad = g.defined() ? g.impl_ptr() : nullptr;
 }
 
 void Tensor::zero_grad() {
-  if (defined()) impl_->grad.reset();
+  if (!defined()) return;
+  std::shared_ptr<TensorImpl> old;  // freed outside the lock
+  std::lock_guard<std::mutex> lock(impl_->grad_mu);
+  old.swap(impl_->grad);
 }
 
 void Tensor::backward(const Tensor& grad, bool retain_graph) const {
@@ -91,10 +96,10 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
     if (!t->grad_fn) {
       if (t->requires_grad) {
         // A fresh impl: the gradient never aliases another tensor's handle.
+        // Under grad_mu: threads sharing a parameter add to its gradient.
+        std::lock_guard<std::mutex> g(t->grad_mu);
         t->grad = (t->grad ? add(Tensor(t->grad), gt) : gt.detach()).impl_ptr();
-        const NodePtr& n = t->grad->node;
-        GraphLock lock(n->ctx->mu);
-        if (n->pending()) n->ctx->pending_values.push_back(n);
+        queue_value(t->grad->node());
       }
       continue;
     }

@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -51,6 +52,28 @@ RegularFile open_regular(const std::string& path, const char* op) {
                             kind_of(st.st_mode)));
   }
   return {fd, uint64_t(st.st_size)};
+}
+
+MappedFile::MappedFile(const std::string& path, const char* op) {
+  RegularFile f = open_regular(path, op);
+  if (f.fd < 0)
+    throw Error(detail::cat("[", op, "] cannot open '", path, "': ", std::strerror(ENOENT)));
+  size_ = f.bytes;
+  if (size_ > 0) {
+    void* p = ::mmap(nullptr, size_t(size_), PROT_READ, MAP_PRIVATE, f.fd, 0);
+    int e = errno;
+    ::close(f.fd);
+    if (p == MAP_FAILED)
+      throw Error(detail::cat("[", op, "] cannot map '", path, "' (", size_,
+                              " bytes): ", std::strerror(e)));
+    data_ = static_cast<const unsigned char*>(p);
+  } else {
+    ::close(f.fd);
+  }
+}
+
+MappedFile::~MappedFile() {
+  if (data_) ::munmap(const_cast<unsigned char*>(data_), size_t(size_));
 }
 
 std::optional<std::string> read_regular(const std::string& path, size_t max_bytes, const char* op) {
@@ -133,6 +156,20 @@ void AtomicFile::write(const void* data, size_t n) {
   SY_CHECK(fd_ >= 0 && !committed_, op_, "write to '", path_, "' after it was committed or failed");
   buf_.append(static_cast<const char*>(data), n);
   if (buf_.size() >= (size_t(1) << 20)) flush();
+}
+
+void AtomicFile::write_at(uint64_t offset, const void* data, size_t n) {
+  SY_CHECK(fd_ >= 0 && !committed_ && !direct_, op_, "patch of '", path_,
+           "' after it was committed, or written in place");
+  flush();
+  size_t done = 0;
+  while (done < n) {
+    ssize_t r =
+        ::pwrite(fd_, static_cast<const char*>(data) + done, n - done, off_t(offset + done));
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) fail("write", r < 0 ? errno : ENOSPC);
+    done += size_t(r);
+  }
 }
 
 void AtomicFile::commit() {

@@ -1,6 +1,7 @@
 // Internal: graph nodes, storages, per-device runtime state, tensor impls.
 // Nothing here is part of the public API.
 #pragma once
+#include <atomic>
 #include <functional>
 #include <memory>
 #include <mutex>
@@ -119,6 +120,14 @@ struct Context : std::enable_shared_from_this<Context> {
   // run with the next evaluation on the device, like work queued on a stream.
   std::vector<std::weak_ptr<Node>> pending_values;
   uint64_t next_program_id = 1;
+  // Op nodes made since the last evaluation. Gradients queued by backward()
+  // are evaluated once kFlushOps have piled up (so backward() in a loop with
+  // no read, as in gradient accumulation, holds bounded memory); past
+  // max_pending_ops, making another node is an error (a graph that nothing
+  // ever reads grows without bound). Tests lower the limit.
+  static constexpr size_t kFlushOps = 4096;
+  size_t ops_since_eval = 0;
+  size_t max_pending_ops = size_t(1) << 22;
   // Guards the graph state of this device: the lists above, the plans, and
   // the mutable fields of its nodes and storages (kind, inputs, deps,
   // versions, readers). Every node made on the device and every evaluation
@@ -139,15 +148,38 @@ struct GradFn {
   std::function<std::vector<Tensor>(const Tensor& grad_out)> backward;
 };
 
+// A tensor handle's shared state. Threads may share tensors (a model's
+// parameters, for Hogwild-style training or inference from several threads):
+// the node is swapped under a lock (an in-place update gives the tensor a new
+// node), the gradient is guarded by grad_mu, and shape and dtype never change,
+// so shape() can hand out a reference.
 struct TensorImpl {
-  TensorImpl() = default;
+  explicit TensorImpl(NodePtr n) : shape(n->shape), dtype(n->dtype), node_(std::move(n)) {}
   ~TensorImpl();  // iterative, like ~Node, for long autograd chains
   TensorImpl(const TensorImpl&) = delete;
   TensorImpl& operator=(const TensorImpl&) = delete;
-  NodePtr node;
-  bool requires_grad = false;
+  const Shape shape;
+  const DType dtype;
+  NodePtr node() const {
+    std::lock_guard<std::mutex> lock(node_mu_);
+    return node_;
+  }
+  void set_node(NodePtr n) {
+    std::lock_guard<std::mutex> lock(node_mu_);
+    node_.swap(n);  // the old node is released outside the lock
+  }
+  std::atomic<bool> requires_grad{false};
+  std::mutex grad_mu;  // guards grad
   std::shared_ptr<TensorImpl> grad;
+  // Set once when an op makes the tensor; replaced by a "freed" marker by
+  // the backward() that consumed it (only the thread that owns that graph).
   std::shared_ptr<GradFn> grad_fn;
+
+ private:
+  // A mutex, not std::atomic<shared_ptr>: libstdc++ 12's version hides its
+  // lock from ThreadSanitizer. Held only to copy or swap the pointer.
+  mutable std::mutex node_mu_;
+  NodePtr node_;
 };
 
 // Helpers shared by the runtime's .cpp files.
@@ -168,11 +200,25 @@ std::shared_ptr<Storage> new_storage(Context& c, size_t bytes);
 // read) with extra read-only `reads`. Argument order: targets then reads.
 void update_inplace(const std::vector<Tensor*>& targets, const std::vector<Tensor>& reads,
                     const KernelParams& p);
+// Queue a value computed by backward() to run with the device's next
+// evaluation (now, when the pending graph has grown past kFlushOps).
+void queue_value(const NodePtr& n);
 // Run the pending graph of `roots` (all on one device) in one submission.
 void evaluate(Context& c, const std::vector<Node*>& roots);
+// Reads t's bytes (numel * dtype size) into dst, evaluating it if needed.
+void copy_to_host(const Tensor& t, void* dst);
+// A copy of t's value on d in storage of its own (to() returns t itself on
+// its own device), with no autograd history.
+Tensor copy_to(const Tensor& t, Device& d);
 // A materialized (leaf) node for t, evaluating it if needed.
-Node& materialize(const Tensor& t);
-const NodePtr& node_of(const Tensor& t);
+NodePtr materialize(const Tensor& t);
+// The tensor's current node. Another thread may give the tensor a new node
+// (an optimizer step on a shared parameter) at any time: code that builds on
+// the node reads it while holding lock_graph(t), so that no in-place update
+// runs between the read and the new node's check of its inputs.
+NodePtr node_of(const Tensor& t);
+// Holds the graph lock of t's device.
+std::unique_lock<std::recursive_mutex> lock_graph(const Tensor& t);
 // Throws when a leaf input was overwritten by an executed in-place update.
 void check_fresh(const char* op, const Node& in);
 

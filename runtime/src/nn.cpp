@@ -2,11 +2,14 @@
 #include "switchyard/nn.h"
 
 #include <cmath>
+#include <unordered_map>
 #include <unordered_set>
 
+#include "graph.h"
 #include "switchyard/error.h"
 
 namespace switchyard::nn {
+using detail::cat;
 
 Tensor& Module::register_parameter(std::string name, Tensor t) {
   SY_CHECK(t.defined(), "register_parameter", "expected a defined tensor for '", name, "'");
@@ -56,12 +59,118 @@ void Module::train(bool on) {
   for (auto& [n, c] : children_) c->train(on);
 }
 
+// ---- state_dict -------------------------------------------------------------
+
+NamedTensors Module::state_dict() const { return named_parameters(); }
+
+namespace {
+
+// What a state source offers for one name.
+struct Offered {
+  Shape shape;
+  DType dtype;
+};
+
+// Checks a source's names, shapes and dtypes against `m`'s parameters, then
+// (only when every check passed) sets each parameter to fetch(name, device).
+LoadResult load_into(const Module& m, const std::vector<std::pair<std::string, Offered>>& offered,
+                     const std::function<Tensor(const std::string&, Device&)>& fetch, bool strict,
+                     const std::string& source) {
+  const char* op = "load_state_dict";
+  auto params = m.named_parameters();
+  std::unordered_map<std::string, const Offered*> by_name;
+  for (auto& [n, o] : offered) by_name.emplace(n, &o);
+  LoadResult r;
+  std::vector<std::string> wrong;
+  std::unordered_set<std::string> known;
+  for (auto& [name, p] : params) {
+    known.insert(name);
+    auto it = by_name.find(name);
+    if (it == by_name.end()) {
+      r.missing.push_back(name);
+      continue;
+    }
+    const Offered& o = *it->second;
+    if (o.shape != p.shape() || o.dtype != p.dtype())
+      wrong.push_back(cat("'", name, "': expected shape ", shape_str(p.shape()), " ",
+                          dtype_name(p.dtype()), ", found ", shape_str(o.shape), " ",
+                          dtype_name(o.dtype)));
+  }
+  for (auto& [n, o] : offered)
+    if (!known.count(n)) r.unexpected.push_back(n);
+  auto list = [](const std::vector<std::string>& v) {
+    std::string s;
+    for (auto& x : v) s += (s.empty() ? "'" : ", '") + x + "'";
+    return s;
+  };
+  std::string problems;
+  if (!wrong.empty()) {
+    problems += cat(wrong.size(), " with the wrong shape or dtype: ");
+    for (size_t i = 0; i < wrong.size(); ++i) problems += (i ? "; " : "") + wrong[i];
+  }
+  if (strict && !r.missing.empty())
+    problems += cat(problems.empty() ? "" : "; ", r.missing.size(), " missing: ", list(r.missing));
+  if (strict && !r.unexpected.empty())
+    problems +=
+        cat(problems.empty() ? "" : "; ", r.unexpected.size(), " unexpected: ", list(r.unexpected));
+  if (!problems.empty())
+    throw Error(
+        cat("[", op, "] ", source, " does not match the model's ", params.size(), " parameters (",
+            problems, ")",
+            strict && wrong.empty() ? "; pass strict=false to load the names that match" : ""));
+  // Read everything before changing anything: a failed read leaves the
+  // model as it was.
+  NoGradGuard no_grad;
+  std::vector<std::pair<Tensor, Tensor>> sets;
+  for (auto& [name, p] : params)
+    if (by_name.count(name)) sets.emplace_back(p, fetch(name, p.device()));
+  for (auto& [p, v] : sets) {
+    Tensor target = p;  // shares the impl: keeps the parameter's identity
+    target.set_data(v);
+  }
+  return r;
+}
+
+}  // namespace
+
+LoadResult Module::load_state_dict(const NamedTensors& state, bool strict) {
+  std::vector<std::pair<std::string, Offered>> offered;
+  std::unordered_map<std::string, Tensor> values;
+  for (auto& [n, t] : state) {
+    SY_CHECK(t.defined(), "load_state_dict", "expected a defined tensor for '", n, "'");
+    SY_CHECK(values.emplace(n, t).second, "load_state_dict", "expected unique names, found '", n,
+             "' twice");
+    offered.push_back({n, {t.shape(), t.dtype()}});
+  }
+  // A fresh copy on the parameter's device: sharing storage with the
+  // source would let one model's optimizer write into the other.
+  auto fetch = [&](const std::string& name, Device& d) {
+    return detail::copy_to(values.at(name), d);
+  };
+  return load_into(*this, offered, fetch, strict, "the state_dict");
+}
+
+LoadResult Module::load_state_dict(const SafetensorsFile& file, bool strict) {
+  std::vector<std::pair<std::string, Offered>> offered;
+  for (auto& e : file.entries()) offered.push_back({e.name, {e.shape, file.dtype_of(e)}});
+  auto fetch = [&](const std::string& name, Device& d) { return file.tensor(name, d); };
+  return load_into(*this, offered, fetch, strict, cat("'", file.path(), "'"));
+}
+
+// ---- layers -----------------------------------------------------------------
+
 Linear::Linear(int64_t in, int64_t out, bool bias, Device& d) {
   SY_CHECK(in > 0 && out > 0, "Linear", "expected positive in/out features, found in=", in,
            " out=", out);
   float bound = 1.f / std::sqrt(float(in));
   weight_ = &register_parameter("weight", uniform({out, in}, -bound, bound, d));
   if (bias) bias_ = &register_parameter("bias", uniform({out}, -bound, bound, d));
+}
+
+std::optional<ModuleSpec> Linear::spec() const {
+  return ModuleSpec("Linear", {{"in_features", weight_->size(1)},
+                               {"out_features", weight_->size(0)},
+                               {"bias", bias_ ? 1 : 0}});
 }
 
 Tensor Linear::forward(const Tensor& x) {

@@ -46,6 +46,8 @@ Tensor with_grad(Tensor out, const char* name, std::initializer_list<Tensor> inp
 
 Tensor node(std::initializer_list<Tensor> in, Shape shape, DType t, const KernelParams& p) {
   std::vector<NodePtr> inputs;
+  std::unique_lock<std::recursive_mutex> lock;
+  if (in.size()) lock = lock_graph(*in.begin());  // no update runs between read and use
   for (auto& x : in) inputs.push_back(node_of(x));
   return wrap(make_node(std::move(inputs), std::move(shape), t, p));
 }

@@ -1,6 +1,7 @@
 // Optimizers: one fused in-place update kernel per parameter per step.
 #include "switchyard/optim.h"
 
+#include <algorithm>
 #include <unordered_set>
 
 #include "graph.h"
@@ -23,10 +24,16 @@ Optimizer::Optimizer(std::vector<Tensor> params) {
 }
 
 void Optimizer::zero_grad() {
+  std::lock_guard<std::mutex> lock(mu_);
   for (auto& p : params_) p.zero_grad();
 }
 
 void Optimizer::sync_state_devices() {
+  std::lock_guard<std::mutex> lock(mu_);
+  sync_state_devices_locked();
+}
+
+void Optimizer::sync_state_devices_locked() {
   NoGradGuard no_grad;
   for (size_t i = 0; i < params_.size(); ++i)
     for (Tensor* s : state(i))
@@ -35,17 +42,18 @@ void Optimizer::sync_state_devices() {
 }
 
 void Optimizer::step() {
+  std::lock_guard<std::mutex> lock(mu_);
   NoGradGuard no_grad;
-  sync_state_devices();
+  sync_state_devices_locked();
   // When nothing read values back since this optimizer's last step, run that
   // step now so the pending graph (and the memory it holds) stays bounded.
   // Other optimizers' fresh updates are left alone (no extra submission).
   std::unordered_set<Context*> ctxs;
   for (auto& p : params_) {
-    Node& n = *node_of(p);
-    GraphLock lock(n.ctx->mu);  // another thread's evaluation may run these
-    for (auto& d : n.deps)
-      if (d->pending()) ctxs.insert(n.ctx);
+    auto graph = lock_graph(p);  // another thread's evaluation may run these
+    NodePtr n = node_of(p);
+    for (auto& d : n->deps)
+      if (d->pending()) ctxs.insert(n->ctx);
   }
   for (Context* c : ctxs) evaluate(*c, {});
   // Check every gradient before queuing any update: all or nothing.
@@ -66,6 +74,76 @@ void Optimizer::step() {
   ++steps_;
 }
 
+NamedTensors Optimizer::state_dict() const {
+  std::lock_guard<std::mutex> lock(mu_);
+  auto& self = const_cast<Optimizer&>(*this);  // state() hands out pointers
+  NamedTensors out;
+  const auto names = state_names();
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto st = self.state(i);
+    for (size_t k = 0; k < st.size(); ++k)
+      if (st[k]->defined()) out.emplace_back(cat("state.", i, ".", names[k]), *st[k]);
+  }
+  return out;
+}
+
+void Optimizer::load_state_dict(const NamedTensors& saved, int64_t steps) {
+  const char* op = "optimizer.load_state_dict";
+  std::lock_guard<std::mutex> lock(mu_);
+  SY_CHECK(steps >= 0, op, "expected steps >= 0, found ", steps);
+  const auto names = state_names();
+  // (parameter, buffer) -> value, every name and shape checked first.
+  std::vector<std::vector<Tensor>> values(params_.size(), std::vector<Tensor>(names.size()));
+  std::string problems;
+  for (auto& [name, t] : saved) {
+    size_t i = 0, k = names.size();
+    bool parsed = false;
+    if (name.rfind("state.", 0) == 0) {
+      size_t dot = name.find('.', 6);
+      std::string idx = name.substr(6, dot == std::string::npos ? 0 : dot - 6);
+      if (!idx.empty() && idx.size() < 10 &&
+          idx.find_first_not_of("0123456789") == std::string::npos) {
+        i = size_t(std::stoul(idx));
+        auto it = std::find(names.begin(), names.end(), name.substr(dot + 1));
+        k = size_t(it - names.begin());
+        parsed = i < params_.size() && k < names.size();
+      }
+    }
+    if (!parsed) {
+      problems += cat(problems.empty() ? "" : "; ", "unexpected '", name, "'");
+      continue;
+    }
+    const Shape want = state_shape(i, k);
+    if (!t.defined() || t.shape() != want || t.dtype() != DType::f32) {
+      problems += cat(problems.empty() ? "" : "; ", "'", name, "': expected shape ",
+                      shape_str(want), " f32, found ",
+                      t.defined() ? shape_str(t.shape()) + " " + dtype_name(t.dtype())
+                                  : std::string("undefined"));
+      continue;
+    }
+    values[i][k] = t;
+  }
+  for (size_t i = 0; i < params_.size(); ++i) {
+    size_t have = 0;
+    for (auto& v : values[i]) have += v.defined();
+    if (have != 0 && have != names.size())
+      problems += cat(problems.empty() ? "" : "; ", "parameter ", i, " has ", have, " of its ",
+                      names.size(), " state buffers");
+  }
+  SY_CHECK(problems.empty(), op, "expected the state of this optimizer's ", params_.size(),
+           " parameters, found: ", problems);
+  // Fresh copies on each parameter's device, made before anything changes.
+  NoGradGuard no_grad;
+  for (size_t i = 0; i < params_.size(); ++i)
+    for (auto& v : values[i])
+      if (v.defined()) v = copy_to(v, params_[i].device());
+  for (size_t i = 0; i < params_.size(); ++i) {
+    auto st = state(i);
+    for (size_t k = 0; k < st.size(); ++k) *st[k] = values[i][k];
+  }
+  steps_ = steps;
+}
+
 SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params)), o_(o) {
   SY_CHECK(o.lr >= 0 && o.momentum >= 0 && o.weight_decay >= 0, "SGD",
            "expected non-negative lr, momentum and weight_decay, found lr=", o.lr,
@@ -74,7 +152,6 @@ SGD::SGD(std::vector<Tensor> params, SGDOptions o) : Optimizer(std::move(params)
            "Nesterov momentum expects momentum > 0 and dampening = 0");
   lr_ = o.lr;
   momentum_.resize(params_.size());
-  started_.resize(params_.size(), false);
 }
 
 std::vector<Tensor*> SGD::state(size_t i) { return {&momentum_[i]}; }
@@ -85,16 +162,16 @@ void SGD::update(size_t i, Tensor& p, const Tensor& g) {
                    SgdParams{.n = p.numel(), .lr = lr_, .weight_decay = o_.weight_decay});
     return;
   }
-  if (!momentum_[i].defined()) momentum_[i] = zeros(p.shape(), p.device());
+  const bool first = !momentum_[i].defined();
+  if (first) momentum_[i] = zeros(p.shape(), p.device());
   SgdMomentumParams k{.n = p.numel(),
                       .nesterov = o_.nesterov,
-                      .first_step = !started_[i],
+                      .first_step = first,
                       .lr = lr_,
                       .momentum = o_.momentum,
                       .dampening = o_.dampening,
                       .weight_decay = o_.weight_decay};
   update_inplace({&p, &momentum_[i]}, {g}, k);
-  started_[i] = true;
 }
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(params)), o_(o) {

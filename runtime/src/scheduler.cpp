@@ -472,8 +472,17 @@ class Evaluation {
 
 }  // namespace
 
+void queue_value(const NodePtr& n) {
+  if (!n->pending()) return;
+  Context& c = *n->ctx;
+  GraphLock lock(c.mu);
+  c.pending_values.push_back(n);
+  if (c.ops_since_eval >= Context::kFlushOps) evaluate(c, {});
+}
+
 void evaluate(Context& c, const std::vector<Node*>& roots) {
   GraphLock lock(c.mu);
+  c.ops_since_eval = 0;
   Evaluation e(c);
   try {
     profile::Span span(profile::Track::planning, "collect graph", c.device.get());

@@ -15,11 +15,7 @@
 namespace switchyard {
 namespace detail {
 
-Tensor wrap(NodePtr n) {
-  auto impl = std::make_shared<TensorImpl>();
-  impl->node = std::move(n);
-  return Tensor(std::move(impl));
-}
+Tensor wrap(NodePtr n) { return Tensor(std::make_shared<TensorImpl>(std::move(n))); }
 
 std::shared_ptr<Storage> new_storage(Context& c, size_t bytes) {
   return std::make_shared<Storage>(c.shared_from_this(), c.pool.acquire(bytes ? bytes : 1), bytes);
@@ -67,7 +63,8 @@ void check_fresh(const char* op, const Node& in) {
                   "after it was used: expected version ",
                   in.version, ", found ", s.version,
                   ". Evaluate values that need the old parameters (item(), to_vector(), eval(), "
-                  "backward()) before optimizer.step() overwrites them."));
+                  "backward()) before optimizer.step() overwrites them; threads that train "
+                  "one model must take turns for whole steps (forward, backward, step)."));
 }
 
 int64_t check_shape(const char* op, const Shape& s, DType t) {
@@ -126,6 +123,12 @@ NodePtr make_node(std::vector<NodePtr> inputs, Shape shape, DType t, const Kerne
   }
   check_supported(*n->ctx, k);
   GraphLock lock(n->ctx->mu);
+  Context& c = *n->ctx;
+  SY_CHECK(c.ops_since_eval < c.max_pending_ops, kernel_name(k), "expected at most ",
+           c.max_pending_ops, " operations recorded on ", c.device->str(),
+           " between evaluations, found that many with nothing evaluated; read a value (item(), "
+           "to_vector()), or call eval() or synchronize() to run them");
+  ++c.ops_since_eval;
   n->dtype = t;
   n->shape = std::move(shape);
   n->params = p;
@@ -185,16 +188,24 @@ NodePtr make_view(const NodePtr& base, size_t offset, Shape shape) {
   return n;
 }
 
-const NodePtr& node_of(const Tensor& t) {
+NodePtr node_of(const Tensor& t) {
   SY_CHECK(t.defined(), "tensor", "expected a defined tensor, found an undefined one");
-  return t.impl()->node;
+  return t.impl()->node();
 }
 
-Node& materialize(const Tensor& t) {
-  Node& n = *node_of(t);
-  GraphLock lock(n.ctx->mu);
-  if (n.pending() || !n.deps.empty()) evaluate(*n.ctx, {&n});
-  SY_CHECK(n.kind == NodeKind::leaf && n.storage, "tensor",
+std::unique_lock<std::recursive_mutex> lock_graph(const Tensor& t) {
+  for (;;) {
+    Context* c = node_of(t)->ctx;
+    std::unique_lock<std::recursive_mutex> lock(c->mu);
+    if (node_of(t)->ctx == c) return lock;  // set_data moved it meanwhile: retry
+  }
+}
+
+NodePtr materialize(const Tensor& t) {
+  auto lock = lock_graph(t);
+  NodePtr n = node_of(t);
+  if (n->pending() || !n->deps.empty()) evaluate(*n->ctx, {n.get()});
+  SY_CHECK(n->kind == NodeKind::leaf && n->storage, "tensor",
            "evaluation left a value unmaterialized (internal error)");
   return n;
 }
@@ -203,7 +214,7 @@ void update_inplace(const std::vector<Tensor*>& targets, const std::vector<Tenso
                     const KernelParams& p) {
   const Kernel k = p.kernel();
   SY_CHECK(!targets.empty(), kernel_name(k), "expected a tensor to update, found none");
-  GraphLock lock(node_of(*targets.front())->ctx->mu);
+  auto lock = lock_graph(*targets.front());
   auto u = std::make_shared<Node>();
   u->kind = NodeKind::update;
   u->params = p;
@@ -233,11 +244,11 @@ void update_inplace(const std::vector<Tensor*>& targets, const std::vector<Tenso
              "expected all tensors to be on the same device, found ", in->ctx->device->str(),
              " and ", u->ctx->device->str());
   for (Tensor* t : targets) {
-    const NodePtr& old = node_of(*t);
+    const NodePtr old = node_of(*t);
     auto post = make_leaf(*old->ctx, old->storage, old->offset, old->shape, old->dtype);
     post->version = old->version + 1;
     post->deps = {u};
-    t->impl()->node = post;
+    t->impl()->set_node(std::move(post));
   }
   u->ctx->pending_updates.push_back(std::move(u));
 }
@@ -248,8 +259,14 @@ using namespace detail;
 
 Device& Options::device() const { return device_ ? *device_ : cpu(); }
 
-const Shape& Tensor::shape() const { return node_of(*this)->shape; }
-DType Tensor::dtype() const { return node_of(*this)->dtype; }
+const Shape& Tensor::shape() const {
+  SY_CHECK(defined(), "tensor", "expected a defined tensor, found an undefined one");
+  return impl_->shape;
+}
+DType Tensor::dtype() const {
+  SY_CHECK(defined(), "tensor", "expected a defined tensor, found an undefined one");
+  return impl_->dtype;
+}
 Device& Tensor::device() const { return *node_of(*this)->ctx->device; }
 
 int64_t Tensor::size(int64_t d) const {
@@ -303,6 +320,13 @@ Tensor random(const Shape& s, float a, float b, const Options& o, const char* op
 void manual_seed(uint64_t seed) {
   g_seed = seed;
   g_offset = 0;
+}
+
+RandomState random_state() { return {g_seed.load(), g_offset.load()}; }
+
+void set_random_state(const RandomState& s) {
+  g_seed = s.seed;
+  g_offset = s.offset;
 }
 
 Tensor full(Shape s, float value, Options o) {
@@ -375,9 +399,11 @@ Tensor from_vector(const std::vector<int64_t>& v, Shape s, Options o) {
 // ---- evaluation and transfers ----------------------------------------------
 
 void eval(const std::vector<Tensor>& ts) {
+  std::vector<NodePtr> held;  // another thread may replace a tensor's node meanwhile
   std::vector<std::pair<Context*, std::vector<Node*>>> groups;
   for (const Tensor& t : ts) {
-    Node* n = node_of(t).get();
+    held.push_back(node_of(t));
+    Node* n = held.back().get();
     auto it =
         std::find_if(groups.begin(), groups.end(), [&](auto& g) { return g.first == n->ctx; });
     if (it == groups.end())
@@ -398,9 +424,9 @@ void synchronize(Device& d) {
 }
 
 Tensor Tensor::to(Device& dev, bool non_blocking) const {
-  const NodePtr& src = node_of(*this);
-  if (src->ctx->device.get() == &dev) return *this;
-  Node& m = materialize(*this);
+  if (node_of(*this)->ctx->device.get() == &dev) return *this;
+  NodePtr mp = materialize(*this);
+  Node& m = *mp;
   BackendDevice& from = *m.ctx->device;
   size_t bytes = m.bytes();
   Context& c = context_of(dev);
@@ -449,10 +475,11 @@ Tensor Tensor::pin_memory() const { return pin_with(nullptr); }
 Tensor Tensor::pin_memory(Device& device) const { return pin_with(&device); }
 
 Tensor Tensor::pin_with(Device* only) const {
-  const NodePtr& src = node_of(*this);
+  const NodePtr src = node_of(*this);
   SY_CHECK(src->ctx->device.get() == &cpu(), "pin_memory", "expected a cpu tensor, found one on ",
            src->ctx->device->str());
-  Node& m = materialize(*this);
+  NodePtr mp = materialize(*this);
+  Node& m = *mp;
   if (m.storage->pin_ctx) return *this;
   size_t bytes = m.bytes();
   for (Device* dev : devices()) {
@@ -479,15 +506,35 @@ Tensor Tensor::pin_with(Device* only) const {
 }
 
 bool Tensor::is_pinned() const {
-  const NodePtr& n = node_of(*this);
+  const NodePtr n = node_of(*this);
   return n->kind == NodeKind::leaf && n->storage && n->storage->pin_ctx;
 }
 
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
   CastParams p{.n = numel(), .from = dtype(), .to = t};
+  auto lock = lock_graph(*this);
   return wrap(make_node({node_of(*this)}, shape(), t, p));
 }
+
+namespace detail {
+void copy_to_host(const Tensor& t, void* dst) {
+  NodePtr m = materialize(t);
+  const size_t bytes = m->bytes();
+  if (!bytes) return;
+  BackendDevice& d = *m->ctx->device;
+  d.download(m->storage->buffer, m->offset, dst, bytes);
+  d.synchronize();
+}
+
+Tensor copy_to(const Tensor& t, Device& d) {
+  NoGradGuard no_grad;
+  if (&t.device() != &d) return t.detach().to(d);
+  std::vector<unsigned char> host(size_t(t.numel()) * dtype_size(t.dtype()));
+  copy_to_host(t, host.data());
+  return from_data(host.data(), t.dtype(), t.shape(), Options().device(d));
+}
+}  // namespace detail
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
@@ -497,13 +544,8 @@ std::vector<T> Tensor::to_vector() const {
                                                       : DType::u8;
   SY_CHECK(dtype() == want, "to_vector", "expected a tensor of dtype ", dtype_name(want),
            " for this element type, found dtype ", dtype_name(dtype()));
-  Node& m = materialize(*this);
-  std::vector<T> out(size_t(switchyard::numel(m.shape)));
-  if (!out.empty()) {
-    BackendDevice& d = *m.ctx->device;
-    d.download(m.storage->buffer, m.offset, out.data(), out.size() * sizeof(T));
-    d.synchronize();
-  }
+  std::vector<T> out(static_cast<size_t>(numel()));
+  copy_to_host(*this, out.data());
   return out;
 }
 template std::vector<float> Tensor::to_vector<float>() const;
@@ -552,7 +594,10 @@ Tensor Tensor::reshape(Shape s) const {
   SY_CHECK(switchyard::numel(s) == numel(), "reshape", "cannot reshape ", shape_str(shape()), " (",
            numel(), " elements) into ", shape_str(s), " (", switchyard::numel(s), " elements)");
   Shape from = shape();
-  Tensor out = wrap(make_view(node_of(*this), 0, s));
+  Tensor out = [&] {
+    auto lock = lock_graph(*this);
+    return wrap(make_view(node_of(*this), 0, s));
+  }();
   if (requires_grad() && is_grad_enabled()) {
     auto fn = std::make_shared<GradFn>();
     fn->name = "reshape";
@@ -579,7 +624,10 @@ Tensor Tensor::slice(int64_t begin, int64_t end) const {
   Shape s = shape();
   s[0] = end - begin;
   size_t row_bytes = size_t(numel() / std::max<int64_t>(rows, 1)) * dtype_size(dtype());
-  Tensor out = wrap(make_view(node_of(*this), size_t(begin) * row_bytes, s));
+  Tensor out = [&] {
+    auto lock = lock_graph(*this);
+    return wrap(make_view(node_of(*this), size_t(begin) * row_bytes, s));
+  }();
   if (requires_grad() && is_grad_enabled()) {
     // The gradient of a row slice: zeros with the slice's rows filled in.
     auto fn = std::make_shared<GradFn>();
@@ -591,6 +639,7 @@ Tensor Tensor::slice(int64_t begin, int64_t end) const {
       PadParams p{.begin = begin * row,
                   .len = switchyard::numel(g.shape()),
                   .total = switchyard::numel(full_shape)};
+      auto lock = lock_graph(g);
       return std::vector<Tensor>{wrap(make_node({node_of(g)}, full_shape, DType::f32, p))};
     };
     out.impl()->requires_grad = true;
@@ -605,7 +654,10 @@ Tensor Tensor::detach() const { return wrap(node_of(*this)); }
 
 void Tensor::set_data(const Tensor& value) {
   SY_CHECK(defined() && value.defined(), "set_data", "expected defined tensors");
-  impl_->node = node_of(value);
+  SY_CHECK(value.shape() == shape() && value.dtype() == dtype(), "set_data",
+           "expected a value of shape ", shape_str(shape()), " and dtype ", dtype_name(dtype()),
+           ", found shape ", shape_str(value.shape()), " and dtype ", dtype_name(value.dtype()));
+  impl_->set_node(node_of(value));
 }
 
 std::ostream& operator<<(std::ostream& os, const Tensor& t) {

@@ -96,6 +96,9 @@ class DataLoader {
   // Each begin() starts a new epoch with a new shuffle (seed + epoch number).
   Iterator begin();
   Iterator end() { return Iterator(); }
+  // The next begin() starts epoch `e` (counted from 0), as after e epochs:
+  // a resumed run sees the shuffles an uninterrupted one would.
+  void set_epoch(uint64_t e) { epoch_ = e; }
   // The sample order of epoch `e` (for tests and reproducibility).
   std::vector<int64_t> order(uint64_t epoch) const;
 

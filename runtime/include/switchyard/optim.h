@@ -1,8 +1,11 @@
 // Optimizers. Each step is one fused in-place update kernel per parameter,
 // recorded lazily and run with the rest of the training step.
 #pragma once
+#include <mutex>
+#include <string>
 #include <vector>
 
+#include "switchyard/serialize.h"
 #include "switchyard/tensor.h"
 
 namespace switchyard::optim {
@@ -11,21 +14,47 @@ class Optimizer {
  public:
   explicit Optimizer(std::vector<Tensor> params);
   virtual ~Optimizer() = default;
+  // Threads may share one optimizer: step() and zero_grad() take its lock.
   void zero_grad();  // drops gradients (set_to_none)
   void step();
   // Moves optimizer state to the device of each parameter (step() does this
   // by itself after model.to(device)).
   void sync_state_devices();
-  float lr() const { return lr_; }
-  void set_lr(float lr) { lr_ = lr; }
+  float lr() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return lr_;
+  }
+  void set_lr(float lr) {
+    std::lock_guard<std::mutex> lock(mu_);
+    lr_ = lr;
+  }
   const std::vector<Tensor>& params() const { return params_; }
+  int64_t steps() const {
+    std::lock_guard<std::mutex> lock(mu_);
+    return steps_;
+  }
+
+  // The per-parameter state with PyTorch's names, "state.<i>.<buffer>" for
+  // the i-th parameter (Adam: exp_avg, exp_avg_sq, step; SGD with momentum:
+  // momentum_buffer), only for parameters that have stepped. With
+  // load_state_dict, what checkpoints save: a resumed run steps exactly as
+  // an uninterrupted one. Loading copies onto each parameter's device;
+  // unknown names or wrong shapes are one error, and nothing is changed.
+  NamedTensors state_dict() const;
+  void load_state_dict(const NamedTensors& saved, int64_t steps);
 
  protected:
   virtual void update(size_t i, Tensor& p, const Tensor& g) = 0;
-  virtual std::vector<Tensor*> state(size_t i) = 0;  // per-parameter tensors
+  virtual std::vector<Tensor*> state(size_t i) = 0;          // per-parameter tensors
+  virtual std::vector<std::string> state_names() const = 0;  // same order as state(i)
+  virtual Shape state_shape(size_t i, size_t /*k*/) const { return params_[i].shape(); }
   std::vector<Tensor> params_;
   float lr_ = 1e-3f;
   int64_t steps_ = 0;
+
+ private:
+  void sync_state_devices_locked();
+  mutable std::mutex mu_;
 };
 
 struct SGDOptions {
@@ -41,9 +70,9 @@ class SGD : public Optimizer {
  private:
   void update(size_t i, Tensor& p, const Tensor& g) override;
   std::vector<Tensor*> state(size_t i) override;
+  std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
   SGDOptions o_;
-  std::vector<Tensor> momentum_;
-  std::vector<bool> started_;
+  std::vector<Tensor> momentum_;  // defined once the parameter has stepped
 };
 
 struct AdamOptions {
@@ -59,6 +88,12 @@ class Adam : public Optimizer {
  private:
   void update(size_t i, Tensor& p, const Tensor& g) override;
   std::vector<Tensor*> state(size_t i) override;
+  std::vector<std::string> state_names() const override {
+    return {"exp_avg", "exp_avg_sq", "step"};
+  }
+  Shape state_shape(size_t i, size_t k) const override {
+    return k == 2 ? Shape{1} : params_[i].shape();
+  }
   AdamOptions o_;
   std::vector<Tensor> m_, v_, step_;  // step_: per-parameter count, on device
 };

@@ -6,4 +6,5 @@
 #include "switchyard/nn.h"
 #include "switchyard/ops.h"
 #include "switchyard/optim.h"
+#include "switchyard/serialize.h"
 #include "switchyard/tensor.h"

@@ -175,6 +175,13 @@ Tensor from_data(const void* data, DType t, Shape s, Options o = {});
 // Seed of the global generator; rand/randn are counter-based (Philox), so a
 // seed gives the same numbers on every backend and every run.
 void manual_seed(uint64_t seed);
+// The global generator's whole state: the seed and the next stream. Saved
+// in checkpoints, so a resumed run draws what an uninterrupted one would.
+struct RandomState {
+  uint64_t seed = 0, offset = 0;
+};
+RandomState random_state();
+void set_random_state(const RandomState& s);
 
 // Run everything pending on the device and wait for it.
 void synchronize(Device& d);

@@ -22,6 +22,25 @@ struct RegularFile {
 };
 RegularFile open_regular(const std::string& path, const char* op);
 
+// A regular file mapped read-only, whole (open_regular's checks; a missing
+// file is an error here). The mapping is private: pages are read from disk
+// as they are touched, so a tensor read from a large file costs its own
+// bytes, not the file's. Shrinking the file under the mapping is the
+// writer's fault and ends the process with SIGBUS, as for every mmap reader.
+class MappedFile {
+ public:
+  MappedFile(const std::string& path, const char* op);
+  ~MappedFile();
+  MappedFile(const MappedFile&) = delete;
+  MappedFile& operator=(const MappedFile&) = delete;
+  const unsigned char* data() const { return data_; }
+  uint64_t size() const { return size_; }
+
+ private:
+  const unsigned char* data_ = nullptr;
+  uint64_t size_ = 0;
+};
+
 // The whole content of the regular file at `path`, or nullopt when there is
 // no file there. Throws switchyard::Error (naming `op`) when the path is a
 // directory, a FIFO, a device or anything else that is not a regular file
@@ -45,6 +64,10 @@ class AtomicFile {
   AtomicFile& operator=(const AtomicFile&) = delete;
   void write(const void* data, size_t n);
   void write(std::string_view s) { write(s.data(), s.size()); }
+  // Overwrites bytes already written (a checksum known only at the end);
+  // not for a target written in place.
+  void write_at(uint64_t offset, const void* data, size_t n);
+  bool in_place() const { return direct_; }
   void commit();
   const std::string& temp_path() const { return tmp_; }
 

@@ -1,0 +1,169 @@
+// Model files: a safetensors file with the architecture in its metadata, and
+// the registry of module types that nn::load builds from it.
+#include <mutex>
+#include <nlohmann/json.hpp>
+#include <unordered_map>
+
+#include "switchyard/error.h"
+#include "switchyard/nn.h"
+
+namespace switchyard::nn {
+using detail::cat;
+
+namespace {
+
+constexpr const char* kModelKey = "switchyard.model";
+constexpr int kFormatVersion = 1;
+constexpr int kMaxDepth = 32;  // modules inside modules, in a file from anywhere
+
+struct Registry {
+  std::mutex mu;
+  std::unordered_map<std::string, ModuleFactory> make;
+};
+
+int64_t arg(const ModuleSpec& s, const char* name, int64_t lo, int64_t hi) {
+  auto it = s.args.find(name);
+  SY_CHECK(it != s.args.end(), "nn::load", "expected '", name, "' for a ", s.type, " module");
+  SY_CHECK(it->second >= lo && it->second <= hi, "nn::load", "expected ", name, " in [", lo, ", ",
+           hi, "] for a ", s.type, " module, found ", it->second);
+  return it->second;
+}
+
+template <class M>
+ModuleFactory stateless() {
+  return [](const ModuleSpec&, Device&) { return std::make_shared<M>(); };
+}
+
+Registry& registry() {
+  static Registry* r = [] {
+    auto* r = new Registry;  // never destroyed: loads may run during exit
+    r->make["Linear"] = [](const ModuleSpec& s, Device& d) {
+      return std::make_shared<Linear>(arg(s, "in_features", 1, int64_t(1) << 31),
+                                      arg(s, "out_features", 1, int64_t(1) << 31),
+                                      arg(s, "bias", 0, 1) != 0, d);
+    };
+    r->make["ReLU"] = stateless<ReLU>();
+    r->make["GELU"] = stateless<GELU>();
+    r->make["Tanh"] = stateless<Tanh>();
+    r->make["Sigmoid"] = stateless<Sigmoid>();
+    r->make["Flatten"] = stateless<Flatten>();
+    r->make["Sequential"] = [](const ModuleSpec& s, Device& d) {
+      auto seq = std::make_shared<Sequential>();
+      for (auto& c : s.children) seq->add(build(c, d));
+      return seq;
+    };
+    return r;
+  }();
+  return *r;
+}
+
+nlohmann::json to_json(const ModuleSpec& s) {
+  nlohmann::json j{{"type", s.type}};
+  if (!s.args.empty()) j["args"] = s.args;
+  if (!s.children.empty()) {
+    j["children"] = nlohmann::json::array();
+    for (auto& c : s.children) j["children"].push_back(to_json(c));
+  }
+  return j;
+}
+
+ModuleSpec from_json(const nlohmann::json& j, const std::string& path, int depth) {
+  auto bad = [&](const std::string& what) -> Error {
+    return Error(cat("[nn::load] '", path, "': the recorded architecture is invalid: ", what));
+  };
+  if (depth > kMaxDepth) throw bad(cat("modules nested deeper than ", kMaxDepth));
+  if (!j.is_object() || !j.contains("type") || !j["type"].is_string())
+    throw bad(cat("expected {\"type\": ...}, found ", j.dump().substr(0, 200)));
+  ModuleSpec s;
+  s.type = j["type"].get<std::string>();
+  if (j.contains("args")) {
+    if (!j["args"].is_object()) throw bad("expected 'args' to be an object");
+    for (auto& [k, v] : j["args"].items()) {
+      if (!v.is_number_integer()) throw bad(cat("expected an integer for '", k, "'"));
+      s.args[k] = v.get<int64_t>();
+    }
+  }
+  if (j.contains("children")) {
+    if (!j["children"].is_array()) throw bad("expected 'children' to be an array");
+    for (auto& c : j["children"]) s.children.push_back(from_json(c, path, depth + 1));
+  }
+  return s;
+}
+
+}  // namespace
+
+std::optional<ModuleSpec> Sequential::spec() const {
+  ModuleSpec s("Sequential");
+  for (auto& l : layers_) {
+    auto c = l->spec();
+    if (!c) return std::nullopt;
+    s.children.push_back(std::move(*c));
+  }
+  return s;
+}
+
+void register_module_type(const std::string& type, ModuleFactory make) {
+  SY_CHECK(!type.empty() && make, "register_module_type",
+           "expected a type name and a factory, found ", type.empty() ? "an empty name" : "none");
+  Registry& r = registry();
+  std::lock_guard<std::mutex> lock(r.mu);
+  r.make[type] = std::move(make);
+}
+
+std::shared_ptr<Module> build(const ModuleSpec& spec, Device& d) {
+  ModuleFactory make;
+  {
+    Registry& r = registry();
+    std::lock_guard<std::mutex> lock(r.mu);
+    auto it = r.make.find(spec.type);
+    if (it != r.make.end()) make = it->second;
+  }
+  SY_CHECK(make, "nn::load", "expected a registered module type, found '", spec.type,
+           "' (register it with nn::register_module_type before loading)");
+  auto m = make(spec, d);
+  SY_CHECK(m != nullptr, "nn::load", "the factory for '", spec.type, "' returned null");
+  return m;
+}
+
+void save(const Module& m, const std::string& path, const Metadata& metadata) {
+  auto spec = m.spec();
+  SY_CHECK(spec, "nn::save",
+           "expected a module whose architecture can be recorded (built-in layers, or a type "
+           "with spec()), found one without; save its state_dict with save_safetensors instead");
+  Metadata meta = metadata;
+  meta["format"] = "pt";  // what PyTorch-side loaders look for
+  meta[kModelKey] = nlohmann::json{{"version", kFormatVersion}, {"module", to_json(*spec)}}.dump();
+  save_safetensors(path, m.state_dict(), meta);
+}
+
+std::shared_ptr<Module> load(const std::string& path, Device& d) {
+  SafetensorsFile f(path);
+  f.verify();
+  auto it = f.metadata().find(kModelKey);
+  SY_CHECK(it != f.metadata().end(), "nn::load", "'", path, "': expected a model file (metadata '",
+           kModelKey,
+           "' recording the architecture), found a plain safetensors file; build the model "
+           "and call load_state_dict instead");
+  nlohmann::json j;
+  try {
+    // Refuse nesting bombs while parsing, before any deep value is built.
+    auto depth_cap = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
+      if (depth > 3 * kMaxDepth)
+        throw Error(cat("[nn::load] '", path, "': the recorded architecture nests deeper than ",
+                        3 * kMaxDepth, " levels"));
+      return true;
+    };
+    j = nlohmann::json::parse(it->second, depth_cap);
+  } catch (const nlohmann::json::exception& e) {
+    throw Error(cat("[nn::load] '", path, "': the recorded architecture is not JSON: ", e.what()));
+  }
+  SY_CHECK(j.is_object() && j.contains("version") && j["version"] == kFormatVersion &&
+               j.contains("module"),
+           "nn::load", "'", path, "': expected model format version ", kFormatVersion, ", found ",
+           j.is_object() && j.contains("version") ? j["version"].dump() : "none");
+  auto m = build(from_json(j["module"], path, 0), d);
+  m->load_state_dict(f);
+  return m;
+}
+
+}  // namespace switchyard::nn
