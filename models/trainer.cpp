@@ -3,8 +3,11 @@
 
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <memory>
+#include <nlohmann/json.hpp>
 
+#include "checkpoint.h"
 #include "mlp.h"
 #include "switchyard/error.h"
 #include "switchyard/optim.h"
@@ -22,18 +25,38 @@ static std::unique_ptr<optim::Optimizer> make_optimizer(const std::string& name,
   throw Error(detail::cat("[train] unknown optimizer '", name, "': expected sgd, adam or adamw"));
 }
 
-static double accuracy(nn::Module& model, const data::Dataset& test, Device& dev) {
+EvalResult evaluate(nn::Module& model, const data::Dataset& ds, Device& dev) {
   NoGradGuard no_grad;
-  data::DataLoader loader(std::shared_ptr<const data::Dataset>(&test, [](auto*) {}),
+  data::DataLoader loader(std::shared_ptr<const data::Dataset>(&ds, [](auto*) {}),
                           {.batch_size = 1000, .shuffle = false});
-  int64_t correct = 0, total = 0;
+  int64_t correct = 0;
+  double loss_sum = 0;
+  EvalResult r;
   for (const auto& b : loader) {
-    auto pred = argmax(model(b.data.to(dev))).to_vector<int32_t>();
+    Tensor y = b.target.to(dev);
+    Tensor logits = model(b.data.to(dev));
+    Tensor loss = cross_entropy(logits, y);
+    auto pred = argmax(logits).to_vector<int32_t>();
     auto truth = b.target.to_vector<int32_t>();
     for (size_t i = 0; i < pred.size(); ++i) correct += pred[i] == truth[i];
-    total += int64_t(pred.size());
+    loss_sum += double(loss.item()) * double(pred.size());
+    r.samples += int64_t(pred.size());
   }
-  return total ? double(correct) / double(total) : 0.0;
+  r.accuracy = r.samples ? double(correct) / double(r.samples) : 0.0;
+  r.loss = r.samples ? loss_sum / double(r.samples) : 0.0;
+  return r;
+}
+
+// The settings a resumed run must share with the one that saved.
+static std::string settings_json(const TrainConfig& c, const std::vector<int64_t>& sizes) {
+  return nlohmann::json{{"sizes", sizes},     {"batch", c.batch}, {"opt", c.opt},
+                        {"lr", double(c.lr)}, {"seed", c.seed},   {"limit", c.limit}}
+      .dump();
+}
+
+static bool is_model_file(const std::string& path) {
+  const std::string ext = ".safetensors";
+  return path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
 }
 
 TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress,
@@ -69,8 +92,25 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
 
   TrainResult r;
   r.device = dev.str();
+  const std::string settings = settings_json(cfg, sizes);
+  if (!cfg.resume.empty()) {
+    Resumed from = load_checkpoint(cfg.resume, *model, *opt, settings);
+    SY_CHECK(from.epoch < cfg.epochs, "resume", "'", from.path, "' finished epoch ", from.epoch,
+             "; expected --epochs above it, found ", cfg.epochs);
+    r.first_epoch = from.epoch + 1;
+    r.resumed_from = from.path;
+    r.warnings = from.skipped;
+    loader.set_epoch(uint64_t(from.epoch));  // the shuffles the full run would see
+  }
+  const std::string ckpt_dir = !cfg.save.empty() && !is_model_file(cfg.save) ? cfg.save
+                               : cfg.save.empty()                            ? cfg.resume
+                                                                             : std::string();
+  // A new run must not mix its checkpoints with another run's.
+  SY_CHECK(!cfg.resume.empty() || ckpt_dir.empty() || !has_checkpoints(ckpt_dir), "train", "'",
+           ckpt_dir, "' holds checkpoints of an earlier run; expected --resume ", ckpt_dir,
+           " to continue it, or an empty directory");
   double train_seconds = 0;
-  for (int e = 1; e <= cfg.epochs; ++e) {
+  for (int e = r.first_epoch; e <= cfg.epochs; ++e) {
     auto t0 = clock::now();
     double loss_sum = 0;
     int64_t seen = 0, bi = 0;
@@ -103,10 +143,15 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
     s.loss = seen ? loss_sum / double(seen) : 0;
     s.seconds = secs;
     s.samples_per_s = secs > 0 ? double(seen) / secs : 0;
-    s.test_acc = accuracy(*model, test, dev);
+    s.test_acc = evaluate(*model, test, dev).accuracy;
     r.epochs.push_back(s);
+    if (!ckpt_dir.empty()) {
+      save_checkpoint(ckpt_dir, e, *model, *opt, settings);
+      nn::save(*model, ckpt_dir + "/model.safetensors");
+    }
     if (epoch_done) epoch_done(s);
   }
+  if (is_model_file(cfg.save)) nn::save(*model, cfg.save);
   r.final_loss = r.epochs.back().loss;
   r.test_acc = r.epochs.back().test_acc;
   r.train_samples_per_s = train_seconds > 0 ? double(r.train_samples) / train_seconds : 0;

@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "switchyard/data.h"
+#include "switchyard/nn.h"
 
 namespace switchyard::models {
 
@@ -22,6 +23,14 @@ struct TrainConfig {
   int64_t test_limit = -1;        // first N test samples
   int record_losses = 50;         // keep the first N step losses
   bool stop_on_nonfinite = true;  // a NaN or infinite loss is an error (else train on)
+  // FILE.safetensors: the final model (a model file, for nn::load and
+  // `switchyard eval`). Anything else is a directory: a checkpoint after
+  // every epoch (checkpoint.h) and the model as DIR/model.safetensors.
+  std::string save;
+  // A checkpoint directory to continue from (and to keep saving to, unless
+  // `save` names another place): epochs run from the checkpoint's + 1 to
+  // `epochs`, exactly as the uninterrupted run would.
+  std::string resume;
 };
 
 struct EpochStats {
@@ -35,7 +44,18 @@ struct TrainResult {
   std::vector<float> first_losses;
   double train_samples_per_s = 0, test_acc = 0, final_loss = 0;
   int64_t train_samples = 0, steps = 0;
+  int first_epoch = 1;                // > 1 when resumed
+  std::string resumed_from;           // the checkpoint used
+  std::vector<std::string> warnings;  // damaged checkpoints skipped on resume
 };
+
+// Accuracy and mean cross-entropy of `model` on `ds` (batches of 1000, in
+// order), what training reports after each epoch and `switchyard eval` prints.
+struct EvalResult {
+  double accuracy = 0, loss = 0;
+  int64_t samples = 0;
+};
+EvalResult evaluate(nn::Module& model, const data::Dataset& ds, Device& dev);
 
 // progress(epoch, batch_index, num_batches, running_loss)
 using Progress = std::function<void(int, int64_t, int64_t, double)>;

@@ -145,6 +145,36 @@ TEST_P(Serialize, StoredDtypesConvertToSwitchyardsOnLoad) {
   expect_error([&] { f.tensor("nope", d); }, {"expected a tensor named 'nope'"});
 }
 
+TEST(SafetensorsChecksum, CoversHeaderAndDataAndIsRewrittenOnSave) {
+  const std::string path = temp_path("crc.safetensors");
+  sy::save_safetensors(path, {{"w", sy::full({64}, 0.5f)}}, {{"epoch", "4"}});
+  EXPECT_TRUE(sy::SafetensorsFile(path).verify());
+  std::string bytes;
+  {
+    std::ifstream f(path, std::ios::binary);
+    bytes.assign(std::istreambuf_iterator<char>(f), {});
+  }
+  auto flip = [&](size_t at, char to) {
+    std::string b = bytes;
+    b[at] = to;
+    write_file(path, b);
+  };
+  flip(bytes.find("\"4\"") + 1, '5');  // the metadata: epoch 4 -> 5
+  expect_error([&] { sy::SafetensorsFile(path).verify(); }, {"does not match its checksum"});
+  flip(bytes.size() - 3, 'x');  // the data
+  expect_error([&] { sy::load_safetensors(path); }, {"does not match its checksum"});
+  // Saving a loaded file's metadata writes a new checksum, not the old one.
+  write_file(path, bytes);
+  sy::Metadata meta;
+  auto ts = sy::load_safetensors(path, sy::cpu(), &meta);
+  ts[0].second = sy::full({64}, 1.5f);
+  const std::string copy = temp_path("crc_copy.safetensors");
+  sy::save_safetensors(copy, ts, meta);
+  EXPECT_TRUE(sy::SafetensorsFile(copy).verify());
+  EXPECT_NE(sy::SafetensorsFile(copy).metadata().at("switchyard.crc32"),
+            meta.at("switchyard.crc32"));
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Serialize, ::testing::ValuesIn(conformance_devices()),
                          [](const auto& info) { return device_param_name(info.param); });
 
@@ -315,6 +345,69 @@ TEST(StateDict, NamesAndLayoutsArePyTorchs) {
   TwoLayer m;
   EXPECT_EQ(names_of(m.state_dict()),
             (std::vector<std::string>{"fc1.weight", "fc1.bias", "fc2.weight"}));
+}
+
+TEST(StateDict, ANonStrictLoadSkipsEntriesOfDtypesSwitchyardLacks) {
+  sy::manual_seed(3);
+  TwoLayer m;
+  // The model's weights plus a U64 entry (say, a step counter from elsewhere).
+  std::string data;
+  nlohmann::ordered_json h;
+  for (auto& [name, t] : m.state_dict()) {
+    auto v = t.to_vector<float>();
+    h[name] = {{"dtype", "F32"},
+               {"shape", t.shape()},
+               {"data_offsets", {data.size(), data.size() + v.size() * 4}}};
+    data += raw(v);
+  }
+  h["counter"] = {
+      {"dtype", "U64"}, {"shape", {1}}, {"data_offsets", {data.size(), data.size() + 8}}};
+  data += raw(std::vector<uint64_t>{7});
+  const std::string path = temp_path("u64.safetensors");
+  write_file(path, file_bytes(h.dump(), data));
+  TwoLayer n;
+  auto r = n.load_state_dict(sy::SafetensorsFile(path), /*strict=*/false);
+  EXPECT_EQ(r.unexpected, (std::vector<std::string>{"counter"}));
+  auto x = sy::randn({2, 4});
+  EXPECT_EQ(n(x).to_vector<float>(), m(x).to_vector<float>());
+  expect_error([&] { n.load_state_dict(sy::SafetensorsFile(path)); }, {"1 unexpected: 'counter'"});
+}
+
+TEST(OptimizerState, RoundTripsAndRefusesWhatDoesNotFit) {
+  sy::manual_seed(8);
+  TwoLayer a, b;
+  b.load_state_dict(a.state_dict());
+  sy::optim::Adam oa(a.parameters(), 1e-2f), ob(b.parameters(), 1e-2f);
+  auto x = sy::randn({6, 4});
+  auto step = [&](TwoLayer& m, sy::optim::Optimizer& o) {
+    o.zero_grad();
+    sy::sum(m(x) * m(x)).backward();
+    o.step();
+  };
+  for (int i = 0; i < 3; ++i) step(a, oa);
+  auto state = oa.state_dict();
+  EXPECT_EQ(state.size(), 9u);  // 3 parameters x (exp_avg, exp_avg_sq, step)
+  EXPECT_EQ(state[0].first, "state.0.exp_avg");
+  EXPECT_EQ(state[2].first, "state.0.step");
+  b.load_state_dict(a.state_dict());
+  ob.load_state_dict(state, oa.steps());
+  EXPECT_EQ(ob.steps(), 3);
+  step(a, oa);
+  step(b, ob);
+  EXPECT_EQ(b.fc1->weight().to_vector<float>(), a.fc1->weight().to_vector<float>())
+      << "the 4th step continues exactly";
+  auto bad = state;
+  bad.push_back({"state.0.exp_avg", state[0].second});
+  expect_error([&] { ob.load_state_dict(bad, 3); }, {"'state.0.exp_avg' twice"});
+  bad = state;
+  bad[0].first = "state.00.exp_avg";
+  expect_error([&] { ob.load_state_dict(bad, 3); }, {"unexpected 'state.00.exp_avg'"});
+  bad = state;
+  bad[1].second = sy::zeros({2});
+  expect_error([&] { ob.load_state_dict(bad, 3); }, {"'state.0.exp_avg_sq': expected shape (3,4)"});
+  bad = state;
+  bad.pop_back();
+  expect_error([&] { ob.load_state_dict(bad, 3); }, {"parameter 2 has 2 of its 3 state buffers"});
 }
 
 TEST(StateDict, LoadingCopiesValuesAndKeepsParameterIdentity) {

@@ -1,4 +1,5 @@
-// The switchyard command: list devices, train an MLP on Fashion-MNIST.
+// The switchyard command: list devices, train an MLP on Fashion-MNIST, evaluate
+// and run saved models, inspect safetensors files.
 #include "switchyard/switchyard.h"
 
 #include <sys/resource.h>
@@ -18,6 +19,7 @@
 #include "bench.h"
 #include "mlp.h"
 #include "switchyard/backend/device.h"
+#include "switchyard/backend/files.h"
 #include "switchyard/profile.h"
 #include "trainer.h"
 
@@ -123,6 +125,8 @@ int cmd_train(TrainFlags& f) {
     sy::profile::set_enabled(true);
   }
   auto r = sy::models::train_fashion_mnist(cfg, progress, epoch_done);
+  for (auto& w : r.warnings)
+    std::fprintf(stderr, "switchyard: skipped a damaged checkpoint: %s\n", w.c_str());
   nlohmann::ordered_json launches = nlohmann::ordered_json::object();
   if (prof) {
     dev.synchronize();  // every timestamp read back
@@ -153,8 +157,93 @@ int cmd_train(TrainFlags& f) {
                                  {"test_acc", rounded(r.test_acc, 4)},
                                  {"final_loss", rounded(r.final_loss, 6)},
                                  {"peak_rss_mb", rounded(peak_rss_mb(), 1)}};
+  if (!r.resumed_from.empty()) {
+    line["resumed_from"] = r.resumed_from;
+    line["first_epoch"] = r.first_epoch;
+  }
+  if (!cfg.save.empty()) line["saved"] = cfg.save;
   if (prof) line["kernel_launches"] = launches;
   std::printf("%s\n", line.dump().c_str());
+  return 0;
+}
+
+struct EvalFlags {
+  std::string model, device = "auto", data = sy::data::FashionMNIST::kDefaultDir;
+  int64_t limit = -1;
+  bool json = false;
+};
+
+int cmd_eval(const EvalFlags& f) {
+  sy::Device& dev = sy::device(f.device);
+  auto model = sy::nn::load(f.model, dev);
+  model->train(false);
+  sy::data::FashionMNIST test(f.data, false, f.limit);
+  auto r = sy::models::evaluate(*model, test, dev);
+  if (!f.json)
+    std::printf("model %s on %s: test_acc %.4f  test_loss %.4f  (%lld samples)\n", f.model.c_str(),
+                dev.str().c_str(), r.accuracy, r.loss, (long long)r.samples);
+  std::printf("%s\n", nlohmann::ordered_json{{"model", f.model},
+                                             {"device", dev.str()},
+                                             {"test_samples", r.samples},
+                                             {"test_acc", rounded(r.accuracy, 4)},
+                                             {"test_loss", rounded(r.loss, 6)}}
+                          .dump()
+                          .c_str());
+  return 0;
+}
+
+struct PredictFlags {
+  std::string model, input, output, device = "auto";
+};
+
+int cmd_predict(const PredictFlags& f) {
+  sy::Device& dev = sy::device(f.device);
+  auto model = sy::nn::load(f.model, dev);
+  model->train(false);
+  sy::Tensor x = sy::data::read_samples(f.input);
+  sy::NoGradGuard no_grad;
+  std::string out;
+  const int64_t n = x.size(0), batch = 1000;
+  for (int64_t b = 0; b < n; b += batch) {
+    auto pred =
+        sy::argmax((*model)(x.slice(b, std::min(n, b + batch)).to(dev))).to_vector<int32_t>();
+    for (int32_t p : pred) out += std::to_string(p) + "\n";
+  }
+  if (f.output.empty() || f.output == "-")
+    std::fwrite(out.data(), 1, out.size(), stdout);
+  else
+    sy::files::write_atomic(f.output, out, "predict");
+  std::fprintf(stderr, "predict: %lld predictions from %s\n", (long long)n, f.input.c_str());
+  return 0;
+}
+
+int cmd_inspect(const std::string& path, bool as_json) {
+  sy::SafetensorsFile file(path);
+  const bool checked = file.verify();
+  nlohmann::ordered_json out = {{"file", path}, {"checksum", checked ? "verified" : "none"}};
+  nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+  for (auto& [k, v] : file.metadata()) meta[k] = v;
+  out["metadata"] = meta;
+  nlohmann::ordered_json ts = nlohmann::ordered_json::array();
+  uint64_t bytes = 0;
+  for (auto& e : file.entries()) {
+    ts.push_back(
+        {{"name", e.name}, {"dtype", e.dtype}, {"shape", e.shape}, {"bytes", e.end - e.begin}});
+    bytes += e.end - e.begin;
+  }
+  out["tensors"] = ts;
+  if (as_json) {
+    std::printf("%s\n", out.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace).c_str());
+    return 0;
+  }
+  std::printf("%s: %zu tensors, %llu bytes of data, checksum %s\n", path.c_str(),
+              file.entries().size(), (unsigned long long)bytes, checked ? "verified" : "none");
+  for (auto& [k, v] : file.metadata())
+    std::printf("  %s = %s\n", k.c_str(),
+                v.size() > 120 ? (v.substr(0, 117) + "...").c_str() : v.c_str());
+  for (auto& e : file.entries())
+    std::printf("  %-32s %-5s %-16s %llu bytes\n", e.name.c_str(), e.dtype.c_str(),
+                sy::shape_str(e.shape).c_str(), (unsigned long long)(e.end - e.begin));
   return 0;
 }
 
@@ -209,6 +298,44 @@ int cli_main(int argc, char** argv, bool execute) {
       "--trace", tf.trace,
       "write a Chrome trace (Perfetto, chrome://tracing) of the run; implies --profile");
 
+  train->add_option("--save", tf.cfg.save,
+                    "FILE.safetensors: save the final model there; DIR: a checkpoint after every "
+                    "epoch, and DIR/model.safetensors");
+  train->add_option("--resume", tf.cfg.resume,
+                    "continue from the newest good checkpoint in DIR (and keep saving there)");
+
+  EvalFlags ef;
+  if (const char* e = std::getenv("SWITCHYARD_DEVICE"); e && *e) ef.device = e;
+  CLI::App* eval = app.add_subcommand("eval", "test accuracy and loss of a saved model");
+  eval->add_option("--model", ef.model, "a model file (train --save)")->required();
+  eval->add_option("--device", ef.device, "cpu, vulkan[:N], cuda[:N] or auto")
+      ->capture_default_str();
+  eval->add_option("--data", ef.data, "directory of the Fashion-MNIST IDX files")
+      ->capture_default_str();
+  eval->add_option("--limit", ef.limit, "use the first N test samples (default: all)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  eval->add_flag("--json", ef.json, "print the JSON line only");
+
+  PredictFlags pf;
+  if (const char* e = std::getenv("SWITCHYARD_DEVICE"); e && *e) pf.device = e;
+  CLI::App* predict = app.add_subcommand("predict", "the class of every sample in a file");
+  predict->add_option("--model", pf.model, "a model file (train --save)")->required();
+  predict
+      ->add_option("--input", pf.input,
+                   "samples: IDX images (.idx or .idx.gz, normalized as in training) or .npy "
+                   "(float32 features as they are, or uint8 images)")
+      ->required();
+  predict->add_option("--output", pf.output, "where to write one class per line (default: stdout)");
+  predict->add_option("--device", pf.device, "cpu, vulkan[:N], cuda[:N] or auto")
+      ->capture_default_str();
+
+  std::string inspect_path;
+  bool inspect_json = false;
+  CLI::App* inspect =
+      app.add_subcommand("inspect", "the tensors and metadata of a safetensors file");
+  inspect->add_option("file", inspect_path, "a .safetensors file")->required();
+  inspect->add_flag("--json", inspect_json, "print JSON");
+
   // bench parses its own options (bench/bench.cpp): everything after the
   // word goes to it, --help included.
   CLI::App* bench = app.add_subcommand(
@@ -230,10 +357,10 @@ int cli_main(int argc, char** argv, bool execute) {
   } catch (const CLI::ParseError& e) {
     std::string msg = e.what();
     std::string where = "switchyard";
-    for (CLI::App* sub : {devices, train})
+    for (CLI::App* sub : {devices, train, eval, predict, inspect})
       if (sub->parsed()) where += " " + sub->get_name();
     // A misspelt flag: name the closest one this command knows.
-    for (CLI::App* sub : {devices, train}) {
+    for (CLI::App* sub : {devices, train, eval, predict, inspect}) {
       if (!sub->parsed()) continue;
       std::vector<std::string> known;
       for (const CLI::Option* o : sub->get_options())
@@ -249,6 +376,9 @@ int cli_main(int argc, char** argv, bool execute) {
   try {
     if (devices->parsed()) return cmd_devices(devices_json);
     if (train->parsed()) return cmd_train(tf);
+    if (eval->parsed()) return cmd_eval(ef);
+    if (predict->parsed()) return cmd_predict(pf);
+    if (inspect->parsed()) return cmd_inspect(inspect_path, inspect_json);
     return sy::bench::run(bench->remaining());
   } catch (const std::exception& e) {
     std::fprintf(stderr, "switchyard: %s\n", e.what());

@@ -14,6 +14,7 @@
 #include <random>
 #include <thread>
 
+#include "graph.h"
 #include "switchyard/backend/files.h"
 #include "switchyard/error.h"
 
@@ -199,12 +200,18 @@ FashionMNIST::FashionMNIST(const std::string& dir, bool train, int64_t limit) {
   labels_ = std::move(y.data);
 }
 
-Batch FashionMNIST::get_batch(std::span<const int64_t> idx) const {
+// Pixel bytes to the normalized floats the models are trained on.
+static const std::array<float, 256>& pixel_lut() {
   static const auto lut = [] {
     std::array<float, 256> t{};
     for (int v = 0; v < 256; ++v) t[v] = (float(v) / 255.f - 0.2860f) / 0.3530f;
     return t;
   }();
+  return lut;
+}
+
+Batch FashionMNIST::get_batch(std::span<const int64_t> idx) const {
+  const auto& lut = pixel_lut();
   int64_t b = int64_t(idx.size());
   std::vector<float> x(size_t(b * pixels_));
   std::vector<int32_t> y(static_cast<size_t>(b));
@@ -334,6 +341,102 @@ DataLoader::Iterator& DataLoader::Iterator::operator++() {
     current_ = Batch{};
   }
   return *this;
+}
+
+}  // namespace switchyard::data
+
+namespace switchyard::data {
+
+namespace {
+
+// An .npy file (NumPy's format, versions 1 to 3): magic, version, a header
+// length, a Python dict literal {'descr', 'fortran_order', 'shape'}, data.
+Tensor read_npy(const std::string& path) {
+  const char* op = "read_samples";
+  auto bytes = files::read_regular(path, size_t(1) << 32, op);
+  SY_CHECK(bytes, op, "file not found: ", path);
+  const std::string& b = *bytes;
+  auto bad = [&](const std::string& what) {
+    return Error(detail::cat("[", op, "] '", path, "': ", what));
+  };
+  if (b.size() < 10 || b.compare(0, 6, "\x93NUMPY") != 0)
+    throw bad("expected an .npy file (magic \\x93NUMPY)");
+  const int major = uint8_t(b[6]);
+  if (major < 1 || major > 3) throw bad(detail::cat("expected .npy version 1 to 3, found ", major));
+  size_t at = major == 1 ? 10 : 12;
+  if (b.size() < at) throw bad("truncated header");
+  uint64_t hlen = uint8_t(b[8]) | uint64_t(uint8_t(b[9])) << 8;
+  if (major > 1) hlen |= uint64_t(uint8_t(b[10])) << 16 | uint64_t(uint8_t(b[11])) << 24;
+  if (hlen > b.size() - at) throw bad("the header length is past the end of the file");
+  const std::string h = b.substr(at, size_t(hlen));
+  at += size_t(hlen);
+  auto value_of = [&](const char* key) {
+    size_t k = h.find(detail::cat("'", key, "':"));
+    if (k == std::string::npos) throw bad(detail::cat("expected '", key, "' in the header"));
+    k = h.find_first_not_of(' ', k + std::strlen(key) + 3);
+    if (k == std::string::npos) throw bad(detail::cat("no value for '", key, "'"));
+    return k;
+  };
+  size_t d = value_of("descr");
+  const char q = h[d];
+  size_t e = (q == '\'' || q == '"') ? h.find(q, d + 1) : std::string::npos;
+  if (e == std::string::npos) throw bad("expected a quoted 'descr'");
+  const std::string descr = h.substr(d + 1, e - d - 1);
+  const bool f32 = descr == "<f4", u8 = descr == "|u1" || descr == "<u1";
+  if (!f32 && !u8)
+    throw bad(detail::cat("expected dtype '<f4' (float32) or '|u1' (uint8), found '", descr, "'"));
+  if (h.compare(value_of("fortran_order"), 5, "False") != 0)
+    throw bad("expected fortran_order False (C order)");
+  size_t sh = value_of("shape");
+  size_t close = h.find(')', sh);
+  if (h[sh] != '(' || close == std::string::npos) throw bad("expected a shape tuple");
+  Shape shape;
+  std::string cur;
+  for (size_t i = sh + 1; i <= close; ++i) {
+    char c = h[i];
+    if (c >= '0' && c <= '9') {
+      if (cur.size() > 18) throw bad("a dimension of the shape is too large");
+      cur += c;
+    } else if (c == ',' || c == ')') {
+      if (!cur.empty()) shape.push_back(std::stoll(cur));
+      cur.clear();
+    } else if (c != ' ' && c != 'L') {
+      throw bad(detail::cat("unexpected '", c, "' in the shape"));
+    }
+  }
+  if (shape.empty()) throw bad("expected at least one dimension (samples), found a scalar");
+  int64_t n = shape[0], features = 1;
+  Shape flat{n, 1};
+  for (size_t i = 1; i < shape.size(); ++i)
+    if (__builtin_mul_overflow(features, shape[i], &features))
+      throw bad(detail::cat("the shape ", shape_str(shape), " overflows"));
+  flat[1] = features;
+  const int64_t count = detail::check_shape(op, flat, DType::f32);
+  const uint64_t need = uint64_t(count) * (f32 ? 4 : 1);
+  if (b.size() - at != need)
+    throw bad(detail::cat("expected ", need, " bytes of data for shape ", shape_str(shape),
+                          ", found ", b.size() - at));
+  std::vector<float> x(static_cast<size_t>(count));
+  if (f32)
+    std::memcpy(x.data(), b.data() + at, size_t(need));
+  else
+    for (size_t i = 0; i < x.size(); ++i) x[i] = pixel_lut()[uint8_t(b[at + i])];
+  return from_vector(x, flat);
+}
+
+}  // namespace
+
+Tensor read_samples(const std::string& path) {
+  const std::string npy = ".npy";
+  if (path.size() >= npy.size() && path.compare(path.size() - npy.size(), npy.size(), npy) == 0)
+    return read_npy(path);
+  IdxArray a = read_idx(path);
+  SY_CHECK(!a.dims.empty(), "read_samples", "'", path, "': expected samples, found a scalar");
+  Shape flat{a.dims[0], 1};
+  for (size_t i = 1; i < a.dims.size(); ++i) flat[1] *= a.dims[i];  // read_idx checked the product
+  std::vector<float> x(a.data.size());
+  for (size_t i = 0; i < x.size(); ++i) x[i] = pixel_lut()[a.data[i]];
+  return from_vector(x, flat);
 }
 
 }  // namespace switchyard::data

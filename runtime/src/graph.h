@@ -93,6 +93,8 @@ struct Node : std::enable_shared_from_this<Node> {
   // Pending consumers, while this node has no storage yet; they move to the
   // storage's reader list when the node is materialized.
   std::vector<std::weak_ptr<Node>> readers;
+  // Counted in g_pending_ops while this is an op that has not run.
+  bool counted = false;
   // Scratch for the scheduler (single-threaded per evaluation).
   uint64_t mark = 0;
   int32_t idx = -1;
@@ -103,6 +105,14 @@ struct Node : std::enable_shared_from_this<Node> {
   bool pending() const { return kind == NodeKind::update ? !done : kind != NodeKind::leaf; }
 };
 using NodePtr = std::shared_ptr<Node>;
+
+// Op nodes alive in the process that have not run yet. Past
+// g_max_pending_ops, making another is an error: a graph that nothing ever
+// evaluates would grow without bound. Nodes that run or are dropped leave
+// the count. Tests lower the limit.
+extern std::atomic<int64_t> g_pending_ops;
+extern std::atomic<int64_t> g_max_pending_ops;
+void uncount(Node& n);  // n ran (it is a leaf now) or is being destroyed
 
 struct Plan;
 
@@ -121,13 +131,10 @@ struct Context : std::enable_shared_from_this<Context> {
   std::vector<std::weak_ptr<Node>> pending_values;
   uint64_t next_program_id = 1;
   // Op nodes made since the last evaluation. Gradients queued by backward()
-  // are evaluated once kFlushOps have piled up (so backward() in a loop with
-  // no read, as in gradient accumulation, holds bounded memory); past
-  // max_pending_ops, making another node is an error (a graph that nothing
-  // ever reads grows without bound). Tests lower the limit.
+  // are evaluated once kFlushOps have piled up, so backward() in a loop with
+  // no read (gradient accumulation) holds bounded memory.
   static constexpr size_t kFlushOps = 4096;
   size_t ops_since_eval = 0;
-  size_t max_pending_ops = size_t(1) << 22;
   // Guards the graph state of this device: the lists above, the plans, and
   // the mutable fields of its nodes and storages (kind, inputs, deps,
   // versions, readers). Every node made on the device and every evaluation
@@ -196,6 +203,10 @@ NodePtr make_node(std::vector<NodePtr> inputs, Shape shape, DType t, const Kerne
                   Context* ctx = nullptr);
 NodePtr make_view(const NodePtr& base, size_t offset, Shape shape);
 std::shared_ptr<Storage> new_storage(Context& c, size_t bytes);
+// Throws what update_inplace would throw for target t (a slice of a larger
+// storage, a value an executed update overwrote), so that an optimizer can
+// check every parameter before it queues the first update.
+void check_updatable(const char* op, const Tensor& t);
 // Record an in-place update of the leaf tensors in `targets` (which are also
 // read) with extra read-only `reads`. Argument order: targets then reads.
 void update_inplace(const std::vector<Tensor*>& targets, const std::vector<Tensor>& reads,

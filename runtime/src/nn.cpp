@@ -151,8 +151,13 @@ LoadResult Module::load_state_dict(const NamedTensors& state, bool strict) {
 }
 
 LoadResult Module::load_state_dict(const SafetensorsFile& file, bool strict) {
+  // Only entries that name a parameter need a dtype Switchyard has: a
+  // non-strict load skips the others whatever they hold.
+  std::unordered_set<std::string> wanted;
+  for (auto& [n, p] : named_parameters()) wanted.insert(n);
   std::vector<std::pair<std::string, Offered>> offered;
-  for (auto& e : file.entries()) offered.push_back({e.name, {e.shape, file.dtype_of(e)}});
+  for (auto& e : file.entries())
+    offered.push_back({e.name, {e.shape, wanted.count(e.name) ? file.dtype_of(e) : DType::f32}});
   auto fetch = [&](const std::string& name, Device& d) { return file.tensor(name, d); };
   return load_into(*this, offered, fetch, strict, cat("'", file.path(), "'"));
 }

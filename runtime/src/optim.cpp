@@ -65,6 +65,7 @@ void Optimizer::step() {
              g.device().str());
     SY_CHECK(g.shape() == p.shape(), "optimizer.step", "expected a gradient of shape ",
              shape_str(p.shape()), ", found ", shape_str(g.shape()));
+    check_updatable("optimizer.step", p);
   }
   for (size_t i = 0; i < params_.size(); ++i) {
     Tensor& p = params_[i];
@@ -101,7 +102,7 @@ void Optimizer::load_state_dict(const NamedTensors& saved, int64_t steps) {
     if (name.rfind("state.", 0) == 0) {
       size_t dot = name.find('.', 6);
       std::string idx = name.substr(6, dot == std::string::npos ? 0 : dot - 6);
-      if (!idx.empty() && idx.size() < 10 &&
+      if (!idx.empty() && idx.size() < 10 && (idx == "0" || idx[0] != '0') &&
           idx.find_first_not_of("0123456789") == std::string::npos) {
         i = size_t(std::stoul(idx));
         auto it = std::find(names.begin(), names.end(), name.substr(dot + 1));
@@ -119,6 +120,10 @@ void Optimizer::load_state_dict(const NamedTensors& saved, int64_t steps) {
                       shape_str(want), " f32, found ",
                       t.defined() ? shape_str(t.shape()) + " " + dtype_name(t.dtype())
                                   : std::string("undefined"));
+      continue;
+    }
+    if (values[i][k].defined()) {
+      problems += cat(problems.empty() ? "" : "; ", "'", name, "' twice");
       continue;
     }
     values[i][k] = t;
@@ -163,7 +168,8 @@ void SGD::update(size_t i, Tensor& p, const Tensor& g) {
     return;
   }
   const bool first = !momentum_[i].defined();
-  if (first) momentum_[i] = zeros(p.shape(), p.device());
+  // A new buffer becomes state only once its first update is recorded.
+  Tensor buf = first ? zeros(p.shape(), p.device()) : momentum_[i];
   SgdMomentumParams k{.n = p.numel(),
                       .nesterov = o_.nesterov,
                       .first_step = first,
@@ -171,7 +177,8 @@ void SGD::update(size_t i, Tensor& p, const Tensor& g) {
                       .momentum = o_.momentum,
                       .dampening = o_.dampening,
                       .weight_decay = o_.weight_decay};
-  update_inplace({&p, &momentum_[i]}, {g}, k);
+  update_inplace({&p, &buf}, {g}, k);
+  momentum_[i] = buf;
 }
 
 Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(params)), o_(o) {
@@ -189,14 +196,14 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(para
 std::vector<Tensor*> Adam::state(size_t i) { return {&m_[i], &v_[i], &step_[i]}; }
 
 void Adam::update(size_t i, Tensor& p, const Tensor& g) {
-  if (!m_[i].defined()) {
-    m_[i] = zeros(p.shape(), p.device());
-    v_[i] = zeros(p.shape(), p.device());
-    step_[i] = zeros({1}, p.device());
-  }
+  // New state becomes the optimizer's only once both updates are recorded.
+  const bool fresh = !m_[i].defined();
+  Tensor m = fresh ? zeros(p.shape(), p.device()) : m_[i];
+  Tensor v = fresh ? zeros(p.shape(), p.device()) : v_[i];
+  Tensor step = fresh ? zeros({1}, p.device()) : step_[i];
   // step += 1, on the device (no per-step scalar changes)
-  Tensor before = step_[i];
-  update_inplace({&step_[i]}, {before.detach()}, AffineParams{.n = 1, .scale = 1.f, .shift = 1.f});
+  Tensor before = step;
+  update_inplace({&step}, {before.detach()}, AffineParams{.n = 1, .scale = 1.f, .shift = 1.f});
   AdamParams k{.n = p.numel(),
                .decoupled = o_.decoupled,
                .lr = lr_,
@@ -204,7 +211,10 @@ void Adam::update(size_t i, Tensor& p, const Tensor& g) {
                .beta2 = o_.beta2,
                .eps = o_.eps,
                .weight_decay = o_.weight_decay};
-  update_inplace({&p, &m_[i], &v_[i]}, {g, step_[i].detach()}, k);
+  update_inplace({&p, &m, &v}, {g, step.detach()}, k);
+  m_[i] = m;
+  v_[i] = v;
+  step_[i] = step;
 }
 
 }  // namespace switchyard::optim

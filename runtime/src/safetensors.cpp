@@ -29,6 +29,17 @@ std::string hex32(uint32_t v) {
   return buf;
 }
 
+// Where the checksum's 8 digits are in a header: the last occurrence of the
+// key with a string value (tensor names are followed by objects, and the
+// checksum is the metadata's last entry); npos when absent.
+size_t crc_digits_at(const std::string& h) {
+  const std::string key = cat("\"", kCrcKey, "\":\"");
+  const size_t k = h.rfind(key);
+  if (k == std::string::npos || k + key.size() + 9 > h.size() || h[k + key.size() + 8] != '"')
+    return std::string::npos;
+  return k + key.size();
+}
+
 // The reference implementation's cap: a header is names and numbers, and a
 // larger one is a file built to exhaust memory.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
@@ -132,6 +143,7 @@ void convert(const StoredType& st, const unsigned char* src, int64_t n, void* ds
 
 struct SafetensorsFile::State {
   std::string path;
+  std::string header;                      // the JSON, as stored (for verify())
   std::unique_ptr<files::MappedFile> map;  // null when parsing caller-owned bytes
   const unsigned char* data = nullptr;     // the data section
   uint64_t data_bytes = 0;
@@ -266,7 +278,8 @@ void parse_file(SafetensorsFile::State& s, const unsigned char* bytes, uint64_t 
                     " bytes; a truncated file?)"));
   s.data = bytes + 8 + n;
   s.data_bytes = size - 8 - n;
-  parse_header(s, std::string_view(reinterpret_cast<const char*>(bytes) + 8, size_t(n)));
+  s.header.assign(reinterpret_cast<const char*>(bytes) + 8, size_t(n));
+  parse_header(s, s.header);
 }
 
 }  // namespace
@@ -324,7 +337,13 @@ Tensor SafetensorsFile::tensor(std::string_view name, Device& d) const {
 bool SafetensorsFile::verify() const {
   auto it = s_->metadata.find(kCrcKey);
   if (it == s_->metadata.end()) return false;
-  uLong sum = crc32_z(0, nullptr, 0);
+  // The header as written: the recorded digits back to zeros.
+  std::string h = s_->header;
+  const size_t at = crc_digits_at(h);
+  if (at == std::string::npos)
+    bad(s_->path, cat("expected the checksum as the last metadata entry, found it elsewhere"));
+  h.replace(at, 8, "00000000");
+  uLong sum = crc32_z(crc32_z(0, nullptr, 0), reinterpret_cast<const Bytef*>(h.data()), h.size());
   const uint64_t chunk = uint64_t(1) << 30;
   for (uint64_t at = 0; at < s_->data_bytes; at += chunk)
     sum = crc32_z(sum, s_->data + at, size_t(std::min(chunk, s_->data_bytes - at)));
@@ -347,9 +366,11 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const Metadata& metadata) {
   const char* op = "save_safetensors";
   nlohmann::ordered_json header = nlohmann::ordered_json::object();
-  if (!metadata.empty()) {
+  Metadata meta = metadata;
+  meta.erase(kCrcKey);  // a loaded file's checksum would not match this file
+  if (!meta.empty()) {
     auto& m = header["__metadata__"] = nlohmann::ordered_json::object();
-    for (auto& [k, v] : metadata) m[k] = v;
+    for (auto& [k, v] : meta) m[k] = v;
   }
   std::set<std::string_view> seen;
   uint64_t at = 0;
@@ -365,9 +386,11 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
                     {"data_offsets", {at, at + bytes}}};
     at += bytes;
   }
+  files::remove_stale_temporaries(path);  // what killed writers of this file left
   files::AtomicFile out(path, op);
-  // A checksum of the data, so that a file damaged after it was written is
-  // found (verify()): written as a placeholder, patched at the end.
+  // A checksum of the header and the data, so that a file damaged after it
+  // was written is found (verify()): the last metadata entry, written as
+  // zeros and patched at the end; the sum covers the header with the zeros.
   const bool crc = !out.in_place();
   if (crc) {
     if (!header.contains("__metadata__")) {
@@ -383,16 +406,15 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
   } catch (const nlohmann::json::exception& e) {  // a name that is not UTF-8
     throw Error(cat("[", op, "] '", path, "': cannot write the header: ", e.what()));
   }
-  const std::string placeholder = cat("\"", kCrcKey, "\":\"00000000\"");
-  const size_t crc_at = crc ? h.find(placeholder) + placeholder.size() - 9 : 0;
   h.resize((h.size() + 7) / 8 * 8, ' ');  // pad so the data starts 8-byte aligned
+  const size_t crc_at = crc ? crc_digits_at(h) : 0;
   unsigned char len[8];
   const uint64_t n = h.size();
   for (int i = 0; i < 8; ++i) len[i] = uint8_t(n >> (8 * i));
   out.write(len, 8);
   out.write(h);
   std::vector<unsigned char> host;
-  uLong sum = crc32_z(0, nullptr, 0);
+  uLong sum = crc32_z(crc32_z(0, nullptr, 0), reinterpret_cast<const Bytef*>(h.data()), h.size());
   for (auto& [name, t] : tensors) {
     const size_t bytes = size_t(t.numel()) * dtype_size(t.dtype());
     if (!bytes) continue;

@@ -450,6 +450,7 @@ class Evaluation {
         continue;
       // Not persisted: nothing outside holds it, so it is never read again.
       n->kind = NodeKind::leaf;
+      uncount(*n);
       n->version = 0;
       if (n->storage)
         for (auto& r : n->readers)
@@ -473,9 +474,9 @@ class Evaluation {
 }  // namespace
 
 void queue_value(const NodePtr& n) {
-  if (!n->pending()) return;
   Context& c = *n->ctx;
-  GraphLock lock(c.mu);
+  GraphLock lock(c.mu);  // another thread's evaluation may be running n
+  if (!n->pending()) return;
   c.pending_values.push_back(n);
   if (c.ops_since_eval >= Context::kFlushOps) evaluate(c, {});
 }

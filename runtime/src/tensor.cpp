@@ -23,7 +23,17 @@ std::shared_ptr<Storage> new_storage(Context& c, size_t bytes) {
 
 // Destruction moves children to a per-thread list and frees them in a loop,
 // so dropping a graph of any depth uses constant stack.
+std::atomic<int64_t> g_pending_ops{0};
+std::atomic<int64_t> g_max_pending_ops{int64_t(1) << 22};
+
+void uncount(Node& n) {
+  if (!n.counted) return;
+  n.counted = false;
+  g_pending_ops.fetch_sub(1, std::memory_order_relaxed);
+}
+
 Node::~Node() {
+  uncount(*this);
   thread_local std::vector<NodePtr> pending;
   thread_local bool draining = false;
   for (auto& i : inputs) pending.push_back(std::move(i));
@@ -123,12 +133,15 @@ NodePtr make_node(std::vector<NodePtr> inputs, Shape shape, DType t, const Kerne
   }
   check_supported(*n->ctx, k);
   GraphLock lock(n->ctx->mu);
-  Context& c = *n->ctx;
-  SY_CHECK(c.ops_since_eval < c.max_pending_ops, kernel_name(k), "expected at most ",
-           c.max_pending_ops, " operations recorded on ", c.device->str(),
-           " between evaluations, found that many with nothing evaluated; read a value (item(), "
-           "to_vector()), or call eval() or synchronize() to run them");
-  ++c.ops_since_eval;
+  const int64_t waiting = g_pending_ops.load(std::memory_order_relaxed);
+  SY_CHECK(waiting < g_max_pending_ops.load(std::memory_order_relaxed), kernel_name(k),
+           "expected at most ", g_max_pending_ops.load(), " operations waiting to run, found ",
+           waiting,
+           " recorded and held but never evaluated; read a value (item(), to_vector()) "
+           "or eval() the tensors that hold them, or drop the ones you no longer need");
+  g_pending_ops.fetch_add(1, std::memory_order_relaxed);
+  n->counted = true;
+  ++n->ctx->ops_since_eval;
   n->dtype = t;
   n->shape = std::move(shape);
   n->params = p;
@@ -210,6 +223,31 @@ NodePtr materialize(const Tensor& t) {
   return n;
 }
 
+// One version counter per storage: an update must own all of it, and
+// write the newest value.
+static void check_leaf_updatable(const char* op, const Node& n) {
+  SY_CHECK(n.offset == 0 && n.bytes() == n.storage->bytes, op,
+           "in-place updates need a tensor that owns its whole storage; found a view of ",
+           n.bytes(), " bytes at offset ", n.offset, " into ", n.storage->bytes,
+           " bytes (a slice of a larger tensor)");
+  check_fresh(op, n);
+}
+
+void check_updatable(const char* op, const Tensor& t) {
+  auto lock = lock_graph(t);
+  NodePtr n = node_of(t);
+  if (n->kind == NodeKind::leaf && n->storage) check_leaf_updatable(op, *n);
+  // A view or an op node: update_inplace evaluates it into a leaf of its
+  // own first; a view of a larger storage is caught then.
+  if (n->kind == NodeKind::view) {
+    const Node& b = *n->base();
+    SY_CHECK(n->bytes() == b.bytes(), op,
+             "in-place updates need a tensor that owns its whole storage; found a view of ",
+             n->bytes(), " bytes at offset ", n->offset, " into ", b.bytes(),
+             " bytes (a slice of a larger tensor)");
+  }
+}
+
 void update_inplace(const std::vector<Tensor*>& targets, const std::vector<Tensor>& reads,
                     const KernelParams& p) {
   const Kernel k = p.kernel();
@@ -224,12 +262,7 @@ void update_inplace(const std::vector<Tensor*>& targets, const std::vector<Tenso
       materialize(*t);
       n = node_of(*t);
     }
-    // One version counter per storage: an update must own all of it.
-    SY_CHECK(n->offset == 0 && n->bytes() == n->storage->bytes, kernel_name(k),
-             "in-place updates need a tensor that owns its whole storage; found a view of ",
-             n->bytes(), " bytes at offset ", n->offset, " into ", n->storage->bytes,
-             " bytes (a slice of a larger tensor)");
-    check_fresh(kernel_name(k), *n);
+    check_leaf_updatable(kernel_name(k), *n);
     u->write_mask |= 1u << u->inputs.size();
     u->inputs.push_back(n);
   }
@@ -425,41 +458,54 @@ void synchronize(Device& d) {
 
 Tensor Tensor::to(Device& dev, bool non_blocking) const {
   if (node_of(*this)->ctx->device.get() == &dev) return *this;
-  NodePtr mp = materialize(*this);
-  Node& m = *mp;
-  BackendDevice& from = *m.ctx->device;
-  size_t bytes = m.bytes();
   Context& c = context_of(dev);
-  BackendDevice& d = *c.device;
-  auto st = new_storage(c, bytes);
-  if (bytes) {
-    if (m.storage->pin_ctx &&
-        m.storage->pin_ctx->device.get() == &d) {  // its own pinned memory: a device copy
-      d.copy(m.storage->pin_buffer, m.offset, st->buffer, 0, bytes);
-    } else if (void* host = from.host_pointer(m.storage->buffer)) {
-      from.synchronize();  // the host must see finished values
-      d.upload(st->buffer, 0, static_cast<char*>(host) + m.offset, bytes);
-    } else if (void* dst = d.host_pointer(st->buffer)) {
-      from.download(m.storage->buffer, m.offset, dst, bytes);
-      from.synchronize();
-    } else {  // GPU to GPU through the host
-      std::vector<char> tmp(bytes);
-      from.download(m.storage->buffer, m.offset, tmp.data(), bytes);
-      from.synchronize();
-      d.upload(st->buffer, 0, tmp.data(), bytes);
+  std::shared_ptr<Storage> st;
+  BackendDevice* from_dev = nullptr;
+  Shape shape;
+  DType dtype = DType::f32;
+  {
+    // The source's graph lock is held through the copy, so no update of it
+    // runs while it is read; released before the destination's lock is
+    // taken (make_leaf), so copies in both directions cannot deadlock.
+    auto source_lock = lock_graph(*this);
+    NodePtr mp = materialize(*this);
+    Node& m = *mp;
+    BackendDevice& from = *m.ctx->device;
+    size_t bytes = m.bytes();
+    BackendDevice& d = *c.device;
+    st = new_storage(c, bytes);
+    if (bytes) {
+      if (m.storage->pin_ctx &&
+          m.storage->pin_ctx->device.get() == &d) {  // its own pinned memory: a device copy
+        d.copy(m.storage->pin_buffer, m.offset, st->buffer, 0, bytes);
+      } else if (void* host = from.host_pointer(m.storage->buffer)) {
+        from.synchronize();  // the host must see finished values
+        d.upload(st->buffer, 0, static_cast<char*>(host) + m.offset, bytes);
+      } else if (void* dst = d.host_pointer(st->buffer)) {
+        from.download(m.storage->buffer, m.offset, dst, bytes);
+        from.synchronize();
+      } else {  // GPU to GPU through the host
+        std::vector<char> tmp(bytes);
+        from.download(m.storage->buffer, m.offset, tmp.data(), bytes);
+        from.synchronize();
+        d.upload(st->buffer, 0, tmp.data(), bytes);
+      }
+      // Nothing to wait for: upload() has consumed (copied or staged) the
+      // source, and the device orders the copy before any later work on it.
+      // Waiting here would cost a submission per batch on a staging device.
+      (void)non_blocking;
     }
-    // Nothing to wait for: upload() has consumed (copied or staged) the
-    // source, and the device orders the copy before any later work on it.
-    // Waiting here would cost a submission per batch on a staging device.
-    (void)non_blocking;
+    from_dev = &from;
+    shape = m.shape;
+    dtype = m.dtype;
   }
-  Tensor out = wrap(make_leaf(c, std::move(st), 0, m.shape, m.dtype));
+  Tensor out = wrap(make_leaf(c, std::move(st), 0, std::move(shape), dtype));
   // As in PyTorch, a copy to another device is differentiable.
   if (requires_grad() && is_grad_enabled()) {
     auto fn = std::make_shared<GradFn>();
     fn->name = "to";
     fn->inputs = {impl_ptr()};
-    Device* back = &from;
+    Device* back = from_dev;
     fn->backward = [back](const Tensor& g) { return std::vector<Tensor>{g.to(*back)}; };
     out.impl()->requires_grad = true;
     out.impl()->grad_fn = std::move(fn);
@@ -478,6 +524,7 @@ Tensor Tensor::pin_with(Device* only) const {
   const NodePtr src = node_of(*this);
   SY_CHECK(src->ctx->device.get() == &cpu(), "pin_memory", "expected a cpu tensor, found one on ",
            src->ctx->device->str());
+  auto source_lock = lock_graph(*this);  // held through the copy, as in to()
   NodePtr mp = materialize(*this);
   Node& m = *mp;
   if (m.storage->pin_ctx) return *this;
@@ -519,12 +566,19 @@ Tensor Tensor::to(DType t) const {
 
 namespace detail {
 void copy_to_host(const Tensor& t, void* dst) {
-  NodePtr m = materialize(t);
-  const size_t bytes = m->bytes();
-  if (!bytes) return;
-  BackendDevice& d = *m->ctx->device;
-  d.download(m->storage->buffer, m->offset, dst, bytes);
-  d.synchronize();
+  BackendDevice* d = nullptr;
+  {
+    // The download is queued under the graph lock, so another thread's
+    // in-place update of this storage (a shared parameter's step) runs
+    // before it or after it, never during. The wait needs no lock.
+    auto lock = lock_graph(t);
+    NodePtr m = materialize(t);
+    const size_t bytes = m->bytes();
+    if (!bytes) return;
+    d = m->ctx->device.get();
+    d->download(m->storage->buffer, m->offset, dst, bytes);
+  }
+  d->synchronize();
 }
 
 Tensor copy_to(const Tensor& t, Device& d) {

@@ -46,6 +46,11 @@ struct IdxArray {
 };
 IdxArray read_idx(const std::string& path);
 
+// Samples to run a model on, as an (N, features) f32 cpu tensor: IDX
+// images (bytes, normalized as FashionMNIST normalizes them) or a NumPy
+// .npy array (float32 taken as it is; uint8 normalized like the images).
+Tensor read_samples(const std::string& path);
+
 // Fashion-MNIST from Debian's dataset-fashion-mnist package (IDX .gz files).
 // Images are kept as bytes and normalized per batch to
 // (x/255 - 0.2860) / 0.3530, shape (B, 784) f32; labels (B) i32.
