@@ -154,8 +154,19 @@ void AtomicFile::flush() {
 
 void AtomicFile::write(const void* data, size_t n) {
   SY_CHECK(fd_ >= 0 && !committed_, op_, "write to '", path_, "' after it was committed or failed");
-  buf_.append(static_cast<const char*>(data), n);
-  if (buf_.size() >= (size_t(1) << 20)) flush();
+  constexpr size_t kBatch = size_t(1) << 20;
+  if (n < kBatch) {  // small writes are batched
+    buf_.append(static_cast<const char*>(data), n);
+    if (buf_.size() >= kBatch) flush();
+    return;
+  }
+  flush();  // a large block goes to the file as it is, not through a copy
+  for (size_t done = 0; done < n;) {
+    ssize_t r = ::write(fd_, static_cast<const char*>(data) + done, n - done);
+    if (r < 0 && errno == EINTR) continue;
+    if (r <= 0) fail("write", r < 0 ? errno : ENOSPC);
+    done += size_t(r);
+  }
 }
 
 void AtomicFile::write_at(uint64_t offset, const void* data, size_t n) {
