@@ -142,6 +142,17 @@ TEST_P(OnDevice, GradViewsAndMoves) {
             [&](auto& x) { return (x[0].to(other) * 3.f).to(x[0].device()); }, {{2, 3}});
 }
 
+TEST_P(OnDevice, GradDropoutAndLayerNorm) {
+  gradcheck(D(), "dropout",
+            [](const auto& in) {
+              sy::manual_seed(5);  // the same mask at every evaluation
+              return sy::dropout(in[0], 0.4f);
+            },
+            {{6, 7}});
+  gradcheck(D(), "layer_norm", [](const auto& in) { return sy::layer_norm(in[0], in[1], in[2]); },
+            {{4, 9}, {9}, {9}});
+}
+
 TEST_P(OnDevice, GradTwoLayerMlp) {
   gradcheck(D(), "mlp",
             [](auto& x) {

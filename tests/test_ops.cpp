@@ -177,6 +177,64 @@ TEST_P(OnDevice, OpsScalarArithmetic) {
   }
 }
 
+TEST_P(OnDevice, DropoutDropsWithTheSameMaskOnEveryDeviceAndIsIdentityInEval) {
+  const int64_t n = 20000;
+  Tensor x = sy::ones({4, n / 4}, D());
+  sy::manual_seed(42);
+  auto y = sy::dropout(x, 0.3f).to_vector<float>();
+  size_t dropped = 0;
+  for (float v : y) {
+    ASSERT_TRUE(v == 0.f || std::abs(v - 1.f / 0.7f) < 1e-6f) << v;
+    dropped += v == 0.f;
+  }
+  EXPECT_NEAR(double(dropped) / double(n), 0.3, 0.015);  // ~10 standard deviations
+  // The same seed gives the same mask here as on the CPU.
+  sy::manual_seed(42);
+  EXPECT_EQ(sy::dropout(sy::ones({4, n / 4}), 0.3f).to_vector<float>(), y);
+  // A gradient flows through the kept elements only, scaled alike.
+  Tensor w = sy::ones({4, n / 4}, D()).requires_grad_();
+  sy::manual_seed(42);
+  sy::sum(sy::dropout(w, 0.3f)).backward();
+  EXPECT_EQ(w.grad().to_vector<float>(), y);
+  EXPECT_EQ(sy::dropout(x, 0.3f, /*training=*/false).impl(), x.impl());
+  EXPECT_EQ(sy::dropout(x, 1.f).sum().item(), 0.f);
+  // nn::Dropout follows train()/eval().
+  sy::nn::Sequential m;
+  m.add(std::make_shared<sy::nn::Dropout>(0.5f));
+  m.eval();
+  EXPECT_EQ(m(x).to_vector<float>(), x.to_vector<float>());
+  m.train();
+  EXPECT_NE(m(x).to_vector<float>(), x.to_vector<float>());
+  expect_error([&] { sy::dropout(x, 1.5f); }, {"dropout", "probability p in [0, 1]", "1.5"});
+}
+
+TEST_P(OnDevice, LayerNormMatchesTheReference) {
+  const int64_t rows = 5, n = 33;
+  auto v = random_vec(size_t(rows * n), 12, -3.f, 3.f);
+  auto wv = random_vec(size_t(n), 13, 0.5f, 1.5f), bv = random_vec(size_t(n), 14);
+  Tensor x = sy::from_vector(v, {rows, n}, D());
+  Tensor y = sy::layer_norm(x, sy::from_vector(wv, {n}, D()), sy::from_vector(bv, {n}, D()));
+  std::vector<double> ref;
+  for (int64_t r = 0; r < rows; ++r) {
+    double mu = 0, var = 0;
+    for (int64_t j = 0; j < n; ++j) mu += v[size_t(r * n + j)];
+    mu /= double(n);
+    for (int64_t j = 0; j < n; ++j) var += std::pow(v[size_t(r * n + j)] - mu, 2);
+    var /= double(n);
+    for (int64_t j = 0; j < n; ++j)
+      ref.push_back((v[size_t(r * n + j)] - mu) / std::sqrt(var + 1e-5) * wv[size_t(j)] +
+                    bv[size_t(j)]);
+  }
+  EXPECT_LT(nse(y.to_vector<float>(), ref), 1e-10);
+  sy::nn::LayerNorm ln(n, 1e-5f, true, D());
+  EXPECT_EQ(ln.state_dict()[0].first, "weight");
+  EXPECT_EQ(ln.state_dict()[1].first, "bias");
+  EXPECT_EQ(ln(x).shape(), (sy::Shape{rows, n}));
+  expect_error([&] { ln(sy::zeros({2, 4}, D())); }, {"LayerNorm", "last dimension of 33"});
+  expect_error([&] { sy::layer_norm(x, sy::ones({4}, D())); },
+               {"layer_norm", "expected weight and bias of shape (33)"});
+}
+
 TEST_P(OnDevice, OpsActivations) {
   auto v = random_vec(255 * 3, 10, -4.f, 4.f);
   auto pos = random_vec(255, 11, 0.1f, 5.f);

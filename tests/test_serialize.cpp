@@ -515,6 +515,26 @@ TEST(ModelFileErrors, PlainFilesUnknownTypesAndModulesWithoutASpecAreClear) {
   expect_error([&] { sy::nn::load(odd); }, {"1 missing: '0.bias'"});
 }
 
+TEST(ModelFileErrors, DropoutAndLayerNormRoundTrip) {
+  sy::manual_seed(12);
+  auto m = std::make_shared<sy::nn::Sequential>();
+  m->add(std::make_shared<sy::nn::Linear>(6, 8))
+      .add(std::make_shared<sy::nn::LayerNorm>(8, 1e-6f))
+      .add(std::make_shared<sy::nn::GELU>())
+      .add(std::make_shared<sy::nn::Dropout>(0.25f))
+      .add(std::make_shared<sy::nn::Linear>(8, 3));
+  m->eval();
+  const std::string path = temp_path("ln.safetensors");
+  sy::nn::save(*m, path);
+  auto loaded = sy::nn::load(path);
+  loaded->eval();
+  auto x = sy::randn({4, 6});
+  EXPECT_EQ((*loaded)(x).to_vector<float>(), (*m)(x).to_vector<float>());
+  EXPECT_EQ(
+      names_of(loaded->state_dict()),
+      (std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias", "4.weight", "4.bias"}));
+}
+
 TEST(ModelFileErrors, RegisteredTypesLoad) {
   sy::nn::register_module_type("TwoLayer", [](const sy::nn::ModuleSpec&, sy::Device& d) {
     return std::make_shared<TwoLayer>(d);

@@ -29,6 +29,14 @@ int64_t arg(const ModuleSpec& s, const char* name, int64_t lo, int64_t hi) {
   return it->second;
 }
 
+double real(const ModuleSpec& s, const char* name, double lo, double hi) {
+  auto it = s.reals.find(name);
+  SY_CHECK(it != s.reals.end(), "nn::load", "expected '", name, "' for a ", s.type, " module");
+  SY_CHECK(it->second >= lo && it->second <= hi, "nn::load", "expected ", name, " in [", lo, ", ",
+           hi, "] for a ", s.type, " module, found ", it->second);
+  return it->second;
+}
+
 template <class M>
 ModuleFactory stateless() {
   return [](const ModuleSpec&, Device&) { return std::make_shared<M>(); };
@@ -47,6 +55,14 @@ Registry& registry() {
     r->make["Tanh"] = stateless<Tanh>();
     r->make["Sigmoid"] = stateless<Sigmoid>();
     r->make["Flatten"] = stateless<Flatten>();
+    r->make["Dropout"] = [](const ModuleSpec& s, Device&) {
+      return std::make_shared<Dropout>(float(real(s, "p", 0.0, 1.0)));
+    };
+    r->make["LayerNorm"] = [](const ModuleSpec& s, Device& d) {
+      return std::make_shared<LayerNorm>(arg(s, "normalized_shape", 1, int64_t(1) << 31),
+                                         float(real(s, "eps", 1e-30, 1.0)),
+                                         arg(s, "elementwise_affine", 0, 1) != 0, d);
+    };
     r->make["Sequential"] = [](const ModuleSpec& s, Device& d) {
       auto seq = std::make_shared<Sequential>();
       for (auto& c : s.children) seq->add(build(c, d));
@@ -60,6 +76,7 @@ Registry& registry() {
 nlohmann::json to_json(const ModuleSpec& s) {
   nlohmann::json j{{"type", s.type}};
   if (!s.args.empty()) j["args"] = s.args;
+  if (!s.reals.empty()) j["reals"] = s.reals;
   if (!s.children.empty()) {
     j["children"] = nlohmann::json::array();
     for (auto& c : s.children) j["children"].push_back(to_json(c));
@@ -81,6 +98,13 @@ ModuleSpec from_json(const nlohmann::json& j, const std::string& path, int depth
     for (auto& [k, v] : j["args"].items()) {
       if (!v.is_number_integer()) throw bad(cat("expected an integer for '", k, "'"));
       s.args[k] = v.get<int64_t>();
+    }
+  }
+  if (j.contains("reals")) {
+    if (!j["reals"].is_object()) throw bad("expected 'reals' to be an object");
+    for (auto& [k, v] : j["reals"].items()) {
+      if (!v.is_number()) throw bad(cat("expected a number for '", k, "'"));
+      s.reals[k] = v.get<double>();
     }
   }
   if (j.contains("children")) {

@@ -184,6 +184,31 @@ Tensor Linear::forward(const Tensor& x) {
   return linear(x, *weight_, bias_ ? *bias_ : none_);
 }
 
+Dropout::Dropout(float p) : p_(p) {
+  SY_CHECK(p >= 0.f && p <= 1.f, "Dropout", "expected a probability p in [0, 1], found ", p);
+}
+
+LayerNorm::LayerNorm(int64_t n, float eps, bool affine, Device& d) : n_(n), eps_(eps) {
+  SY_CHECK(n > 0 && eps > 0.f, "LayerNorm", "expected a positive size and eps, found ", n, " and ",
+           eps);
+  if (affine) {
+    weight_ = &register_parameter("weight", ones({n}, d));
+    bias_ = &register_parameter("bias", zeros({n}, d));
+  }
+}
+
+Tensor LayerNorm::forward(const Tensor& x) {
+  SY_CHECK(x.dim() >= 1 && x.size(-1) == n_, "LayerNorm", "expected a last dimension of ", n_,
+           ", found shape ", shape_str(x.shape()));
+  return layer_norm(x, weight_ ? *weight_ : Tensor(), bias_ ? *bias_ : Tensor(), eps_);
+}
+
+std::optional<ModuleSpec> LayerNorm::spec() const {
+  return ModuleSpec("LayerNorm",
+                    {{"normalized_shape", n_}, {"elementwise_affine", weight_ ? 1 : 0}}, {},
+                    {{"eps", double(eps_)}});
+}
+
 Sequential& Sequential::add(std::shared_ptr<Module> m) {
   SY_CHECK(m != nullptr, "Sequential", "expected a module, found null");
   layers_.push_back(register_module(std::to_string(layers_.size()), std::move(m)));

@@ -518,4 +518,36 @@ Tensor Tensor::le(float s) const { return switchyard::le(*this, s); }
 Tensor Tensor::gt(float s) const { return switchyard::gt(*this, s); }
 Tensor Tensor::ge(float s) const { return switchyard::ge(*this, s); }
 
+// ---- dropout, layer_norm (composed) -----------------------------------------
+
+Tensor dropout(const Tensor& x, float p, bool training) {
+  check_f32("dropout", x);
+  SY_CHECK(p >= 0.f && p <= 1.f, "dropout", "expected a probability p in [0, 1], found ", p);
+  if (!training || p == 0.f) return x;
+  if (p == 1.f) return x * 0.f;  // everything dropped (and no 1/0 scale)
+  Tensor keep = ge(rand(x.shape(), Options().device(x.device())), p).to(DType::f32);
+  return x * (keep * (1.f / (1.f - p)));
+}
+
+Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  check_f32("layer_norm", x);
+  SY_CHECK(x.dim() >= 1, "layer_norm", "expected at least 1 dimension, found a scalar");
+  SY_CHECK(eps > 0.f, "layer_norm", "expected eps > 0, found ", eps);
+  const int64_t n = x.size(-1);
+  for (const Tensor* t : {&weight, &bias}) {
+    if (!t->defined()) continue;
+    check_f32("layer_norm", *t);
+    check_same_device("layer_norm", x, *t);
+    SY_CHECK(t->dim() == 1 && t->size(0) == n, "layer_norm", "expected weight and bias of shape (",
+             n, "), the last dimension of ", shape_str(x.shape()), ", found ",
+             shape_str(t->shape()));
+  }
+  Tensor centered = x - mean(x, -1, true);
+  Tensor var = mean(centered * centered, -1, true);
+  Tensor y = centered / sqrt(var + eps);
+  if (weight.defined()) y = y * weight;
+  if (bias.defined()) y = y + bias;
+  return y;
+}
+
 }  // namespace switchyard

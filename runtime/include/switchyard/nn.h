@@ -18,11 +18,12 @@ namespace switchyard::nn {
 // specs of its children in order (a Sequential's layers).
 struct ModuleSpec {
   ModuleSpec(std::string t = "", std::map<std::string, int64_t> a = {},
-             std::vector<ModuleSpec> c = {})
-      : type(std::move(t)), args(std::move(a)), children(std::move(c)) {}
+             std::vector<ModuleSpec> c = {}, std::map<std::string, double> r = {})
+      : type(std::move(t)), args(std::move(a)), children(std::move(c)), reals(std::move(r)) {}
   std::string type;
   std::map<std::string, int64_t> args;
   std::vector<ModuleSpec> children;
+  std::map<std::string, double> reals;  // real-valued settings (dropout's p, eps)
 };
 
 // Returned by Module::load_state_dict: what strict mode would have refused.
@@ -45,7 +46,10 @@ class Module {
   Module& to(Device& d);
   Module& to(std::string_view device_name);
   void zero_grad();
+  // Training mode (the default) or evaluation mode, for this module and its
+  // submodules: Dropout drops only in training mode, as in PyTorch.
   void train(bool on = true);
+  void eval() { train(false); }
   bool is_training() const { return training_; }
 
   // PyTorch's state_dict: every parameter by its dotted name ("0.weight",
@@ -122,6 +126,34 @@ class Flatten : public Module {
  public:
   Tensor forward(const Tensor& x) override { return x.flatten(1); }
   std::optional<ModuleSpec> spec() const override { return ModuleSpec("Flatten"); }
+};
+
+// dropout(x, p) in training mode, x in evaluation mode.
+class Dropout : public Module {
+ public:
+  explicit Dropout(float p = 0.5f);
+  Tensor forward(const Tensor& x) override { return dropout(x, p_, is_training()); }
+  std::optional<ModuleSpec> spec() const override {
+    return ModuleSpec("Dropout", {}, {}, {{"p", double(p_)}});
+  }
+
+ private:
+  float p_;
+};
+
+// layer_norm over the last dimension, of size `n`, with a learned weight
+// (ones) and bias (zeros) when `affine`, named as PyTorch names them.
+class LayerNorm : public Module {
+ public:
+  explicit LayerNorm(int64_t n, float eps = 1e-5f, bool affine = true, Device& d = cpu());
+  Tensor forward(const Tensor& x) override;
+  std::optional<ModuleSpec> spec() const override;
+
+ private:
+  int64_t n_;
+  float eps_;
+  Tensor* weight_ = nullptr;
+  Tensor* bias_ = nullptr;
 };
 
 class Sequential : public Module {

@@ -65,6 +65,18 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
 Tensor mse_loss(const Tensor& input, const Tensor& target);  // mean
 Tensor argmax(const Tensor& x, int64_t dim = -1);            // last dim; i32
 
+// Zeroes each element with probability p and scales the rest by 1/(1-p), when
+// `training`; x itself otherwise. The mask comes from the counter-based
+// generator (rand), so a seed gives the same mask on every backend.
+// Composed from rand, a comparison and products (one fused kernel later).
+Tensor dropout(const Tensor& x, float p, bool training = true);
+// Normalizes over the last dimension: (x - mean) / sqrt(var + eps), var
+// biased, as PyTorch's layer_norm; then * weight + bias when given (shape:
+// the last dimension). Composed from the last-axis reductions and
+// broadcasting, so its backward comes from theirs.
+Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  float eps = 1e-5f);
+
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }
 inline Tensor operator-(const Tensor& a, const Tensor& b) { return sub(a, b); }
 inline Tensor operator*(const Tensor& a, const Tensor& b) { return mul(a, b); }
