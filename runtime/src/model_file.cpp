@@ -21,20 +21,20 @@ struct Registry {
   std::unordered_map<std::string, ModuleFactory> make;
 };
 
-int64_t arg(const ModuleSpec& s, const char* name, int64_t lo, int64_t hi) {
-  auto it = s.args.find(name);
-  SY_CHECK(it != s.args.end(), "nn::load", "expected '", name, "' for a ", s.type, " module");
+// A setting of a module spec (`args` or `reals`), present and in [lo, hi].
+template <class T>
+T setting(const ModuleSpec& s, const std::map<std::string, T>& from, const char* name, T lo, T hi) {
+  auto it = from.find(name);
+  SY_CHECK(it != from.end(), "nn::load", "expected '", name, "' for a ", s.type, " module");
   SY_CHECK(it->second >= lo && it->second <= hi, "nn::load", "expected ", name, " in [", lo, ", ",
            hi, "] for a ", s.type, " module, found ", it->second);
   return it->second;
 }
-
+int64_t arg(const ModuleSpec& s, const char* name, int64_t lo, int64_t hi) {
+  return setting(s, s.args, name, lo, hi);
+}
 double real(const ModuleSpec& s, const char* name, double lo, double hi) {
-  auto it = s.reals.find(name);
-  SY_CHECK(it != s.reals.end(), "nn::load", "expected '", name, "' for a ", s.type, " module");
-  SY_CHECK(it->second >= lo && it->second <= hi, "nn::load", "expected ", name, " in [", lo, ", ",
-           hi, "] for a ", s.type, " module, found ", it->second);
-  return it->second;
+  return setting(s, s.reals, name, lo, hi);
 }
 
 template <class M>
