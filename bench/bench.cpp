@@ -36,6 +36,7 @@
 #include "switchyard/optim.h"
 #include "switchyard/profile.h"
 #include "switchyard/switchyard.h"
+#include "workload.h"
 
 namespace switchyard::bench {
 
@@ -64,8 +65,8 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-const std::vector<std::string> kGroups = {"gemm",  "elementwise", "reduce", "softmax",
-                                          "optim", "transfer",    "model"};
+const std::vector<std::string> kGroups = {"gemm",    "conv",  "elementwise", "reduce",
+                                          "softmax", "optim", "transfer",    "model"};
 
 struct BenchOptions {
   std::vector<std::string> devices;
@@ -75,20 +76,6 @@ struct BenchOptions {
   bool quick = false;
   std::string json, csv, svg, title;
   bool child = false;  // the forced-staging re-run: CSV of transfers only
-};
-
-// A workload: what one run does on a device, and how much work that is.
-struct Prepared {
-  std::function<void()> run;  // one run, finished (synchronized) on return
-  double work = 0;            // per run, in the unit's numerator (FLOP, bytes, samples)
-  std::function<void()> cleanup;
-};
-struct Workload {
-  std::string group, name, unit;
-  double scale = 1e-9;  // unit = work * scale / seconds
-  double flop_per_unit = 0;
-  std::function<bool(BackendDevice&)> applies = [](BackendDevice&) { return true; };
-  std::function<Prepared(BackendDevice&)> prepare;
 };
 
 double seconds_since(Clock::time_point t0) {
@@ -275,6 +262,10 @@ std::string fmt_size(int64_t n) {
 // ---- the workloads ----------------------------------------------------------------------
 constexpr int64_t kMlpIn = 784, kMlpH1 = 256, kMlpH2 = 128, kMlpOut = 10;
 
+void append(std::vector<Workload>& to, std::vector<Workload> more) {
+  for (auto& x : more) to.push_back(std::move(x));
+}
+
 std::vector<Workload> workloads(const BenchOptions& o) {
   std::vector<Workload> w;
   auto want = [&](const char* g) { return o.groups.count(g) > 0; };
@@ -309,6 +300,7 @@ std::vector<Workload> workloads(const BenchOptions& o) {
              return prepare_kernel(d, kc, 2.0 * double(g.M) * double(g.N) * double(g.K));
            }});
   }
+  if (want("conv")) append(w, conv_workloads());
   auto elems = [&](std::vector<int64_t> full, std::vector<int64_t> quick) {
     std::vector<int64_t> n = sizes_or(full, quick);
     if (!o.sizes.empty())
@@ -510,6 +502,7 @@ std::vector<Workload> workloads(const BenchOptions& o) {
                    }});
     }
   }
+  if (want("model")) append(w, cnn_workloads());
   return w;
 }
 
@@ -579,7 +572,7 @@ std::optional<BenchOptions> parse(const std::vector<std::string>& args) {
       ->capture_default_str();
   app.add_option(
       "--ops", ops,
-      "groups to run: gemm,elementwise,reduce,softmax,optim,transfer,model (default: all)");
+      "groups to run: gemm,conv,elementwise,reduce,softmax,optim,transfer,model (default: all)");
   app.add_option("--sizes", sizes,
                  "the size of each selected group: GEMM square N, elements in Mi (2^20) for "
                  "elementwise/reduce/softmax/optim, MiB for transfers, batch for models");
@@ -613,7 +606,8 @@ std::optional<BenchOptions> parse(const std::vector<std::string>& args) {
     for (auto& g : split(ops, "--ops")) {
       if (std::find(kGroups.begin(), kGroups.end(), g) == kGroups.end())
         throw Error(
-            "[bench] --ops: expected some of gemm,elementwise,reduce,softmax,optim,transfer,model, "
+            "[bench] --ops: expected some of "
+            "gemm,conv,elementwise,reduce,softmax,optim,transfer,model, "
             "found '" +
             g + "'");
       o.groups.insert(g);

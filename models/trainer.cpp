@@ -8,6 +8,7 @@
 #include <nlohmann/json.hpp>
 
 #include "checkpoint.h"
+#include "cnn.h"
 #include "mlp.h"
 #include "switchyard/error.h"
 #include "switchyard/optim.h"
@@ -49,9 +50,19 @@ EvalResult evaluate(nn::Module& model, const data::Dataset& ds, Device& dev) {
 
 // The settings a resumed run must share with the one that saved.
 static std::string settings_json(const TrainConfig& c, const std::vector<int64_t>& sizes) {
-  return nlohmann::json{{"sizes", sizes},     {"batch", c.batch}, {"opt", c.opt},
-                        {"lr", double(c.lr)}, {"seed", c.seed},   {"limit", c.limit}}
-      .dump();
+  nlohmann::json j{{"sizes", sizes},     {"batch", c.batch}, {"opt", c.opt},
+                   {"lr", double(c.lr)}, {"seed", c.seed},   {"limit", c.limit}};
+  if (c.model != "mlp")
+    j = {{"model", c.model},   {"batch", c.batch}, {"opt", c.opt},
+         {"lr", double(c.lr)}, {"seed", c.seed},   {"limit", c.limit}};
+  return j.dump();
+}
+
+static std::shared_ptr<nn::Module> make_model(const TrainConfig& c,
+                                              const std::vector<int64_t>& sizes) {
+  if (c.model == "mlp") return mlp(sizes);
+  if (c.model == "cnn") return cnn();
+  throw Error(detail::cat("[train] unknown model '", c.model, "': expected mlp or cnn"));
 }
 
 static bool is_model_file(const std::string& path) {
@@ -78,7 +89,7 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
   std::vector<int64_t> sizes{784};
   sizes.insert(sizes.end(), cfg.hidden.begin(), cfg.hidden.end());
   sizes.push_back(10);
-  auto model = mlp(sizes);  // built on the cpu, then moved, as in PyTorch
+  auto model = make_model(cfg, sizes);  // built on the cpu, then moved, as in PyTorch
   model->to(dev);
   auto opt = make_optimizer(cfg.opt, model->parameters(), cfg.lr);
   // On a GPU the loader's thread puts batches in pinned memory, so moving

@@ -1,4 +1,4 @@
-// Training an MLP classifier on Fashion-MNIST: the CLI's main job, also used
+// Training a classifier (an MLP or a CNN) on Fashion-MNIST: the CLI's main job, also used
 // by tests and benchmarks.
 #pragma once
 #include <functional>
@@ -15,8 +15,9 @@ struct TrainConfig {
   int epochs = 5;
   int64_t batch = 128;
   float lr = 1e-3f;
-  std::string opt = "adam";  // sgd (momentum 0.9) | adam | adamw
-  std::vector<int64_t> hidden = {256, 128};
+  std::string opt = "adam";                  // sgd (momentum 0.9) | adam | adamw
+  std::string model = "mlp";                 // mlp | cnn (models/cnn.h)
+  std::vector<int64_t> hidden = {256, 128};  // the MLP's hidden layers
   uint64_t seed = 0;
   std::string data_dir = data::FashionMNIST::kDefaultDir;
   int64_t limit = -1;             // first N training samples

@@ -5,7 +5,8 @@
 #                                         backend: headers, glslc, spirv-val, the
 #                                         validation layers and Mesa's drivers
 #                                         (lavapipe runs Vulkan on the CPU)
-#   bash scripts/install-deps.sh --bench  also PyTorch, for bench/compare_pytorch.sh
+#   bash scripts/install-deps.sh --bench  also PyTorch (Python and C++), for
+#                                         bench/compare_pytorch.sh and compare_libtorch_cnn.sh
 #   bash scripts/install-deps.sh --torch  also PyTorch (python3-torch), for the
 #                                         safetensors interop tests (TorchInterop.*),
 #                                         which skip without it
@@ -15,7 +16,7 @@ pkgs=(cmake g++ make pkg-config libgtest-dev libopenblas-dev zlib1g-dev libcli11
       dataset-fashion-mnist python3 clang-format clang libclang-rt-dev
       libvulkan1 libvulkan-dev glslc spirv-tools vulkan-validationlayers mesa-vulkan-drivers)
 if [[ "${1:-}" == "--bench" ]]; then
-  pkgs+=(python3-numpy python3-torch libopenblas0-pthread)
+  pkgs+=(python3-numpy python3-torch libtorch-dev libopenblas0-pthread)
 elif [[ "${1:-}" == "--torch" ]]; then
   pkgs+=(python3-numpy python3-torch)
 fi

@@ -1,7 +1,9 @@
 // gemm: C[M,N] = alpha * op(A) op(B) (+ bias[N]), then activation `act`
 // (SPEC_OP). args C, A, B[, bias]; GemmParams. A is [M,K] row-major, or [K,M] when
 // transposed; B is [K,N], or [N,K] when transposed. This covers the linear
-// layer's Y = X W^T + b (tb), dX = dY W and dW = dY^T X (ta).
+// layer's Y = X W^T + b (tb), dX = dY W and dW = dY^T X (ta). Batched: product
+// z = gl_WorkGroupID.z reads A + z*stride_a, B + z*stride_b and writes
+// C + z*stride_c; bias_rows adds bias[z*M + m] per row instead of bias[n].
 //
 // Tiling: a workgroup computes a BM x BN tile of C with (BM/TM) x (BN/TN)
 // invocations, each holding a TM x TN block of accumulators in registers
@@ -11,7 +13,7 @@
 // along whichever dimension is contiguous when the backend's flags say it is
 // aligned (bit 2: A, bit 3: B). BM, BN, BK, TM and TN (TM, TN multiples of 4)
 // are specialization constants the backend picks from the device.
-// Dispatch: (ceil(N/BN), ceil(M/BM), 1).
+// Dispatch: (ceil(N/BN), ceil(M/BM), batch).
 #version 450
 #include "common.glsl"
 #ifdef SY_SUBGROUP
@@ -51,19 +53,24 @@ void main() {
   GemmParams prm = load_GemmParams();
   uint M = uint(prm.m), N = uint(prm.n), K = uint(prm.k);
   bool ta = prm.trans_a, tb = prm.trans_b;
+  // Row strides of A and B as stored (0: packed).
+  uint lda = prm.lda != 0 ? uint(prm.lda) : (ta ? M : K);
+  uint ldb = prm.ldb != 0 ? uint(prm.ldb) : (tb ? K : N);
   bool va = (p.flags & 4u) != 0u, vb = (p.flags & 8u) != 0u;
   uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
   uint t = gl_LocalInvocationID.x;
   const uint RX = BN / TN;
   uint tx = t % RX, ty = t / RX;  // columns TN*tx.., rows TM*ty..
-  uint ao = O(1), bo = O(2);
+  uint z = gl_WorkGroupID.z;
+  uint ao = O(1) + z * uint(prm.stride_a), bo = O(2) + z * uint(prm.stride_b);
+  uint co = O(0) + z * uint(prm.stride_c);
 
   vec4 acc[TM][TN / 4u];
   for (uint i = 0u; i < TM; ++i)
     for (uint j = 0u; j < TN / 4u; ++j) acc[i][j] = vec4(0.0);
 
   for (uint k0 = 0u; k0 < K; k0 += BK) {
-    // A tile: element (m, k) is A[m*K + k], or A[k*M + m] when transposed.
+    // A tile: element (m, k) is A[m*lda + k], or A[k*lda + m] when transposed.
     // Every invocation writes whole tile entries (4 rows of one k).
     if (!ta) {
       // 4x4 blocks: four rows, four k each, transposed in registers.
@@ -73,7 +80,7 @@ void main() {
         vec4 r[4];
         for (uint i = 0u; i < 4u; ++i) {
           uint gm = m0 + 4u * m4 + i;
-          r[i] = gm < M ? load4_a(ao + gm * K + gk, left, va) : vec4(0.0);
+          r[i] = gm < M ? load4_a(ao + gm * lda + gk, left, va) : vec4(0.0);
         }
         for (uint c = 0u; c < 4u; ++c)
           As[(4u * k4 + c) * (BM / 4u) + m4] = vec4(r[0][c], r[1][c], r[2][c], r[3][c]);
@@ -82,16 +89,16 @@ void main() {
       for (uint q = t; q < BM * BK / 4u; q += WG) {
         uint kk = q / (BM / 4u), m4 = q % (BM / 4u);
         uint gm = m0 + 4u * m4, gk = k0 + kk;
-        vec4 v = gk < K ? load4_a(ao + gk * M + gm, gm < M ? M - gm : 0u, va) : vec4(0.0);
+        vec4 v = gk < K ? load4_a(ao + gk * lda + gm, gm < M ? M - gm : 0u, va) : vec4(0.0);
         As[kk * (BM / 4u) + m4] = v;
       }
     }
-    // B tile: element (k, n) is B[k*N + n], or B[n*K + k] when transposed.
+    // B tile: element (k, n) is B[k*ldb + n], or B[n*ldb + k] when transposed.
     if (!tb) {
       for (uint q = t; q < BN * BK / 4u; q += WG) {
         uint kk = q / (BN / 4u), n4 = q % (BN / 4u);
         uint gk = k0 + kk, gn = n0 + 4u * n4;
-        vec4 v = gk < K ? load4_b(bo + gk * N + gn, gn < N ? N - gn : 0u, vb) : vec4(0.0);
+        vec4 v = gk < K ? load4_b(bo + gk * ldb + gn, gn < N ? N - gn : 0u, vb) : vec4(0.0);
         Bs[kk * (BN / 4u) + n4] = v;
       }
     } else {
@@ -101,7 +108,7 @@ void main() {
         vec4 r[4];
         for (uint i = 0u; i < 4u; ++i) {
           uint gn = n0 + 4u * n4 + i;
-          r[i] = gn < N ? load4_b(bo + gn * K + gk, left, vb) : vec4(0.0);
+          r[i] = gn < N ? load4_b(bo + gn * ldb + gk, left, vb) : vec4(0.0);
         }
         for (uint c = 0u; c < 4u; ++c)
           Bs[(4u * k4 + c) * (BN / 4u) + n4] = vec4(r[0][c], r[1][c], r[2][c], r[3][c]);
@@ -141,8 +148,8 @@ void main() {
       uint gn = gn0 + j;
       if (gn >= N) continue;
       float v = alpha * acc[i][j / 4u][j % 4u];
-      if (bias) v += F(3)[O(3) + gn];
-      F(0)[O(0) + gm * N + gn] = unary_apply(p.op, v);  // p.op = SPEC_OP = act
+      if (bias) v += F(3)[O(3) + (prm.bias_rows ? z * M + gm : gn)];
+      F(0)[co + gm * N + gn] = unary_apply(p.op, v);  // p.op = SPEC_OP = act
     }
   }
 }

@@ -70,7 +70,7 @@ def check_bench(exe, out):
             check(d["ceilings"][k] > 0, "%s ceiling %s measured" % (d["device"], k))
     results = r["results"]
     groups = {x["group"] for x in results}
-    for g in ("gemm", "elementwise", "reduce", "softmax", "optim", "transfer", "model"):
+    for g in ("gemm", "conv", "elementwise", "reduce", "softmax", "optim", "transfer", "model"):
         check(g in groups, "group %s present" % g)
     workloads = collections.OrderedDict()
     for x in results:

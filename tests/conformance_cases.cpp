@@ -2,10 +2,14 @@
 // conformance_cases.h).
 #include "conformance_cases.h"
 
+#include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 #include <functional>
 #include <numeric>
+
+#include "conformance_util.h"
 
 using sy::Kernel;
 
@@ -13,39 +17,6 @@ namespace conformance {
 namespace {
 
 const std::vector<int64_t> kSizes = {1, 3, 17, 255, 1000};
-
-template <class T>
-HostArg input(const std::vector<T>& v, sy::DType t) {
-  HostArg a;
-  a.dtype = t;
-  a.bytes.resize(v.size() * sizeof(T));
-  std::memcpy(a.bytes.data(), v.data(), a.bytes.size());
-  return a;
-}
-HostArg f32(const std::vector<float>& v) { return input(v, sy::DType::f32); }
-HostArg i32(const std::vector<int32_t>& v) { return input(v, sy::DType::i32); }
-HostArg i64(const std::vector<int64_t>& v) { return input(v, sy::DType::i64); }
-HostArg u8(const std::vector<uint8_t>& v) { return input(v, sy::DType::u8); }
-// An output of n elements, poisoned, with its expected values.
-HostArg out(sy::DType t, std::vector<double> expect) {
-  HostArg a;
-  a.dtype = t;
-  a.bytes.assign(expect.size() * sy::dtype_size(t), 0xff);
-  a.expect = std::move(expect);
-  return a;
-}
-HostArg outf(std::vector<double> e) { return out(sy::DType::f32, std::move(e)); }
-
-// A case of the kernel `p` belongs to.
-Case make(std::string name, std::vector<HostArg> args, const sy::KernelParams& p) {
-  Case c;
-  c.name = std::move(name);
-  c.ins.kernel = p.kernel();
-  c.ins.nargs = uint8_t(args.size());
-  c.ins.params = p;
-  c.args = std::move(args);
-  return c;
-}
 
 const char* unary_name(int op) {
   static const char* names[] = {
@@ -57,15 +28,6 @@ const char* binary_name(int op) {
   static const char* names[] = {SWITCHYARD_BINARY_OPS(SY_NAME)};
 #undef SY_NAME
   return names[op];
-}
-
-std::string sz(std::initializer_list<int64_t> dims) {
-  std::string s;
-  for (int64_t x : dims) {
-    if (!s.empty()) s += 'x';
-    s += std::to_string(x);
-  }
-  return s;
 }
 
 // ---- references -------------------------------------------------------------------
@@ -371,6 +333,7 @@ std::vector<Case> cases_for(Kernel k) {
                                            .trans_b = tb,
                                            .has_bias = bias,
                                            .act = sy::Unary(act),
+                                           .batch = 1,
                                            .alpha = alpha}));
           // Views: every operand 4 or 12 bytes into its buffer, so none is
           // 16-byte aligned (GPU GEMM libraries pick kernels by alignment).
@@ -381,8 +344,96 @@ std::vector<Case> cases_for(Kernel k) {
             cs.push_back(v);
           }
         }
+      // Batched: B products, A shared (stride 0) or not, the bias per column
+      // or per row of each product (a grouped convolution's channels).
+      for (auto [B, M, N, K] : std::vector<std::array<int64_t, 4>>{
+               {2, 1, 1, 1}, {3, 17, 5, 3}, {4, 16, 196, 72}, {2, 65, 63, 129}, {5, 3, 255, 17}})
+        for (int t = 0; t < 4; ++t) {
+          const bool ta = t & 1, tb = t & 2, shared_a = t == 1, rows = t >= 2;
+          const int64_t sa = shared_a ? 0 : M * K;
+          auto A = random_vec(size_t(shared_a ? M * K : B * M * K), uint32_t(B + M));
+          auto Bm = random_vec(size_t(B * K * N), uint32_t(N + K));
+          auto bv = random_vec(size_t(rows ? B * M : N), 5);
+          std::vector<double> e(size_t(B * M * N));
+          for (int64_t b = 0; b < B; ++b)
+            for (int64_t m = 0; m < M; ++m)
+              for (int64_t n = 0; n < N; ++n) {
+                double acc = 0;
+                for (int64_t q = 0; q < K; ++q)
+                  acc += double(A[size_t(b * sa + (ta ? q * M + m : m * K + q))]) *
+                         double(Bm[size_t(b * K * N + (tb ? n * K + q : q * N + n))]);
+                acc += bv[size_t(rows ? b * M + m : n)];
+                e[size_t((b * M + m) * N + n)] =
+                    t == 3 ? unary_ref(int(sy::Unary::relu), acc) : acc;
+              }
+          cs.push_back(make("batch " + sz({B, M, N, K}) + (ta ? " At" : "") + (tb ? " Bt" : "") +
+                                (shared_a ? " shared A" : "") + (rows ? " +row bias" : " +bias") +
+                                (t == 3 ? " relu" : ""),
+                            {outf(e), f32(A), f32(Bm), f32(bv)},
+                            sy::GemmParams{.m = M,
+                                           .n = N,
+                                           .k = K,
+                                           .trans_a = ta,
+                                           .trans_b = tb,
+                                           .has_bias = true,
+                                           .act = t == 3 ? sy::Unary::relu : sy::Unary::none,
+                                           .bias_rows = rows,
+                                           .batch = B,
+                                           .stride_a = sa,
+                                           .stride_b = K * N,
+                                           .stride_c = M * N,
+                                           .alpha = 1.f}));
+        }
+      // Row strides wider than the operands: K split into batched products
+      // over column blocks of A (lda) and of B stored transposed (ldb), as a
+      // convolution's weight gradient does; and B with padded rows.
+      for (auto [S, M, N, K, tb] :
+           std::vector<std::tuple<int64_t, int64_t, int64_t, int64_t, bool>>{
+               {3, 5, 7, 9, true},
+               {4, 64, 288, 196, true},
+               {2, 17, 65, 33, false},
+               {1, 3, 4, 5, false}}) {
+        const int64_t lda = S * K, ldb = tb ? S * K : N + 3;
+        auto A = random_vec(size_t(M * lda), uint32_t(M + 7));
+        auto Bm = random_vec(size_t(tb ? N * ldb : S * K * ldb), uint32_t(N + 9));
+        const int64_t sb = tb ? K : K * ldb;
+        std::vector<double> e(size_t(S * M * N));
+        for (int64_t b = 0; b < S; ++b)
+          for (int64_t m = 0; m < M; ++m)
+            for (int64_t n = 0; n < N; ++n) {
+              double acc = 0;
+              for (int64_t q = 0; q < K; ++q)
+                acc += double(A[size_t(b * K + m * lda + q)]) *
+                       double(Bm[size_t(b * sb + (tb ? n * ldb + q : q * ldb + n))]);
+              e[size_t((b * M + m) * N + n)] = acc;
+            }
+        cs.push_back(make("split " + sz({S, M, N, K}) + (tb ? " Bt" : " B padded"),
+                          {outf(e), f32(A), f32(Bm)},
+                          sy::GemmParams{.m = M,
+                                         .n = N,
+                                         .k = K,
+                                         .trans_b = tb,
+                                         .batch = S,
+                                         .stride_a = K,
+                                         .stride_b = sb,
+                                         .stride_c = M * N,
+                                         .lda = lda,
+                                         .ldb = ldb,
+                                         .alpha = 1.f}));
+      }
       break;
     }
+    case Kernel::channel_stats:
+    case Kernel::channel_sums:
+    case Kernel::channel_affine:
+    case Kernel::swap_axes:
+    case Kernel::im2col:
+    case Kernel::col2im:
+    case Kernel::max_pool2d:
+    case Kernel::max_pool2d_backward:
+    case Kernel::avg_pool2d:
+    case Kernel::avg_pool2d_backward:
+      return layer_cases(k);
     case Kernel::binary: {
       // (out dims, a strides, b strides)
       struct B {

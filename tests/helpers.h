@@ -43,6 +43,13 @@ inline double nse(const std::vector<float>& a, const std::vector<double>& b) {
 inline std::vector<double> to_d(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
 // A second device: a CPU device registered as backend "mock".
+// The names of a state_dict, in order.
+inline std::vector<std::string> names_of(const sy::NamedTensors& sd) {
+  std::vector<std::string> out;
+  for (auto& [n, t] : sd) out.push_back(n);
+  return out;
+}
+
 inline sy::BackendDevice& mock_device() {
   static sy::BackendDevice* d = [] {
     sy::register_backend({"mock", true, "", {sy::detail::make_cpu_device("mock", 0)}});

@@ -16,9 +16,14 @@ TEST(Errors, MatmulShapeMismatch) {
       {"[matmul]", "(4)", "(3,2)", "inner dims 4 != 3"});
   expect_error(
       [] {
-        sy::matmul(sy::zeros({2, 3, 4}), sy::zeros({2, 4, 5}));
+        sy::matmul(sy::zeros({2, 3, 4}), sy::zeros({3, 4, 5}));
       },
-      {"[matmul]", "1-D or 2-D second operand", "(2,4,5)", "batched"});
+      {"[matmul]", "the same leading dimensions", "(2,3,4)", "(3,4,5)"});
+  expect_error(
+      [] {
+        sy::matmul(sy::zeros({3, 4}), sy::zeros({2, 4, 5}));
+      },
+      {"[matmul]", "1-D or 2-D second operand for a 2-D first one", "(2,4,5)"});
   expect_error(
       [] {
         sy::matmul(sy::zeros({3, 4}), sy::zeros({3, 4}), true, true);

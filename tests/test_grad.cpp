@@ -153,6 +153,67 @@ TEST_P(OnDevice, GradDropoutAndLayerNorm) {
             {{4, 9}, {9}, {9}});
 }
 
+TEST_P(OnDevice, GradBmm) {
+  gradcheck(D(), "bmm", [](auto& x) { return sy::bmm(x[0], x[1]); }, {{3, 2, 4}, {3, 4, 5}});
+  gradcheck(D(), "matmul_stacks", [](auto& x) { return sy::matmul(x[0], x[1]); },
+            {{2, 2, 3, 4}, {2, 2, 4, 2}});
+}
+
+TEST_P(OnDevice, GradConv2d) {
+  gradcheck(D(), "conv2d", [](auto& x) { return sy::conv2d(x[0], x[1], x[2], 1, 1); },
+            {{2, 3, 5, 4}, {4, 3, 3, 3}, {4}});
+  // Stride, dilation, asymmetric padding and groups, no bias.
+  gradcheck(D(), "conv2d_groups",
+            [](auto& x) {
+              return sy::conv2d(x[0], x[1], sy::Tensor(), {2, 1}, {1, 2}, {1, 2}, 2);
+            },
+            {{2, 4, 6, 5}, {6, 2, 3, 2}});
+}
+
+TEST_P(OnDevice, GradPooling) {
+  // Max pooling: small inputs on distinct levels 0.05 apart, so that no step
+  // of the finite differences changes which element of a window wins.
+  auto levels = [](const sy::Tensor& x) {
+    std::vector<float> v(size_t(x.numel()));
+    for (size_t i = 0; i < v.size(); ++i) v[i] = 0.05f * float(i);
+    std::shuffle(v.begin(), v.end(), std::mt19937(3));
+    return x + sy::from_vector(v, x.shape(), x.device());
+  };
+  gradcheck(
+      D(), "max_pool2d", [&](auto& x) { return sy::max_pool2d(levels(x[0]), 2); }, {{2, 3, 6, 5}},
+      7, -0.01f, 0.01f);
+  gradcheck(
+      D(), "max_pool2d_pad", [&](auto& x) { return sy::max_pool2d(levels(x[0]), 3, 2, 1); },
+      {{1, 2, 7, 6}}, 9, -0.01f, 0.01f);
+  gradcheck(D(), "avg_pool2d", [](auto& x) { return sy::avg_pool2d(x[0], 3, 2, 1); },
+            {{2, 2, 7, 6}});
+  gradcheck(D(), "avg_pool2d_exclude_pad",
+            [](auto& x) {
+              return sy::avg_pool2d(x[0], {3, 2}, {1, 2}, {1, 1}, false);
+            },
+            {{1, 2, 5, 6}});
+  gradcheck(D(), "adaptive_avg_pool2d", [](auto& x) { return sy::adaptive_avg_pool2d(x[0]); },
+            {{2, 3, 4, 5}});
+}
+
+TEST_P(OnDevice, GradBatchNorm) {
+  gradcheck(
+      D(), "batch_norm_train",
+      [](auto& x) { return sy::batch_norm(x[0], sy::Tensor(), sy::Tensor(), x[1], x[2], true); },
+      {{4, 3, 2, 3}, {3}, {3}});
+  gradcheck(
+      D(), "batch_norm_1d",
+      [](auto& x) { return sy::batch_norm(x[0], sy::Tensor(), sy::Tensor(), x[1], x[2], true); },
+      {{5, 4}, {4}, {4}});
+  gradcheck(D(), "batch_norm_eval",
+            [](auto& x) {
+              sy::Device& d = x[0].device();
+              return sy::batch_norm(x[0], sy::full({3}, 0.2f, d), sy::full({3}, 1.5f, d), x[1],
+                                    x[2], false);
+            },
+            {{2, 3, 2, 2}, {3}, {3}});
+}
+
 TEST_P(OnDevice, GradTwoLayerMlp) {
   gradcheck(D(), "mlp",
             [](auto& x) {

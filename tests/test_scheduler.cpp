@@ -1,5 +1,6 @@
 // The scheduler: one submission and zero new allocations per training step
 // after warm-up, plan reuse, memory reuse, in-place update ordering.
+#include "cnn.h"
 #include "graph.h"
 #include "helpers.h"
 #include "mlp.h"
@@ -50,6 +51,36 @@ TEST(Scheduler, TrainingStepIsOneSubmissionAndNoAllocationsAfterWarmup) {
     auto c1 = d.counters();
     EXPECT_EQ(c1.submissions - c0.submissions, 10u) << (adam ? "adam" : "sgd");
     EXPECT_EQ(c1.buffer_allocations - c0.buffer_allocations, 0u) << (adam ? "adam" : "sgd");
+    EXPECT_EQ(c1.bytes_in_use, c0.bytes_in_use) << "memory stays flat";
+    EXPECT_LT(last, first) << "and it trains";
+  }
+}
+
+TEST_P(OnDevice, CnnTrainingStepIsOneSubmissionAndNoAllocationsAfterWarmup) {
+  // Convolutions, batch norm (its running statistics update in place),
+  // pooling and dropout: still one submission and nothing allocated per step.
+  {
+    sy::BackendDevice& d = D();
+    sy::manual_seed(3);
+    auto model = sy::models::cnn();
+    model->to(d);
+    sy::optim::Adam opt(model->parameters(), 1e-3f);
+    Tensor x = sy::rand({16, 784}, d), y = sy::randint(0, 10, {16}, d);
+    auto step = [&] {
+      opt.zero_grad();
+      Tensor loss = sy::cross_entropy((*model)(x), y);
+      loss.backward();
+      opt.step();
+      return loss.item();
+    };
+    float first = step();
+    for (int i = 0; i < 3; ++i) step();
+    auto c0 = d.counters();
+    float last = 0;
+    for (int i = 0; i < 5; ++i) last = step();
+    auto c1 = d.counters();
+    EXPECT_EQ(c1.submissions - c0.submissions, 5u);
+    EXPECT_EQ(c1.buffer_allocations - c0.buffer_allocations, 0u);
     EXPECT_EQ(c1.bytes_in_use, c0.bytes_in_use) << "memory stays flat";
     EXPECT_LT(last, first) << "and it trains";
   }
@@ -354,3 +385,6 @@ TEST(Scheduler, TestsRunWithPoisonedBuffers) {
   auto v = (sy::zeros({1000}) + 1.f).to_vector<float>();
   for (float x : v) ASSERT_EQ(x, 1.f);
 }
+
+INSTANTIATE_TEST_SUITE_P(Devices, OnDevice, ::testing::ValuesIn(conformance_devices()),
+                         [](const auto& i) { return device_param_name(i.param); });

@@ -330,12 +330,6 @@ class TwoLayer : public sy::nn::Module {
   std::shared_ptr<sy::nn::Linear> fc1, fc2;
 };
 
-std::vector<std::string> names_of(const sy::NamedTensors& sd) {
-  std::vector<std::string> out;
-  for (auto& [n, t] : sd) out.push_back(n);
-  return out;
-}
-
 TEST(StateDict, NamesAndLayoutsArePyTorchs) {
   auto seq = sy::models::mlp({784, 256, 128, 10});
   EXPECT_EQ(
@@ -626,6 +620,40 @@ TEST_P(TorchInterop, ASwitchyardStateDictLoadsIntoTorch) {
   sy::nn::save(*model, dir + "/switchyard_model.safetensors");
   sy::save_safetensors(dir + "/switchyard_io.safetensors", {{"input", x}, {"logits", (*model)(x)}});
   EXPECT_EQ(run_script("check", dir), 0) << "torch read the file and matched the logits";
+}
+
+TEST_P(TorchInterop, ACnnMatchesTorchInTrainingAndEvaluation) {
+  namespace nn = sy::nn;
+  auto& d = sy::device(GetParam());
+  const std::string dir = temp_path("torch_cnn_" + device_param_name(GetParam()));
+  fs::create_directories(dir);
+  sy::manual_seed(21);
+  nn::Sequential m;  // tests/torch_interop.py's cnn()
+  m.add(std::make_shared<nn::Unflatten>(std::vector<int64_t>{1, 12, 12}))
+      .add(std::make_shared<nn::Conv2d>(1, 4, 3, 1, 1, 1, 1, true, d))
+      .add(std::make_shared<nn::BatchNorm2d>(4, 1e-5f, 0.1f, true, d))
+      .add(std::make_shared<nn::ReLU>())
+      .add(std::make_shared<nn::MaxPool2d>(2))
+      .add(std::make_shared<nn::Conv2d>(4, 6, 3, 2, 1, 1, 2, false, d))
+      .add(std::make_shared<nn::BatchNorm2d>(6, 1e-5f, 0.1f, true, d))
+      .add(std::make_shared<nn::ReLU>())
+      .add(std::make_shared<nn::AvgPool2d>(2, 1))
+      .add(std::make_shared<nn::Flatten>())
+      .add(std::make_shared<nn::BatchNorm1d>(24, 1e-5f, 0.1f, true, d))
+      .add(std::make_shared<nn::Linear>(24, 5, true, d));
+  sy::save_safetensors(dir + "/cnn_before.safetensors", m.state_dict());
+  auto x = sy::randn({8, 144}, d) * 2.f + 0.5f;
+  auto y = sy::randint(0, 5, {8}, d);
+  m.train();
+  auto logits = m(x);
+  sy::cross_entropy(logits, y).backward();
+  sy::NamedTensors io{{"input", x}, {"labels", y}, {"logits_train", logits}};
+  for (auto& [name, p] : m.named_parameters()) io.push_back({"grad." + name, p.grad()});
+  sy::save_safetensors(dir + "/cnn_after.safetensors", m.state_dict());
+  m.eval();
+  io.push_back({"logits_eval", m(x)});
+  sy::save_safetensors(dir + "/cnn_io.safetensors", io);
+  EXPECT_EQ(run_script("cnn", dir), 0) << "torch computed what Switchyard did";
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, TorchInterop, ::testing::ValuesIn(conformance_devices()),

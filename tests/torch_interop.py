@@ -10,6 +10,10 @@
                                strictly, and checks its logits on the input in
                                DIR/switchyard_io.safetensors against the
                                logits Switchyard computed
+  torch_interop.py cnn DIR     a small CNN (conv, batch norm, pooling) from
+                               Switchyard's state: one training-mode step and
+                               an evaluation must match Switchyard's logits,
+                               gradients and running statistics (check_cnn)
 
 The files are written and read with the format's own layout (a little-endian
 u64 header length, a JSON header, the raw data), as safetensors.torch does, so
@@ -63,6 +67,51 @@ def model():
                                torch.nn.Linear(128, 10))
 
 
+def cnn():
+    """The small CNN of test_serialize's TorchInterop.ACnn... test."""
+    nn = torch.nn
+    return nn.Sequential(
+        nn.Unflatten(1, (1, 12, 12)),
+        nn.Conv2d(1, 4, 3, padding=1), nn.BatchNorm2d(4), nn.ReLU(), nn.MaxPool2d(2),
+        nn.Conv2d(4, 6, 3, stride=2, padding=1, groups=2, bias=False), nn.BatchNorm2d(6),
+        nn.ReLU(), nn.AvgPool2d(2, stride=1), nn.Flatten(), nn.BatchNorm1d(24), nn.Linear(24, 5))
+
+
+def check_cnn(d):
+    """Switchyard's state before a training-mode step, the batch, and what
+    Switchyard computed: torch, from the same state and in float64, must
+    compute the same logits, gradients and running statistics, then the same
+    evaluation-mode logits."""
+    io, _ = load(f"{d}/cnn_io.safetensors")
+    before, _ = load(f"{d}/cnn_before.safetensors")
+    after, _ = load(f"{d}/cnn_after.safetensors")
+    # torch in float64: the reference, so the bound is on Switchyard's own
+    # rounding and not on the difference between two float32 summation orders
+    m = cnn()
+    m.load_state_dict(before, strict=True)
+    m.double()
+    m.train()
+    logits = m(io["input"].double())
+    torch.nn.functional.cross_entropy(logits, io["labels"].long()).backward()
+
+    def rel(a, b):  # relative to the largest value, or to 1e-3 for values near
+        # zero (conv biases before a batch norm get no gradient, up to rounding)
+        return (a.detach().double() - b.double()).abs().max().item() / \
+            max(b.double().abs().max().item(), 1e-3)
+    errs = {"logits_train": rel(logits, io["logits_train"])}
+    for name, p in m.named_parameters():
+        errs["grad " + name] = rel(p.grad, io["grad." + name])
+    for name, b in m.named_buffers():
+        errs[name] = rel(b, after[name])
+    m.eval()
+    with torch.no_grad():
+        errs["logits_eval"] = rel(m(io["input"].double()), io["logits_eval"])
+    worst = max(errs, key=errs.get)
+    print(f"torch_interop: cnn, {len(errs)} values compared, worst {worst}: "
+          f"max relative error {errs[worst]:.3g}")
+    return 0 if errs[worst] <= 1e-4 else 1
+
+
 def main():
     mode, d = sys.argv[1], sys.argv[2]
     torch.manual_seed(0)
@@ -85,8 +134,10 @@ def main():
         print(f"torch_interop: {len(state)} tensors loaded into torch, metadata {sorted(meta)}, "
               f"logits max relative error {err:.3g}")
         sys.exit(0 if err <= 1e-5 else 1)
+    elif mode == "cnn":
+        sys.exit(check_cnn(d))
     else:
-        sys.exit(f"usage: {sys.argv[0]} make|check DIR")
+        sys.exit(f"usage: {sys.argv[0]} make|check|cnn DIR")
 
 
 if __name__ == "__main__":

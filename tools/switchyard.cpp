@@ -94,9 +94,10 @@ int cmd_train(TrainFlags& f) {
   const std::string& trace = f.trace;
   bool tty = !json && isatty(STDERR_FILENO);
   if (!json)
-    std::printf("device %s (%s)  epochs %d  batch %lld  opt %s  lr %g\n",
+    std::printf("device %s (%s)  model %s  epochs %d  batch %lld  opt %s  lr %g\n",
                 sy::device(cfg.device).str().c_str(), sy::device(cfg.device).info().name.c_str(),
-                cfg.epochs, (long long)cfg.batch, cfg.opt.c_str(), double(cfg.lr));
+                cfg.model.c_str(), cfg.epochs, (long long)cfg.batch, cfg.opt.c_str(),
+                double(cfg.lr));
   std::fflush(stdout);
   auto progress = [&](int e, int64_t b, int64_t n, double loss) {
     if (!tty || (b % 10 != 0 && b != n)) return;
@@ -147,6 +148,7 @@ int cmd_train(TrainFlags& f) {
         launches[sy::kernel_name(sy::Kernel(k))] = n;
   }
   nlohmann::ordered_json line = {{"device", r.device},
+                                 {"model", cfg.model},
                                  {"epochs", cfg.epochs},
                                  {"batch", cfg.batch},
                                  {"opt", cfg.opt},
@@ -263,7 +265,7 @@ int cli_main(int argc, char** argv, bool execute) {
 
   TrainFlags tf;
   if (const char* e = std::getenv("SWITCHYARD_DEVICE"); e && *e) tf.cfg.device = e;
-  CLI::App* train = app.add_subcommand("train", "train an MLP on Fashion-MNIST");
+  CLI::App* train = app.add_subcommand("train", "train an MLP or a CNN on Fashion-MNIST");
   train
       ->add_option("--device", tf.cfg.device,
                    "cpu, vulkan[:N], cuda[:N] or auto (default: $SWITCHYARD_DEVICE, else auto)")
@@ -280,13 +282,20 @@ int cli_main(int argc, char** argv, bool execute) {
   train->add_option("--opt", tf.cfg.opt, "optimizer: sgd (momentum 0.9), adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
       ->capture_default_str();
-  train->add_option("--hidden", tf.hidden, "hidden layer sizes, e.g. 256,128")
+  train->add_option("--model", tf.cfg.model, "mlp, or cnn (two conv blocks with batch norm)")
+      ->check(CLI::IsMember({"mlp", "cnn"}))
+      ->capture_default_str();
+  train->add_option("--hidden", tf.hidden, "the MLP's hidden layer sizes, e.g. 256,128")
       ->capture_default_str();
   train->add_option("--seed", tf.cfg.seed, "seed of the initialization and the shuffle")
       ->capture_default_str();
   train->add_option("--data", tf.cfg.data_dir, "directory of the Fashion-MNIST IDX files")
       ->capture_default_str();
   train->add_option("--limit", tf.cfg.limit, "use the first N training samples (default: all)")
+      ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  train
+      ->add_option("--test-limit", tf.cfg.test_limit,
+                   "evaluate on the first N test samples (default: all)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
   train->add_flag("--json", tf.json, "print JSON lines only");
   train->add_flag_callback(

@@ -4,9 +4,10 @@
 
 namespace switchyard::cpu_impl {
 
-// C (M,N) = alpha * op(A) op(B) (+ bias) with row-major storage.
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          const float* B, const float* bias, float* C);
+// C (M,N) = alpha * op(A) op(B) (+ bias) with row-major storage; lda and
+// ldb are A's and B's row strides as stored (0: packed).
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, float alpha,
+          const float* A, const float* B, const float* bias, float* C);
 const char* gemm_library();
 
 // Runs one kernel (the one `prm` was made for); `args[i]` points at argument i.

@@ -43,19 +43,21 @@ void gemm_nn(int64_t M, int64_t N, int64_t K, float alpha, const float* A, int64
   body(0, M);
 }
 
-std::vector<float> transposed(const float* X, int64_t rows, int64_t cols) {
+// X (rows, cols) with row stride ld, transposed into a packed (cols, rows).
+std::vector<float> transposed(const float* X, int64_t rows, int64_t cols, int64_t ld) {
   std::vector<float> t(size_t(rows * cols));
   for (int64_t r = 0; r < rows; ++r)
-    for (int64_t c = 0; c < cols; ++c) t[size_t(c * rows + r)] = X[r * cols + c];
+    for (int64_t c = 0; c < cols; ++c) t[size_t(c * rows + r)] = X[r * ld + c];
   return t;
 }
 #endif
 }  // namespace
 
 // One block of C: rows [r0, r1) and columns [c0, c1).
-static void gemm_block(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha,
-                       const float* A, const float* B, const float* bias, float* C, int64_t r0,
-                       int64_t r1, int64_t c0, int64_t c1) {
+// A's and B's row strides as stored are lda and ldb.
+static void gemm_block(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb,
+                       float alpha, const float* A, const float* B, const float* bias, float* C,
+                       int64_t r0, int64_t r1, int64_t c0, int64_t c1) {
   int64_t m = r1 - r0, n = c1 - c0;
   for (int64_t i = r0; i < r1; ++i) {
     if (bias)
@@ -65,22 +67,24 @@ static void gemm_block(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float 
   }
   if (K == 0 || m == 0 || n == 0) return;
 #ifdef SWITCHYARD_HAVE_CBLAS
-  const float* a = ta ? A + r0 : A + r0 * K;  // op(A) rows r0..r1
-  const float* b = tb ? B + c0 * K : B + c0;  // op(B) columns c0..c1
+  (void)M;                                      // the strides say it all
+  const float* a = ta ? A + r0 : A + r0 * lda;  // op(A) rows r0..r1
+  const float* b = tb ? B + c0 * ldb : B + c0;  // op(B) columns c0..c1
   cblas_sgemm(CblasRowMajor, ta ? CblasTrans : CblasNoTrans, tb ? CblasTrans : CblasNoTrans, int(m),
-              int(n), int(K), alpha, a, int(ta ? M : K), b, int(tb ? K : N), 1.f, C + r0 * N + c0,
-              int(N));
+              int(n), int(K), alpha, a, int(lda), b, int(ldb), 1.f, C + r0 * N + c0, int(N));
 #else
   std::vector<float> at, bt;
-  if (ta) at = transposed(A, K, M), A = at.data();
-  if (tb) bt = transposed(B, N, K), B = bt.data();
-  gemm_nn(m, n, K, alpha, A + r0 * K, K, B + c0, N, C + r0 * N + c0, N);
+  if (ta) at = transposed(A, K, M, lda), A = at.data(), lda = K;
+  if (tb) bt = transposed(B, N, K, ldb), B = bt.data(), ldb = N;
+  gemm_nn(m, n, K, alpha, A + r0 * lda, lda, B + c0, ldb, C + r0 * N + c0, N);
 #endif
 }
 
-void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const float* A,
-          const float* B, const float* bias, float* C) {
+void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda, int64_t ldb, float alpha,
+          const float* A, const float* B, const float* bias, float* C) {
   if (M == 0 || N == 0) return;
+  if (lda == 0) lda = ta ? M : K;  // packed
+  if (ldb == 0) ldb = tb ? K : N;
 #ifdef SWITCHYARD_HAVE_CBLAS
   // Our pool splits GEMMs itself: OpenBLAS's own threads would spin against
   // the pool's between the many small ops of a training step.
@@ -92,7 +96,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
 #endif
   int threads = pool().size();
   if (threads == 1 || M * N * std::max<int64_t>(K, 1) < (int64_t(1) << 18)) {
-    gemm_block(ta, tb, M, N, K, alpha, A, B, bias, C, 0, M, 0, N);
+    gemm_block(ta, tb, M, N, K, lda, ldb, alpha, A, B, bias, C, 0, M, 0, N);
     return;
   }
   // Split the larger output dimension, in multiples of 16.
@@ -101,9 +105,9 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, float alpha, const 
   int64_t grain = std::max<int64_t>(16, (dim / threads + 15) / 16 * 16);
   pool().parallel_for(dim, grain, [&](int64_t lo, int64_t hi) {
     if (by_rows)
-      gemm_block(ta, tb, M, N, K, alpha, A, B, bias, C, lo, hi, 0, N);
+      gemm_block(ta, tb, M, N, K, lda, ldb, alpha, A, B, bias, C, lo, hi, 0, N);
     else
-      gemm_block(ta, tb, M, N, K, alpha, A, B, bias, C, 0, M, lo, hi);
+      gemm_block(ta, tb, M, N, K, lda, ldb, alpha, A, B, bias, C, 0, M, lo, hi);
   });
 }
 

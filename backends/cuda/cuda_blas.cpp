@@ -11,6 +11,7 @@
 
 #include <dlfcn.h>
 
+#include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
@@ -233,18 +234,36 @@ void Blas::gemm(const GemmParams& p, float* C, const float* A, const float* B, c
   const Unary act = p.act;
   if (!p.has_bias) bias = nullptr;
   if (M <= 0 || N <= 0) return;
-  if (K <= 0) {  // an empty product: zeros, then the bias and activation
-    FillParams z;
-    z.n = M * N;
-    z.dtype = DType::f32;
-    void* fill_args[1] = {C};
-    launch(z, fill_args, env);
-    launch_bias_act(M, N, C, bias, act, env);
+  if (K <= 0) {  // empty products: zeros, then the bias and activation
+    for (int64_t b = 0; b < std::max<int64_t>(p.batch, 1); ++b) {
+      FillParams z;
+      z.n = M * N;
+      z.dtype = DType::f32;
+      void* fill_args[1] = {C + b * p.stride_c};
+      launch(z, fill_args, env);
+    }
+    launch_bias_act_batched(std::max<int64_t>(p.batch, 1), M, N, p.stride_c, C, bias, p.bias_rows,
+                            act, env);
     return;
   }
-  SY_CHECK(M < (int64_t(1) << 31) && N < (int64_t(1) << 31) && K < (int64_t(1) << 31), "gemm",
-           "expected dimensions below 2^31 on CUDA, found ", M, "x", N, "x", K);
+  SY_CHECK(M < (int64_t(1) << 31) && N < (int64_t(1) << 31) && K < (int64_t(1) << 31) &&
+               p.lda < (int64_t(1) << 31) && p.ldb < (int64_t(1) << 31),
+           "gemm", "expected dimensions below 2^31 on CUDA, found ", M, "x", N, "x", K);
   const float alpha = p.alpha, beta = 0.f;
+  const int64_t lda = p.lda ? p.lda : (ta ? M : K), ldb = p.ldb ? p.ldb : (tb ? K : N);
+  const bool packed = lda == (ta ? M : K) && ldb == (tb ? K : N);
+  if (p.batch > 1 || (bias && p.bias_rows) || !packed) {  // strided-batched cuBLAS, our epilogue
+    const int64_t batch = std::max<int64_t>(p.batch, 1);
+    SY_CHECK(batch < (int64_t(1) << 31), "gemm",
+             "expected fewer than 2^31 products on CUDA, found ", batch);
+    check(a.cublasSgemmStridedBatched(handle_, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                      ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(N), int(M), int(K),
+                                      &alpha, B, int(ldb), p.stride_b, A, int(lda), p.stride_a,
+                                      &beta, C, int(N), p.stride_c, int(batch)),
+          "cublasSgemmStridedBatched");
+    launch_bias_act_batched(batch, M, N, p.stride_c, C, bias, p.bias_rows, act, env);
+    return;
+  }
   // The alignment preferences cover A, B, C and D but not the epilogue's
   // bias: a bias that is not 16-byte aligned (a view) is added by our pass.
   // (Then the activation cannot be fused either: it comes after the bias.)

@@ -51,5 +51,9 @@ SWITCHYARD_KERNELS(SY_CUDA_LAUNCH_DECL)
 // when cuBLASLt's own does not fit.
 void launch_bias_act(int64_t rows, int64_t cols, float* out, const float* bias, Unary act,
                      const LaunchEnv& env);
+// The same over `batch` products, product b at out + b * stride; the bias is
+// bias[c], or bias[b * rows + r] when bias_rows (gemm's bias_rows).
+void launch_bias_act_batched(int64_t batch, int64_t rows, int64_t cols, int64_t stride, float* out,
+                             const float* bias, bool bias_rows, Unary act, const LaunchEnv& env);
 
 }  // namespace switchyard::cuda_impl

@@ -69,6 +69,17 @@ __global__ void bias_act_k(float* out, const float* bias, int64_t rows, int64_t 
   }
 }
 
+__global__ void bias_act_batched_k(float* out, const float* bias, int64_t rows, int64_t cols,
+                                   int64_t stride, bool bias_rows, Unary act, int64_t total) {
+  SY_GRID_STRIDE(i, total) {
+    int64_t c = i % cols, r = i / cols % rows, b = i / (cols * rows);
+    float& o = out[b * stride + r * cols + c];
+    float v = o;
+    if (bias) v += bias_rows ? bias[b * rows + r] : bias[c];
+    o = unary_apply(act, v);
+  }
+}
+
 template <class T>
 void fill_as(void* out, int64_t n, T v, const LaunchEnv& env) {
   SY_LAUNCH(fill_k<T>, blocks_for(n, env), kBlock, env.stream)(static_cast<T*>(out), n, v);
@@ -217,6 +228,15 @@ void launch_bias_act(int64_t rows, int64_t cols, float* out, const float* bias, 
   if (rows * cols <= 0 || (!bias && act == Unary::none)) return;
   SY_LAUNCH(bias_act_k, blocks_for(rows * cols, env), kBlock, env.stream)
   (out, bias, rows, cols, act);
+  SY_CUDA_LAUNCHED("gemm epilogue");
+}
+
+void launch_bias_act_batched(int64_t batch, int64_t rows, int64_t cols, int64_t stride, float* out,
+                             const float* bias, bool bias_rows, Unary act, const LaunchEnv& env) {
+  const int64_t total = batch * rows * cols;
+  if (total <= 0 || (!bias && act == Unary::none)) return;
+  SY_LAUNCH(bias_act_batched_k, blocks_for(total, env), kBlock, env.stream)
+  (out, bias, rows, cols, stride, bias_rows, act, total);
   SY_CUDA_LAUNCHED("gemm epilogue");
 }
 

@@ -18,6 +18,16 @@ uint32_t groups_for(const LaunchConfig& c, uint64_t items) {
   return uint32_t(std::clamp<uint64_t>((items + c.wg - 1) / c.wg, 1, c.grid_cap));
 }
 
+// Row kernels of two-dimensional dispatch: y over `rows` (the shader loops
+// past 65535), x over a row's `items`; at most grid_cap workgroups in all.
+void rows_by_items(const LaunchConfig& c, int64_t rows, int64_t items, uint32_t g[3]) {
+  const uint64_t x = std::clamp<uint64_t>((uint64_t(std::max<int64_t>(items, 1)) + c.wg - 1) / c.wg,
+                                          1, c.grid_cap);
+  const uint64_t y_cap = std::max<uint64_t>(1, std::min<uint64_t>(kMaxGroups, c.grid_cap / x));
+  g[0] = uint32_t(x);
+  g[1] = uint32_t(std::clamp<uint64_t>(uint64_t(std::max<int64_t>(rows, 1)), 1, y_cap));
+}
+
 }  // namespace
 
 void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32_t g[3]) {
@@ -105,8 +115,58 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
       uint64_t gx = (uint64_t(m.n) + t[1] - 1) / t[1], gy = (uint64_t(m.m) + t[0] - 1) / t[0];
       SY_CHECK(gx <= kMaxGroups && gy <= kMaxGroups, "gemm", "expected at most ", kMaxGroups * t[0],
                " rows and columns on ", c.device, ", found ", m.m, "x", m.n);
+      const uint64_t gz = uint64_t(std::max<int64_t>(m.batch, 1));
+      SY_CHECK(gz <= kMaxGroups, "gemm", "expected at most ", kMaxGroups, " batched products on ",
+               c.device, ", found ", m.batch);
       g[0] = uint32_t(std::max<uint64_t>(gx, 1));
       g[1] = uint32_t(std::max<uint64_t>(gy, 1));
+      g[2] = uint32_t(gz);
+      return;
+    }
+    case Kernel::channel_stats:
+      g[0] = rows(params<Kernel::channel_stats>(p).channels);
+      return;
+    case Kernel::channel_sums:
+      g[0] = rows(params<Kernel::channel_sums>(p).channels);
+      return;
+    case Kernel::channel_affine: {
+      const auto q = params<Kernel::channel_affine>(p);
+      rows_by_items(c, q.outer * q.channels, q.inner, g);
+      return;
+    }
+    case Kernel::swap_axes: {
+      const auto q = params<Kernel::swap_axes>(p);
+      rows_by_items(c, q.outer * q.b, q.a * q.inner, g);
+      return;
+    }
+    case Kernel::im2col: {
+      const auto q = params<Kernel::im2col>(p);
+      rows_by_items(c, q.channels * q.kernel[0] * q.kernel[1] * q.batch, q.out_h * q.out_w, g);
+      return;
+    }
+    case Kernel::col2im: {
+      const auto q = params<Kernel::col2im>(p);
+      rows_by_items(c, q.batch * q.channels, q.height * q.width, g);
+      return;
+    }
+    case Kernel::max_pool2d: {
+      const auto q = params<Kernel::max_pool2d>(p);
+      g[0] = groups_for(c, uint64_t(q.planes * q.out_h * q.out_w));
+      return;
+    }
+    case Kernel::max_pool2d_backward: {
+      const auto q = params<Kernel::max_pool2d_backward>(p);
+      rows_by_items(c, q.planes, q.height * q.width, g);
+      return;
+    }
+    case Kernel::avg_pool2d: {
+      const auto q = params<Kernel::avg_pool2d>(p);
+      g[0] = groups_for(c, uint64_t(q.planes * q.out_h * q.out_w));
+      return;
+    }
+    case Kernel::avg_pool2d_backward: {
+      const auto q = params<Kernel::avg_pool2d_backward>(p);
+      g[0] = groups_for(c, uint64_t(q.planes * q.height * q.width));
       return;
     }
   }
@@ -166,9 +226,12 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
     }
     case Kernel::gemm: {
       const auto m = params<Kernel::gemm>(p);
-      int64_t lda = m.trans_a ? m.m : m.k, ldb = m.trans_b ? m.k : m.n;
-      if (o.off[1] % 16 == 0 && lda % 4 == 0) fl |= 4u;
-      if (o.off[2] % 16 == 0 && ldb % 4 == 0) fl |= 8u;
+      int64_t lda = m.lda ? m.lda : (m.trans_a ? m.m : m.k);
+      int64_t ldb = m.ldb ? m.ldb : (m.trans_b ? m.k : m.n);
+      // vec4 loads need every product's operand 16-byte aligned.
+      const bool one = m.batch <= 1;
+      if (o.off[1] % 16 == 0 && lda % 4 == 0 && (one || m.stride_a % 4 == 0)) fl |= 4u;
+      if (o.off[2] % 16 == 0 && ldb % 4 == 0 && (one || m.stride_b % 4 == 0)) fl |= 8u;
       if (m.has_bias) fl |= 16u;
       uint64_t big = ((uint64_t(m.n) + c.gemm[1] - 1) / c.gemm[1]) *
                      ((uint64_t(m.m) + c.gemm[0] - 1) / c.gemm[0]);

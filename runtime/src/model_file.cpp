@@ -63,6 +63,41 @@ Registry& registry() {
                                          float(real(s, "eps", 1e-30, 1.0)),
                                          arg(s, "elementwise_affine", 0, 1) != 0, d);
     };
+    constexpr int64_t kBig = int64_t(1) << 31;
+    auto pair = [](const ModuleSpec& s, const std::string& name, int64_t lo) {
+      return Size2(arg(s, (name + "_h").c_str(), lo, kBig),
+                   arg(s, (name + "_w").c_str(), lo, kBig));
+    };
+    r->make["Conv2d"] = [pair](const ModuleSpec& s, Device& d) {
+      return std::make_shared<Conv2d>(
+          arg(s, "in_channels", 1, kBig), arg(s, "out_channels", 1, kBig), pair(s, "kernel", 1),
+          pair(s, "stride", 1), pair(s, "padding", 0), pair(s, "dilation", 1),
+          arg(s, "groups", 1, kBig), arg(s, "bias", 0, 1) != 0, d);
+    };
+    r->make["MaxPool2d"] = [pair](const ModuleSpec& s, Device&) {
+      return std::make_shared<MaxPool2d>(pair(s, "kernel", 1), pair(s, "stride", 1),
+                                         pair(s, "padding", 0));
+    };
+    r->make["AvgPool2d"] = [pair](const ModuleSpec& s, Device&) {
+      return std::make_shared<AvgPool2d>(pair(s, "kernel", 1), pair(s, "stride", 1),
+                                         pair(s, "padding", 0),
+                                         arg(s, "count_include_pad", 0, 1) != 0);
+    };
+    r->make["AdaptiveAvgPool2d"] = [pair](const ModuleSpec& s, Device&) {
+      return std::make_shared<AdaptiveAvgPool2d>(pair(s, "output", 1));
+    };
+    for (int dims : {1, 2})
+      r->make[dims == 1 ? "BatchNorm1d" : "BatchNorm2d"] = [dims](const ModuleSpec& s, Device& d) {
+        return std::make_shared<BatchNorm>(
+            dims, arg(s, "num_features", 1, kBig), float(real(s, "eps", 1e-30, 1.0)),
+            float(real(s, "momentum", 0.0, 1.0)), arg(s, "affine", 0, 1) != 0, d);
+      };
+    r->make["Unflatten"] = [](const ModuleSpec& s, Device&) {
+      std::vector<int64_t> sizes(size_t(arg(s, "dims", 1, 8)));
+      for (size_t i = 0; i < sizes.size(); ++i)
+        sizes[i] = arg(s, ("size" + std::to_string(i)).c_str(), 1, kBig);
+      return std::make_shared<Unflatten>(std::move(sizes));
+    };
     r->make["Sequential"] = [](const ModuleSpec& s, Device& d) {
       auto seq = std::make_shared<Sequential>();
       for (auto& c : s.children) seq->add(build(c, d));

@@ -18,14 +18,35 @@ Tensor& Module::register_parameter(std::string name, Tensor t) {
   return *params_.back().second;
 }
 
+Tensor& Module::register_buffer(std::string name, Tensor t) {
+  SY_CHECK(t.defined(), "register_buffer", "expected a defined tensor for '", name, "'");
+  buffers_.emplace_back(std::move(name), std::make_unique<Tensor>(std::move(t)));
+  return *buffers_.back().second;
+}
+
+namespace {
+// Drops entries whose tensor came earlier (a module registered twice).
+void unique_tensors(std::vector<std::pair<std::string, Tensor>>& v) {
+  std::unordered_set<const void*> seen;
+  std::erase_if(v, [&](const auto& np) { return !seen.insert(np.second.impl()).second; });
+}
+}  // namespace
+
+std::vector<std::pair<std::string, Tensor>> Module::named_buffers() const {
+  std::vector<std::pair<std::string, Tensor>> out;
+  for (auto& [n, b] : buffers_) out.emplace_back(n, *b);
+  for (auto& [cn, c] : children_)
+    for (auto& [n, b] : c->named_buffers()) out.emplace_back(cn + "." + n, b);
+  unique_tensors(out);
+  return out;
+}
+
 std::vector<std::pair<std::string, Tensor>> Module::named_parameters() const {
   std::vector<std::pair<std::string, Tensor>> out;
   for (auto& [n, p] : params_) out.emplace_back(n, *p);
   for (auto& [cn, c] : children_)
     for (auto& [n, p] : c->named_parameters()) out.emplace_back(cn + "." + n, p);
-  // A module registered twice (shared weights) lists its parameters once.
-  std::unordered_set<const void*> seen;
-  std::erase_if(out, [&](const auto& np) { return !seen.insert(np.second.impl()).second; });
+  unique_tensors(out);  // a module registered twice (shared weights) lists them once
   return out;
 }
 
@@ -45,6 +66,11 @@ Module& Module::to(Device& d) {
     copy.set_data(moved);
     if (g.defined()) copy.set_grad(g.to(d));
   }
+  for (auto& [n, b] : named_buffers()) {
+    if (&b.device() == &d) continue;
+    Tensor copy = b;
+    copy.set_data(b.to(d));
+  }
   return *this;
 }
 
@@ -61,7 +87,15 @@ void Module::train(bool on) {
 
 // ---- state_dict -------------------------------------------------------------
 
-NamedTensors Module::state_dict() const { return named_parameters(); }
+NamedTensors Module::state_dict() const {
+  NamedTensors out;
+  for (auto& [n, p] : params_) out.emplace_back(n, *p);
+  for (auto& [n, b] : buffers_) out.emplace_back(n, *b);
+  for (auto& [cn, c] : children_)
+    for (auto& [n, t] : c->state_dict()) out.emplace_back(cn + "." + n, t);
+  unique_tensors(out);
+  return out;
+}
 
 namespace {
 
@@ -77,7 +111,7 @@ LoadResult load_into(const Module& m, const std::vector<std::pair<std::string, O
                      const std::function<Tensor(const std::string&, Device&)>& fetch, bool strict,
                      const std::string& source) {
   const char* op = "load_state_dict";
-  auto params = m.named_parameters();
+  auto params = m.state_dict();  // parameters and buffers
   std::unordered_map<std::string, const Offered*> by_name;
   for (auto& [n, o] : offered) by_name.emplace(n, &o);
   LoadResult r;
@@ -114,10 +148,10 @@ LoadResult load_into(const Module& m, const std::vector<std::pair<std::string, O
     problems +=
         cat(problems.empty() ? "" : "; ", r.unexpected.size(), " unexpected: ", list(r.unexpected));
   if (!problems.empty())
-    throw Error(
-        cat("[", op, "] ", source, " does not match the model's ", params.size(), " parameters (",
-            problems, ")",
-            strict && wrong.empty() ? "; pass strict=false to load the names that match" : ""));
+    throw Error(cat(
+        "[", op, "] ", source, " does not match the model's ", params.size(),
+        m.named_buffers().empty() ? " parameters (" : " parameters and buffers (", problems, ")",
+        strict && wrong.empty() ? "; pass strict=false to load the names that match" : ""));
   // Read everything before changing anything: a failed read leaves the
   // model as it was.
   NoGradGuard no_grad;
@@ -154,7 +188,7 @@ LoadResult Module::load_state_dict(const SafetensorsFile& file, bool strict) {
   // Only entries that name a parameter need a dtype Switchyard has: a
   // non-strict load skips the others whatever they hold.
   std::unordered_set<std::string> wanted;
-  for (auto& [n, p] : named_parameters()) wanted.insert(n);
+  for (auto& [n, p] : state_dict()) wanted.insert(n);
   std::vector<std::pair<std::string, Offered>> offered;
   for (auto& e : file.entries())
     offered.push_back({e.name, {e.shape, wanted.count(e.name) ? file.dtype_of(e) : DType::f32}});
@@ -207,6 +241,134 @@ std::optional<ModuleSpec> LayerNorm::spec() const {
   return ModuleSpec("LayerNorm",
                     {{"normalized_shape", n_}, {"elementwise_affine", weight_ ? 1 : 0}}, {},
                     {{"eps", double(eps_)}});
+}
+
+Conv2d::Conv2d(int64_t in, int64_t out, Size2 kernel, Size2 stride, Size2 padding, Size2 dilation,
+               int64_t groups, bool bias, Device& d)
+    : stride_(stride), padding_(padding), dilation_(dilation), groups_(groups) {
+  SY_CHECK(in > 0 && out > 0 && kernel.h > 0 && kernel.w > 0, "Conv2d",
+           "expected positive channels and kernel size, found in=", in, " out=", out, " kernel=(",
+           kernel.h, ", ", kernel.w, ")");
+  SY_CHECK(groups >= 1 && in % groups == 0 && out % groups == 0, "Conv2d",
+           "expected groups >= 1 dividing in (", in, ") and out (", out, "), found ", groups);
+  const float bound = 1.f / std::sqrt(float(in / groups * kernel.h * kernel.w));
+  weight_ = &register_parameter("weight",
+                                uniform({out, in / groups, kernel.h, kernel.w}, -bound, bound, d));
+  if (bias) bias_ = &register_parameter("bias", uniform({out}, -bound, bound, d));
+}
+
+Tensor Conv2d::forward(const Tensor& x) {
+  return conv2d(x, *weight_, bias_ ? *bias_ : Tensor(), stride_, padding_, dilation_, groups_);
+}
+
+std::optional<ModuleSpec> Conv2d::spec() const {
+  const Shape& w = weight_->shape();
+  return ModuleSpec("Conv2d", {{"in_channels", w[1] * groups_},
+                               {"out_channels", w[0]},
+                               {"kernel_h", w[2]},
+                               {"kernel_w", w[3]},
+                               {"stride_h", stride_.h},
+                               {"stride_w", stride_.w},
+                               {"padding_h", padding_.h},
+                               {"padding_w", padding_.w},
+                               {"dilation_h", dilation_.h},
+                               {"dilation_w", dilation_.w},
+                               {"groups", groups_},
+                               {"bias", bias_ ? 1 : 0}});
+}
+
+MaxPool2d::MaxPool2d(Size2 kernel, Size2 stride, Size2 padding)
+    : kernel_(kernel),
+      stride_(stride.h == 0 && stride.w == 0 ? kernel : stride),
+      padding_(padding) {
+  SY_CHECK(kernel.h > 0 && kernel.w > 0, "MaxPool2d", "expected a positive kernel size, found (",
+           kernel.h, ", ", kernel.w, ")");
+}
+
+std::optional<ModuleSpec> MaxPool2d::spec() const {
+  return ModuleSpec("MaxPool2d", {{"kernel_h", kernel_.h},
+                                  {"kernel_w", kernel_.w},
+                                  {"stride_h", stride_.h},
+                                  {"stride_w", stride_.w},
+                                  {"padding_h", padding_.h},
+                                  {"padding_w", padding_.w}});
+}
+
+AvgPool2d::AvgPool2d(Size2 kernel, Size2 stride, Size2 padding, bool count_include_pad)
+    : kernel_(kernel),
+      stride_(stride.h == 0 && stride.w == 0 ? kernel : stride),
+      padding_(padding),
+      include_pad_(count_include_pad) {
+  SY_CHECK(kernel.h > 0 && kernel.w > 0, "AvgPool2d", "expected a positive kernel size, found (",
+           kernel.h, ", ", kernel.w, ")");
+}
+
+std::optional<ModuleSpec> AvgPool2d::spec() const {
+  return ModuleSpec("AvgPool2d", {{"kernel_h", kernel_.h},
+                                  {"kernel_w", kernel_.w},
+                                  {"stride_h", stride_.h},
+                                  {"stride_w", stride_.w},
+                                  {"padding_h", padding_.h},
+                                  {"padding_w", padding_.w},
+                                  {"count_include_pad", include_pad_ ? 1 : 0}});
+}
+
+BatchNorm::BatchNorm(int dims, int64_t n, float eps, float momentum, bool affine, Device& d)
+    : dims_(dims), n_(n), eps_(eps), momentum_(momentum) {
+  const char* op = dims == 1 ? "BatchNorm1d" : "BatchNorm2d";
+  SY_CHECK(n > 0 && eps > 0.f, op, "expected a positive size and eps, found ", n, " and ", eps);
+  SY_CHECK(momentum >= 0.f && momentum <= 1.f, op, "expected momentum in [0, 1], found ", momentum);
+  if (affine) {
+    weight_ = &register_parameter("weight", ones({n}, d));
+    bias_ = &register_parameter("bias", zeros({n}, d));
+  }
+  mean_ = &register_buffer("running_mean", zeros({n}, d));
+  var_ = &register_buffer("running_var", ones({n}, d));
+  count_ =
+      &register_buffer("num_batches_tracked", zeros({}, Options().dtype(DType::i64).device(d)));
+}
+
+Tensor BatchNorm::forward(const Tensor& x) {
+  const char* op = dims_ == 1 ? "BatchNorm1d" : "BatchNorm2d";
+  const bool ok = dims_ == 1 ? (x.dim() == 2 || x.dim() == 3) : x.dim() == 4;
+  SY_CHECK(ok && x.size(1) == n_, op, "expected input of shape ",
+           dims_ == 1 ? cat("(N, ", n_, ") or (N, ", n_, ", L)") : cat("(N, ", n_, ", H, W)"),
+           ", found ", shape_str(x.shape()));
+  if (is_training()) {  // num_batches_tracked += 1, queued with the step
+    NoGradGuard no_grad;
+    Tensor next = count_->to(DType::f32) + 1.f;
+    detail::update_inplace({count_}, {next},
+                           CastParams{.n = 1, .from = DType::f32, .to = DType::i64});
+  }
+  return batch_norm(x, *mean_, *var_, weight_ ? *weight_ : Tensor(), bias_ ? *bias_ : Tensor(),
+                    is_training(), momentum_, eps_);
+}
+
+std::optional<ModuleSpec> BatchNorm::spec() const {
+  return ModuleSpec(dims_ == 1 ? "BatchNorm1d" : "BatchNorm2d",
+                    {{"num_features", n_}, {"affine", weight_ ? 1 : 0}}, {},
+                    {{"eps", double(eps_)}, {"momentum", double(momentum_)}});
+}
+
+Unflatten::Unflatten(std::vector<int64_t> sizes) : sizes_(std::move(sizes)) {
+  SY_CHECK(!sizes_.empty(), "Unflatten", "expected at least one size, found none");
+  for (int64_t v : sizes_) SY_CHECK(v >= 1, "Unflatten", "expected positive sizes, found ", v);
+}
+
+Tensor Unflatten::forward(const Tensor& x) {
+  int64_t n = 1;
+  for (int64_t v : sizes_) n *= v;
+  SY_CHECK(x.dim() == 2 && x.size(1) == n, "Unflatten", "expected input of shape (N, ", n,
+           "), found ", shape_str(x.shape()));
+  Shape s{x.size(0)};
+  s.insert(s.end(), sizes_.begin(), sizes_.end());
+  return x.reshape(s);
+}
+
+std::optional<ModuleSpec> Unflatten::spec() const {
+  std::map<std::string, int64_t> a{{"dims", int64_t(sizes_.size())}};
+  for (size_t i = 0; i < sizes_.size(); ++i) a["size" + std::to_string(i)] = sizes_[i];
+  return ModuleSpec("Unflatten", a);
 }
 
 Sequential& Sequential::add(std::shared_ptr<Module> m) {

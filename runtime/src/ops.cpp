@@ -5,12 +5,13 @@
 #include <algorithm>
 
 #include "graph.h"
+#include "ops_internal.h"
 #include "switchyard/error.h"
 
 namespace switchyard {
 using namespace detail;
 
-namespace {
+namespace detail {
 
 void check_defined(const char* op, const Tensor& t) {
   SY_CHECK(t.defined(), op, "expected a defined tensor, found an undefined one");
@@ -28,9 +29,11 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
            b.device().str());
 }
 
-// Record the backward of `out` when grad mode is on and an input needs it.
-using Backward = std::function<std::vector<Tensor>(const Tensor&)>;
 Tensor with_grad(Tensor out, const char* name, std::initializer_list<Tensor> inputs, Backward bw) {
+  return with_grad(std::move(out), name, std::vector<Tensor>(inputs), std::move(bw));
+}
+
+Tensor with_grad(Tensor out, const char* name, const std::vector<Tensor>& inputs, Backward bw) {
   if (!is_grad_enabled()) return out;
   bool any = false;
   for (auto& t : inputs) any |= t.requires_grad();
@@ -60,6 +63,10 @@ int64_t norm_axis(const char* op, const Tensor& x, int64_t dim) {
   return a;
 }
 
+}  // namespace detail
+
+namespace {
+
 // (rows, cols) of a tensor reduced along its last axis.
 std::pair<int64_t, int64_t> rows_cols(const char* op, const Tensor& x, int64_t axis) {
   SY_CHECK(x.dim() >= 1, op, "expected at least 1 dimension, found a scalar");
@@ -86,7 +93,7 @@ static Tensor gemm(const char* op, const Tensor& a, const Tensor& b, bool ta, bo
   SY_CHECK(K == Kb, op, "shapes ", shape_str(a.shape()), (ta ? "^T" : ""), " and ",
            shape_str(b.shape()), (tb ? "^T" : ""), " cannot be multiplied: inner dims ", K,
            " != ", Kb);
-  GemmParams p{.m = M, .n = N, .k = K, .trans_a = ta, .trans_b = tb, .alpha = 1.f};
+  GemmParams p{.m = M, .n = N, .k = K, .trans_a = ta, .trans_b = tb, .batch = 1, .alpha = 1.f};
   if (bias) {
     check_f32(op, *bias);
     check_same_device(op, a, *bias);
@@ -106,8 +113,20 @@ static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
   const int64_t Kb = b.dim() == 1 ? b.size(0) : b.size(-2);
   SY_CHECK(K == Kb, "matmul", "shapes ", shape_str(a.shape()), " and ", shape_str(b.shape()),
            " cannot be multiplied: inner dims ", K, " != ", Kb);
-  SY_CHECK(b.dim() <= 2, "matmul", "expected a 1-D or 2-D second operand, found shape ",
-           shape_str(b.shape()), " (batched matmul of two stacks is not supported yet)");
+  if (a.dim() >= 3 && b.dim() >= 3) {  // two stacks: one batched GEMM
+    SY_CHECK(
+        a.dim() == b.dim() && std::equal(a.shape().begin(), a.shape().end() - 2, b.shape().begin()),
+        "matmul", "expected stacks with the same leading dimensions, found shapes ",
+        shape_str(a.shape()), " and ", shape_str(b.shape()),
+        " (broadcasting between batch dimensions is not supported)");
+    Shape out(a.shape().begin(), a.shape().end() - 1);
+    out.push_back(b.size(-1));
+    int64_t batch = 1;
+    for (int64_t i = 0; i < a.dim() - 2; ++i) batch *= a.size(i);
+    return bmm(a.reshape({batch, a.size(-2), K}), b.reshape({batch, K, b.size(-1)})).reshape(out);
+  }
+  SY_CHECK(b.dim() <= 2, "matmul", "expected a 1-D or 2-D second operand for a ", a.dim(),
+           "-D first one, found shape ", shape_str(b.shape()));
   Shape out(a.shape().begin(), a.shape().end() - 1);  // a's leading dims, then b's columns
   if (b.dim() == 2) out.push_back(b.size(1));
   Tensor a2 = a.reshape({-1, K});

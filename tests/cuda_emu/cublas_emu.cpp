@@ -259,6 +259,24 @@ cublasStatus_t sgemm(cublasHandle_t, cublasOperation_t transa, cublasOperation_t
   return CUBLAS_STATUS_SUCCESS;
 }
 
+cublasStatus_t sgemm_batched(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb,
+                             int m, int n, int k, const float* alpha, const float* A, int lda,
+                             long long stride_a, const float* B, int ldb, long long stride_b,
+                             const float* beta, float* C, int ldc, long long stride_c, int batch) {
+  bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
+  if (blas_stream != sy_emu::device_stream) return CUBLAS_STATUS_INVALID_VALUE;
+  if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m ||
+      *beta != 0.f || stride_a < 0 || stride_b < 0 || stride_c < 0)
+    return CUBLAS_STATUS_INVALID_VALUE;
+  float al = *alpha;
+  sy_emu::enqueue([=] {
+    for (int b = 0; b < batch; ++b)
+      matmul(ta, tb, uint64_t(m), uint64_t(n), uint64_t(k), al, A + b * stride_a, uint64_t(lda),
+             B + b * stride_b, uint64_t(ldb), C + b * stride_c, uint64_t(ldc), nullptr, false);
+  });
+  return CUBLAS_STATUS_SUCCESS;
+}
+
 }  // namespace
 
 const BlasApi& sy_emu_blas_api() {
@@ -270,6 +288,7 @@ const BlasApi& sy_emu_blas_api() {
     a.cublasSetStream_v2 = set_stream;
     a.cublasSetWorkspace_v2 = set_workspace;
     a.cublasSgemm_v2 = sgemm;
+    a.cublasSgemmStridedBatched = sgemm_batched;
     a.cublasGetStatusName = status_name;
     a.cublasGetVersion_v2 = version;
     a.cublasLtCreate = lt_create;

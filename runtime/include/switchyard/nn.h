@@ -41,8 +41,8 @@ class Module {
   // Parameters of this module and its submodules, in registration order.
   std::vector<Tensor> parameters() const;
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
-  // Moves parameters and their gradients to `d`, keeping their identity, so
-  // an optimizer built before the move still updates them.
+  // Moves parameters, their gradients and buffers to `d`, keeping their
+  // identity, so an optimizer built before the move still updates them.
   Module& to(Device& d);
   Module& to(std::string_view device_name);
   void zero_grad();
@@ -52,9 +52,15 @@ class Module {
   void eval() { train(false); }
   bool is_training() const { return training_; }
 
-  // PyTorch's state_dict: every parameter by its dotted name ("0.weight",
-  // "fc1.bias"), in registration order, with PyTorch's layouts (Linear's
-  // weight is (out, in)). The tensors are the parameters themselves.
+  // Buffers: state that is not trained but saved and moved with the module
+  // (BatchNorm's running statistics), by dotted name as parameters.
+  std::vector<std::pair<std::string, Tensor>> named_buffers() const;
+
+  // PyTorch's state_dict: every parameter and buffer by its dotted name
+  // ("0.weight", "fc1.bias", "1.running_mean"), each module's parameters,
+  // then its buffers, then its children's, as PyTorch orders them, with
+  // PyTorch's layouts (Linear's weight is (out, in)). The tensors are the
+  // parameters and buffers themselves.
   NamedTensors state_dict() const;
   // Copies values into the parameters, onto each parameter's device, keeping
   // their identity (an optimizer built before still updates them). Strict:
@@ -73,6 +79,7 @@ class Module {
 
  protected:
   Tensor& register_parameter(std::string name, Tensor t);
+  Tensor& register_buffer(std::string name, Tensor t);
   template <class M>
   std::shared_ptr<M> register_module(std::string name, std::shared_ptr<M> m) {
     children_.emplace_back(std::move(name), m);
@@ -80,7 +87,7 @@ class Module {
   }
 
  private:
-  std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> params_;
+  std::vector<std::pair<std::string, std::unique_ptr<Tensor>>> params_, buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;
 };
@@ -154,6 +161,106 @@ class LayerNorm : public Module {
   float eps_;
   Tensor* weight_ = nullptr;
   Tensor* bias_ = nullptr;
+};
+
+// conv2d with a weight (out, in/groups, kH, kW) and bias (out), initialized
+// as PyTorch does: U(-1/sqrt(fan_in), 1/sqrt(fan_in)), fan_in = in/groups*kH*kW.
+class Conv2d : public Module {
+ public:
+  Conv2d(int64_t in, int64_t out, Size2 kernel, Size2 stride = 1, Size2 padding = 0,
+         Size2 dilation = 1, int64_t groups = 1, bool bias = true, Device& d = cpu());
+  Tensor forward(const Tensor& x) override;
+  std::optional<ModuleSpec> spec() const override;
+  Tensor& weight() { return *weight_; }
+
+ private:
+  Size2 stride_, padding_, dilation_;
+  int64_t groups_;
+  Tensor* weight_;
+  Tensor* bias_ = nullptr;
+};
+
+class MaxPool2d : public Module {
+ public:
+  explicit MaxPool2d(Size2 kernel, Size2 stride = 0, Size2 padding = 0);
+  Tensor forward(const Tensor& x) override { return max_pool2d(x, kernel_, stride_, padding_); }
+  std::optional<ModuleSpec> spec() const override;
+
+ private:
+  Size2 kernel_, stride_, padding_;
+};
+
+class AvgPool2d : public Module {
+ public:
+  explicit AvgPool2d(Size2 kernel, Size2 stride = 0, Size2 padding = 0,
+                     bool count_include_pad = true);
+  Tensor forward(const Tensor& x) override {
+    return avg_pool2d(x, kernel_, stride_, padding_, include_pad_);
+  }
+  std::optional<ModuleSpec> spec() const override;
+
+ private:
+  Size2 kernel_, stride_, padding_;
+  bool include_pad_;
+};
+
+class AdaptiveAvgPool2d : public Module {
+ public:
+  explicit AdaptiveAvgPool2d(Size2 output = 1) : out_(output) {}
+  Tensor forward(const Tensor& x) override { return adaptive_avg_pool2d(x, out_); }
+  std::optional<ModuleSpec> spec() const override {
+    return ModuleSpec("AdaptiveAvgPool2d", {{"output_h", out_.h}, {"output_w", out_.w}});
+  }
+
+ private:
+  Size2 out_;
+};
+
+// batch_norm over channel dimension 1 with a learned weight (ones) and bias
+// (zeros) when `affine`, and the buffers running_mean (zeros), running_var
+// (ones) and num_batches_tracked (i64), named as PyTorch names them.
+// Training mode normalizes by the batch and updates the running statistics;
+// evaluation mode normalizes by them. BatchNorm1d takes (N, C) or (N, C, L),
+// BatchNorm2d (N, C, H, W).
+class BatchNorm : public Module {
+ public:
+  BatchNorm(int dims, int64_t num_features, float eps = 1e-5f, float momentum = 0.1f,
+            bool affine = true, Device& d = cpu());
+  Tensor forward(const Tensor& x) override;
+  std::optional<ModuleSpec> spec() const override;
+  Tensor& running_mean() { return *mean_; }
+  Tensor& running_var() { return *var_; }
+
+ private:
+  int dims_;
+  int64_t n_;
+  float eps_, momentum_;
+  Tensor* weight_ = nullptr;
+  Tensor* bias_ = nullptr;
+  Tensor *mean_, *var_, *count_;
+};
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(int64_t n, float eps = 1e-5f, float momentum = 0.1f, bool affine = true,
+                       Device& d = cpu())
+      : BatchNorm(1, n, eps, momentum, affine, d) {}
+};
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(int64_t n, float eps = 1e-5f, float momentum = 0.1f, bool affine = true,
+                       Device& d = cpu())
+      : BatchNorm(2, n, eps, momentum, affine, d) {}
+};
+
+// Reshapes dimension 1 into `sizes`: (N, C*H*W) -> (N, C, H, W) for {C, H, W}.
+class Unflatten : public Module {
+ public:
+  explicit Unflatten(std::vector<int64_t> sizes);
+  Tensor forward(const Tensor& x) override;
+  std::optional<ModuleSpec> spec() const override;
+
+ private:
+  std::vector<int64_t> sizes_;
 };
 
 class Sequential : public Module {

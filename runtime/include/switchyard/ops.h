@@ -7,6 +7,7 @@ namespace switchyard {
 
 // a @ b with optional transposes: (M,K) x (K,N) -> (M,N). Without
 // transposes also PyTorch's other shapes: (..., M, K) x (K, N) -> (..., M, N),
+// stacks of matrices with equal leading dims (..., M, K) x (..., K, N) (bmm),
 // and 1-D operands (a vector times a matrix, a matrix times a vector, a dot).
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
 // x (..., in), weight (out, in) [PyTorch layout], bias (out) or undefined.
@@ -75,6 +76,48 @@ Tensor dropout(const Tensor& x, float p, bool training = true);
 // the last dimension). Composed from the last-axis reductions and
 // broadcasting, so its backward comes from theirs.
 Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const Tensor& bias = Tensor(),
+                  float eps = 1e-5f);
+
+// ---- batched matmul, convolution, pooling, batch norm -------------------------
+
+// Tensors joined along dimension 0 (the only one supported so far): f32,
+// equal trailing shapes, one device. Each is padded into place and the
+// results added (exact: the padding is zeros).
+Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
+
+// (B, M, K) x (B, K, N) -> (B, M, N): B products in one batched GEMM.
+Tensor bmm(const Tensor& a, const Tensor& b);
+
+// A 2-D window's size, stride, padding or dilation: (rows, cols), or one
+// number for both, as PyTorch's int-or-tuple arguments.
+struct Size2 {
+  Size2(int64_t both = 0) : h(both), w(both) {}  // NOLINT: implicit, as PyTorch's ints
+  Size2(int64_t rows, int64_t cols) : h(rows), w(cols) {}
+  int64_t h, w;
+};
+
+// x (N, C, H, W), weight (out_channels, C/groups, kH, kW), bias (out_channels)
+// or undefined -> (N, out_channels, OH, OW), as torch.nn.functional.conv2d.
+// im2col plus one batched GEMM over all groups, the bias fused in the GEMM;
+// a batch whose im2col matrix would pass 64 MiB runs in chunks of samples.
+Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
+              Size2 stride = 1, Size2 padding = 0, Size2 dilation = 1, int64_t groups = 1);
+// Pooling over the last two dimensions of (N, C, H, W) or (C, H, W). stride 0
+// means the kernel size (PyTorch's default); padding at most half the kernel.
+// max_pool2d's gradient goes to the first maximum of each window.
+Tensor max_pool2d(const Tensor& x, Size2 kernel, Size2 stride = 0, Size2 padding = 0);
+Tensor avg_pool2d(const Tensor& x, Size2 kernel, Size2 stride = 0, Size2 padding = 0,
+                  bool count_include_pad = true);
+// Output 1x1 (global average pooling), or any size that divides the input.
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output = 1);
+// Normalizes each channel (dimension 1) of (N, C, ...) as
+// torch.nn.functional.batch_norm. Training: over the batch's statistics
+// (biased variance), and when running_mean/var are given they blend in
+// place, r = (1 - momentum) r + momentum * stat (the unbiased variance).
+// Evaluation: over the running statistics. weight and bias (C) may be
+// undefined.
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, float momentum = 0.1f,
                   float eps = 1e-5f);
 
 inline Tensor operator+(const Tensor& a, const Tensor& b) { return add(a, b); }

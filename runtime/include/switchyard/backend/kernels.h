@@ -67,11 +67,49 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
 #define SY_PARAMS_transpose(I, D, W, A, F) I(int64_t, rows) I(int64_t, cols) I(int64_t, elem_size)
 // out = zeros(total) with out[begin, begin + len) = in (f32): a row slice's backward.
 #define SY_PARAMS_pad(I, D, W, A, F) I(int64_t, begin) I(int64_t, len) I(int64_t, total)
-// out (m x n) = act(alpha * op(A) op(B) + bias[n]): args out, A, B[, bias].
+// out (m x n) = act(alpha * op(A) op(B) + bias): args out, A, B[, bias].
 // op(A) is m x k (A stored k x m when trans_a); op(B) is k x n (n x k when trans_b).
+// `batch` products (0 counts as 1): product b reads A + b*stride_a, B + b*stride_b
+// and writes out + b*stride_c (element strides; 0 shares one operand). The bias
+// is bias[j] per column, or bias[b*m + i] per row when bias_rows (a convolution's
+// channels, group b). lda and ldb are A's and B's row strides as stored (0: packed,
+// their stored row length), so a product can read columns [k0, k0 + k) of wider
+// matrices: a split of K into batched products.
 #define SY_PARAMS_gemm(I, D, W, A, F)                                                  \
   I(int64_t, m) I(int64_t, n) I(int64_t, k) I(bool, trans_a) I(bool, trans_b) I(bool, has_bias) \
-  I(Unary, act) F(alpha)
+  I(Unary, act) I(bool, bias_rows) I(int64_t, batch) I(int64_t, stride_a) I(int64_t, stride_b)  \
+  I(int64_t, stride_c) I(int64_t, lda) I(int64_t, ldb) F(alpha)
+// out[o, j, i, e] = in[o, i, j, e]: in is (outer, a, b, inner) of 32-bit elements.
+#define SY_PARAMS_swap_axes(I, D, W, A, F) I(int64_t, outer) I(int64_t, a) I(int64_t, b) I(int64_t, inner)
+// Convolution geometry: x (batch, channels, height, width) NCHW, a kernel of
+// kernel[0] x kernel[1] taps with stride, padding and dilation (rows, cols),
+// output out_h x out_w. im2col: cols[(c, kh, kw), (n, oh, ow)] =
+// x[n, c, oh*s0 - p0 + kh*d0, ow*s1 - p1 + kw*d1] (0 outside): args cols, x.
+// col2im, its adjoint: dx[n, c, h, w] = sum of the cols entries that read it,
+// gathered per element (deterministic): args dx, cols.
+#define SY_PARAMS_im2col(I, D, W, A, F)                                                   \
+  I(int64_t, batch) I(int64_t, channels) I(int64_t, height) I(int64_t, width)              \
+  A(int64_t, kernel, 2) A(int64_t, stride, 2) A(int64_t, padding, 2) A(int64_t, dilation, 2) \
+  I(int64_t, out_h) I(int64_t, out_w)
+#define SY_PARAMS_col2im(I, D, W, A, F) SY_PARAMS_im2col(I, D, W, A, F)
+// Pooling geometry: `planes` (batch x channels) planes of height x width, windows
+// of kernel[0] x kernel[1] with stride and padding, output out_h x out_w.
+// max_pool2d: y = the window's maximum (padding never wins, the last NaN does) and
+// idx (i32) = its h * width + w in the plane (the first maximum), in one
+// buffer of 2 x planes*out_h*out_w words, y's then idx's (a graph node has
+// one result): args out, x.
+// max_pool2d_backward: dx[h, w] = sum of dy over the windows whose idx is (h, w),
+// gathered per element: args dx, dy, idx.
+#define SY_PARAMS_max_pool2d(I, D, W, A, F)                                        \
+  I(int64_t, planes) I(int64_t, height) I(int64_t, width) A(int64_t, kernel, 2)     \
+  A(int64_t, stride, 2) A(int64_t, padding, 2) I(int64_t, out_h) I(int64_t, out_w)
+#define SY_PARAMS_max_pool2d_backward(I, D, W, A, F) SY_PARAMS_max_pool2d(I, D, W, A, F)
+// avg_pool2d: y = the window's mean, dividing by the whole window when
+// count_include_pad (PyTorch's default), else by its taps inside the plane:
+// args y, x. avg_pool2d_backward: dx from dy, gathered per element: args dx, dy.
+#define SY_PARAMS_avg_pool2d(I, D, W, A, F) \
+  SY_PARAMS_max_pool2d(I, D, W, A, F) I(bool, count_include_pad)
+#define SY_PARAMS_avg_pool2d_backward(I, D, W, A, F) SY_PARAMS_avg_pool2d(I, D, W, A, F)
 // out = a (op) b over a 4-D output `dims`, inputs read through element
 // strides (0 along a broadcast dimension).
 #define SY_PARAMS_binary(I, D, W, A, F) \
@@ -108,6 +146,20 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
 #define SY_PARAMS_adam_update(I, D, W, A, F) \
   I(int64_t, n) I(bool, decoupled) F(lr) F(beta1) F(beta2) F(eps) F(weight_decay)
 
+// Per-channel kernels over (outer, channels, inner), batch norm's passes.
+// channel_stats: out[c] = the mean of channel c, out[channels + c] = its biased
+// variance (two passes over the data): args out (2 x channels), x.
+#define SY_PARAMS_channel_stats(I, D, W, A, F) I(int64_t, outer) I(int64_t, channels) I(int64_t, inner)
+// channel_sums: out[c] = sum of a over channel c, out[channels + c] = sum of
+// a * (b - mean[c]) (centered: no cancellation when b's mean is large):
+// args out (2 x channels), a, b, mean (channels).
+#define SY_PARAMS_channel_sums(I, D, W, A, F) SY_PARAMS_channel_stats(I, D, W, A, F)
+// channel_affine: y = (a - k[0][c]) * k[1][c] + k[2][c], plus (b - k[3][c]) * k[4][c]
+// with has_b, for the rows k[r] of coef: args y, a, b (ignored without has_b),
+// coef (3, or 5 with has_b, x channels).
+#define SY_PARAMS_channel_affine(I, D, W, A, F) \
+  SY_PARAMS_channel_stats(I, D, W, A, F) I(bool, has_b)
+
 // ---- the table ---------------------------------------------------------------------
 // X(kernel, Params struct, buffer args, written args (bit mask), traits).
 // Arguments the mask leaves out are only read.
@@ -126,6 +178,16 @@ enum KernelTraits : uint32_t {
   X(transpose, TransposeParams, 2, 0b1, kNoTraits)                                   \
   X(pad, PadParams, 2, 0b1, kNoTraits)                                               \
   X(gemm, GemmParams, 4, 0b1, kSubgroup)                                             \
+  X(swap_axes, SwapAxesParams, 2, 0b1, kNoTraits)                                    \
+  X(im2col, Im2colParams, 2, 0b1, kNoTraits)                                         \
+  X(col2im, Col2imParams, 2, 0b1, kNoTraits)                                         \
+  X(max_pool2d, MaxPool2dParams, 2, 0b1, kNoTraits)                                  \
+  X(max_pool2d_backward, MaxPool2dBackwardParams, 3, 0b1, kNoTraits)                 \
+  X(avg_pool2d, AvgPool2dParams, 2, 0b1, kNoTraits)                                  \
+  X(avg_pool2d_backward, AvgPool2dBackwardParams, 2, 0b1, kNoTraits)                 \
+  X(channel_stats, ChannelStatsParams, 2, 0b1, kSubgroup)                            \
+  X(channel_sums, ChannelSumsParams, 4, 0b1, kSubgroup)                              \
+  X(channel_affine, ChannelAffineParams, 4, 0b1, kNoTraits)                          \
   X(binary, BinaryParams, 3, 0b1, kNoTraits)                                         \
   X(affine, AffineParams, 2, 0b1, kNoTraits)                                         \
   X(unary, UnaryParams, 2, 0b1, kNoTraits)                                           \

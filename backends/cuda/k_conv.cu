@@ -1,0 +1,322 @@
+// Convolution, pooling and batch-norm kernels (the shapes are in backend/kernels.h):
+//
+// swap_axes: out[o, j, i, e] = in[o, i, j, e] over (outer, a, b, inner)
+//   32-bit elements; one grid-stride pass over the output.
+// im2col: the convolution's GEMM operand, cols[(c, kh, kw), (n, oh, ow)];
+//   one grid-stride pass over cols (consecutive threads, consecutive ow).
+// col2im: its adjoint; one thread per dx element gathers its taps in a fixed
+//   order, so the input gradient is the same every run (no atomics).
+// max_pool2d / avg_pool2d: one thread per output element (max_pool2d's
+//   indices follow its maxima in the one output buffer).
+// *_pool2d_backward: one thread per dx element, gathering the windows that
+//   cover it (deterministic, no atomics).
+// channel_stats / channel_sums: one block per channel, double partial sums
+//   reduced per warp, then across the block's warps in shared memory.
+// channel_affine: one grid-stride pass over the output.
+// All use kBlock-thread blocks, capped at env.max_blocks blocks.
+#include "cuda_math.cuh"
+
+namespace switchyard::cuda_impl {
+namespace {
+
+// Geometry, copied by value into the kernels.
+struct Geom {
+  int64_t n, c, h, w, oh, ow;
+  int64_t k0, k1, s0, s1, p0, p1, d0, d1;
+};
+
+__global__ void swap_axes_k(uint32_t* out, const uint32_t* in, int64_t A, int64_t B, int64_t E,
+                            int64_t total) {
+  SY_GRID_STRIDE(k, total) {
+    int64_t e = k % E, i = k / E % A, j = k / (E * A) % B, o = k / (E * A * B);
+    out[k] = in[((o * A + i) * B + j) * E + e];
+  }
+}
+
+__global__ void im2col_k(float* cols, const float* x, Geom g, int64_t total) {
+  const int64_t ncols = g.n * g.oh * g.ow;
+  SY_GRID_STRIDE(k, total) {
+    int64_t col = k % ncols, row = k / ncols;
+    int64_t ow = col % g.ow, oh = col / g.ow % g.oh, n = col / (g.ow * g.oh);
+    int64_t kw = row % g.k1, kh = row / g.k1 % g.k0, c = row / (g.k1 * g.k0);
+    int64_t ih = oh * g.s0 - g.p0 + kh * g.d0, iw = ow * g.s1 - g.p1 + kw * g.d1;
+    cols[k] =
+        ih >= 0 && ih < g.h && iw >= 0 && iw < g.w ? x[((n * g.c + c) * g.h + ih) * g.w + iw] : 0.f;
+  }
+}
+
+__global__ void col2im_k(float* dx, const float* cols, Geom g, int64_t total) {
+  const int64_t ncols = g.n * g.oh * g.ow;
+  SY_GRID_STRIDE(k, total) {
+    int64_t w = k % g.w, h = k / g.w % g.h, c = k / (g.w * g.h) % g.c, n = k / (g.w * g.h * g.c);
+    float s = 0.f;
+    for (int64_t kh = 0; kh < g.k0; ++kh) {
+      int64_t th = h + g.p0 - kh * g.d0;
+      if (th < 0 || th % g.s0 != 0 || th / g.s0 >= g.oh) continue;
+      for (int64_t kw = 0; kw < g.k1; ++kw) {
+        int64_t tw = w + g.p1 - kw * g.d1;
+        if (tw < 0 || tw % g.s1 != 0 || tw / g.s1 >= g.ow) continue;
+        int64_t row = (c * g.k0 + kh) * g.k1 + kw;
+        s += cols[row * ncols + n * g.oh * g.ow + (th / g.s0) * g.ow + tw / g.s1];
+      }
+    }
+    dx[k] = s;
+  }
+}
+
+// The windows covering plane index x: [lo, hi).
+__device__ inline void covering(int64_t x, int64_t k, int64_t s, int64_t pad, int64_t out,
+                                int64_t& lo, int64_t& hi) {
+  int64_t t = x + pad;
+  lo = t - k < 0 ? 0 : (t - k) / s + 1;
+  hi = t / s + 1 < out ? t / s + 1 : out;
+}
+
+__device__ inline float pool_divisor(const Geom& g, bool include_pad, int64_t oh, int64_t ow) {
+  int64_t hs = oh * g.s0 - g.p0, ws = ow * g.s1 - g.p1;
+  if (include_pad) {
+    int64_t he = hs + g.k0 < g.h + g.p0 ? hs + g.k0 : g.h + g.p0;
+    int64_t we = ws + g.k1 < g.w + g.p1 ? ws + g.k1 : g.w + g.p1;
+    return float((he - hs) * (we - ws));
+  }
+  int64_t h0 = hs > 0 ? hs : 0, w0 = ws > 0 ? ws : 0;
+  int64_t h1 = hs + g.k0 < g.h ? hs + g.k0 : g.h, w1 = ws + g.k1 < g.w ? ws + g.k1 : g.w;
+  return float((h1 - h0) * (w1 - w0));
+}
+
+// Geom's n is the plane count for pooling; c is unused.
+__global__ void max_pool2d_k(float* y, int32_t* idx, const float* x, Geom g, int64_t total) {
+  SY_GRID_STRIDE(k, total) {
+    int64_t ow = k % g.ow, oh = k / g.ow % g.oh, pl = k / (g.ow * g.oh);
+    int64_t hs = oh * g.s0 - g.p0, ws = ow * g.s1 - g.p1;
+    int64_t h0 = hs > 0 ? hs : 0, w0 = ws > 0 ? ws : 0;
+    int64_t h1 = hs + g.k0 < g.h ? hs + g.k0 : g.h, w1 = ws + g.k1 < g.w ? ws + g.k1 : g.w;
+    const float* src = x + pl * g.h * g.w;
+    float best = -INFINITY;
+    int64_t at = h0 * g.w + w0;
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) {
+        float v = src[h * g.w + w];
+        if (v > best || v != v) {  // once best is NaN only a later NaN replaces it
+          best = v;
+          at = h * g.w + w;
+        }
+      }
+    y[k] = best;
+    idx[k] = int32_t(at);
+  }
+}
+
+__global__ void max_pool2d_backward_k(float* dx, const float* dy, const int32_t* idx, Geom g,
+                                      int64_t total) {
+  SY_GRID_STRIDE(k, total) {
+    int64_t w = k % g.w, h = k / g.w % g.h, pl = k / (g.w * g.h);
+    int64_t oh0, oh1, ow0, ow1;
+    covering(h, g.k0, g.s0, g.p0, g.oh, oh0, oh1);
+    covering(w, g.k1, g.s1, g.p1, g.ow, ow0, ow1);
+    float s = 0.f;
+    const int32_t me = int32_t(h * g.w + w);
+    for (int64_t oh = oh0; oh < oh1; ++oh)
+      for (int64_t ow = ow0; ow < ow1; ++ow) {
+        int64_t o = (pl * g.oh + oh) * g.ow + ow;
+        if (idx[o] == me) s += dy[o];
+      }
+    dx[k] = s;
+  }
+}
+
+__global__ void avg_pool2d_k(float* y, const float* x, Geom g, bool include_pad, int64_t total) {
+  SY_GRID_STRIDE(k, total) {
+    int64_t ow = k % g.ow, oh = k / g.ow % g.oh, pl = k / (g.ow * g.oh);
+    int64_t hs = oh * g.s0 - g.p0, ws = ow * g.s1 - g.p1;
+    int64_t h0 = hs > 0 ? hs : 0, w0 = ws > 0 ? ws : 0;
+    int64_t h1 = hs + g.k0 < g.h ? hs + g.k0 : g.h, w1 = ws + g.k1 < g.w ? ws + g.k1 : g.w;
+    const float* src = x + pl * g.h * g.w;
+    float s = 0.f;
+    for (int64_t h = h0; h < h1; ++h)
+      for (int64_t w = w0; w < w1; ++w) s += src[h * g.w + w];
+    y[k] = s / pool_divisor(g, include_pad, oh, ow);
+  }
+}
+
+__global__ void avg_pool2d_backward_k(float* dx, const float* dy, Geom g, bool include_pad,
+                                      int64_t total) {
+  SY_GRID_STRIDE(k, total) {
+    int64_t w = k % g.w, h = k / g.w % g.h, pl = k / (g.w * g.h);
+    int64_t oh0, oh1, ow0, ow1;
+    covering(h, g.k0, g.s0, g.p0, g.oh, oh0, oh1);
+    covering(w, g.k1, g.s1, g.p1, g.ow, ow0, ow1);
+    float s = 0.f;
+    for (int64_t oh = oh0; oh < oh1; ++oh)
+      for (int64_t ow = ow0; ow < ow1; ++ow)
+        s += dy[(pl * g.oh + oh) * g.ow + ow] / pool_divisor(g, include_pad, oh, ow);
+    dx[k] = s;
+  }
+}
+
+// One block per channel (grid-stride over channels); double partial sums.
+__device__ inline double block_sum(double s, double* part) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  s = warp_sum(s);
+  if (lane == 0) part[warp] = s;
+  __syncthreads();
+  double r = 0;
+  for (int w = 0; w < int(blockDim.x >> 5); ++w) r += part[w];
+  __syncthreads();
+  return r;
+}
+
+__global__ void channel_stats_k(float* out, const float* x, int64_t outer, int64_t C, int64_t E) {
+  __shared__ double part[kBlock / 32];
+  const int64_t count = outer * E;
+  for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+    double s = 0;
+    for (int64_t k = threadIdx.x; k < count; k += blockDim.x) s += x[(k / E * C + c) * E + k % E];
+    const double mean = count ? block_sum(s, part) / double(count) : 0.0;
+    const float m = float(mean);
+    double v = 0;
+    for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+      float d = x[(k / E * C + c) * E + k % E] - m;
+      v += double(d) * d;
+    }
+    const double var = count ? block_sum(v, part) / double(count) : 0.0;
+    if (threadIdx.x == 0) {
+      out[c] = m;
+      out[C + c] = float(var);
+    }
+  }
+}
+
+__global__ void channel_sums_k(float* out, const float* a, const float* b, const float* mean,
+                               int64_t outer, int64_t C, int64_t E) {
+  __shared__ double part[kBlock / 32];
+  const int64_t count = outer * E;
+  for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
+    double s = 0, t = 0;
+    const float m = mean[c];
+    for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+      const int64_t i = (k / E * C + c) * E + k % E;
+      s += a[i];
+      t += double(a[i]) * (b[i] - m);
+    }
+    s = block_sum(s, part);
+    t = block_sum(t, part);
+    if (threadIdx.x == 0) {
+      out[c] = float(s);
+      out[C + c] = float(t);
+    }
+  }
+}
+
+__global__ void channel_affine_k(float* y, const float* a, const float* b, const float* coef,
+                                 int64_t C, int64_t E, bool has_b, int64_t total) {
+  SY_GRID_STRIDE(k, total) {
+    const int64_t c = k / E % C;
+    float v = (a[k] - coef[c]) * coef[C + c] + coef[2 * C + c];
+    if (has_b) v += (b[k] - coef[3 * C + c]) * coef[4 * C + c];
+    y[k] = v;
+  }
+}
+
+template <class P>
+Geom conv_geom(const P& p) {
+  return {p.batch,      p.channels,   p.height,      p.width,      p.out_h,
+          p.out_w,      p.kernel[0],  p.kernel[1],   p.stride[0],  p.stride[1],
+          p.padding[0], p.padding[1], p.dilation[0], p.dilation[1]};
+}
+template <class P>
+Geom pool_geom(const P& p) {
+  return {p.planes,    1,           p.height,    p.width,      p.out_h,      p.out_w, p.kernel[0],
+          p.kernel[1], p.stride[0], p.stride[1], p.padding[0], p.padding[1], 1,       1};
+}
+
+}  // namespace
+
+void launch(const SwapAxesParams& p, void* const* args, const LaunchEnv& env) {
+  const int64_t total = p.outer * p.a * p.b * p.inner;
+  if (total <= 0) return;
+  SY_LAUNCH(swap_axes_k, blocks_for(total, env), kBlock, env.stream)
+  (static_cast<uint32_t*>(args[0]), static_cast<const uint32_t*>(args[1]), p.a, p.b, p.inner,
+   total);
+  SY_CUDA_LAUNCHED("swap_axes");
+}
+
+void launch(const Im2colParams& p, void* const* args, const LaunchEnv& env) {
+  const int64_t total = p.channels * p.kernel[0] * p.kernel[1] * p.batch * p.out_h * p.out_w;
+  if (total <= 0) return;
+  SY_LAUNCH(im2col_k, blocks_for(total, env), kBlock, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]), conv_geom(p), total);
+  SY_CUDA_LAUNCHED("im2col");
+}
+
+void launch(const Col2imParams& p, void* const* args, const LaunchEnv& env) {
+  const int64_t total = p.batch * p.channels * p.height * p.width;
+  if (total <= 0) return;
+  SY_LAUNCH(col2im_k, blocks_for(total, env), kBlock, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]), conv_geom(p), total);
+  SY_CUDA_LAUNCHED("col2im");
+}
+
+void launch(const MaxPool2dParams& p, void* const* args, const LaunchEnv& env) {
+  const int64_t total = p.planes * p.out_h * p.out_w;
+  if (total <= 0) return;
+  SY_LAUNCH(max_pool2d_k, blocks_for(total, env), kBlock, env.stream)
+  (static_cast<float*>(args[0]), static_cast<int32_t*>(args[0]) + total,
+   static_cast<const float*>(args[1]), pool_geom(p), total);
+  SY_CUDA_LAUNCHED("max_pool2d");
+}
+
+void launch(const MaxPool2dBackwardParams& p, void* const* args, const LaunchEnv& env) {
+  const int64_t total = p.planes * p.height * p.width;
+  if (total <= 0) return;
+  SY_LAUNCH(max_pool2d_backward_k, blocks_for(total, env), kBlock, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]),
+   static_cast<const int32_t*>(args[2]), pool_geom(p), total);
+  SY_CUDA_LAUNCHED("max_pool2d_backward");
+}
+
+void launch(const AvgPool2dParams& p, void* const* args, const LaunchEnv& env) {
+  const int64_t total = p.planes * p.out_h * p.out_w;
+  if (total <= 0) return;
+  SY_LAUNCH(avg_pool2d_k, blocks_for(total, env), kBlock, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]), pool_geom(p),
+   p.count_include_pad, total);
+  SY_CUDA_LAUNCHED("avg_pool2d");
+}
+
+void launch(const AvgPool2dBackwardParams& p, void* const* args, const LaunchEnv& env) {
+  const int64_t total = p.planes * p.height * p.width;
+  if (total <= 0) return;
+  SY_LAUNCH(avg_pool2d_backward_k, blocks_for(total, env), kBlock, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]), pool_geom(p),
+   p.count_include_pad, total);
+  SY_CUDA_LAUNCHED("avg_pool2d_backward");
+}
+
+void launch(const ChannelStatsParams& p, void* const* args, const LaunchEnv& env) {
+  if (p.channels <= 0) return;
+  SY_LAUNCH(channel_stats_k, blocks_for(p.channels, env, 1), kBlock, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]), p.outer, p.channels, p.inner);
+  SY_CUDA_LAUNCHED("channel_stats");
+}
+
+void launch(const ChannelSumsParams& p, void* const* args, const LaunchEnv& env) {
+  if (p.channels <= 0) return;
+  SY_LAUNCH(channel_sums_k, blocks_for(p.channels, env, 1), kBlock, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]),
+   static_cast<const float*>(args[2]), static_cast<const float*>(args[3]), p.outer, p.channels,
+   p.inner);
+  SY_CUDA_LAUNCHED("channel_sums");
+}
+
+void launch(const ChannelAffineParams& p, void* const* args, const LaunchEnv& env) {
+  const int64_t total = p.outer * p.channels * p.inner;
+  if (total <= 0) return;
+  SY_LAUNCH(channel_affine_k, blocks_for(total, env), kBlock, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]),
+   static_cast<const float*>(args[2]), static_cast<const float*>(args[3]), p.channels, p.inner,
+   p.has_b, total);
+  SY_CUDA_LAUNCHED("channel_affine");
+}
+
+}  // namespace switchyard::cuda_impl

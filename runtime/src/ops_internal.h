@@ -1,0 +1,24 @@
+// Internal: what every op file shares (ops.cpp, ops_nn.cpp): input checks,
+// graph nodes and the autograd record.
+#pragma once
+#include <functional>
+#include <initializer_list>
+#include <vector>
+
+#include "switchyard/backend/kernels.h"
+#include "switchyard/tensor.h"
+
+namespace switchyard::detail {
+
+void check_defined(const char* op, const Tensor& t);
+void check_f32(const char* op, const Tensor& t);
+void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+// A node running kernel `p` on `in` (arguments 1.., argument 0 the result).
+Tensor node(std::initializer_list<Tensor> in, Shape shape, DType t, const KernelParams& p);
+// Records the backward of `out` when grad mode is on and an input needs it.
+using Backward = std::function<std::vector<Tensor>(const Tensor&)>;
+Tensor with_grad(Tensor out, const char* name, std::initializer_list<Tensor> inputs, Backward bw);
+Tensor with_grad(Tensor out, const char* name, const std::vector<Tensor>& inputs, Backward bw);
+int64_t norm_axis(const char* op, const Tensor& x, int64_t dim);
+
+}  // namespace switchyard::detail

@@ -1,0 +1,506 @@
+// Layers beyond the MLP: batched matmul, convolution, pooling and batch norm.
+// Each checks its inputs, builds nodes of the kernel table and records its
+// backward next to the forward.
+#include <algorithm>
+#include <cmath>
+
+#include "graph.h"
+#include "ops_internal.h"
+#include "switchyard/error.h"
+#include "switchyard/ops.h"
+
+namespace switchyard {
+using namespace detail;
+
+namespace {
+
+// A GEMM node over `batch` (at least 1) products of the given strides.
+Tensor gemm_node(std::initializer_list<Tensor> in, Shape out, GemmParams p) {
+  if (p.batch == 0) p.batch = 1;  // a single product
+  p.alpha = 1.f;
+  return node(in, std::move(out), DType::f32, p);
+}
+
+}  // namespace
+
+// ---- cat -------------------------------------------------------------------------
+
+Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
+  const char* op = "cat";
+  SY_CHECK(!ts.empty(), op, "expected at least one tensor, found none");
+  SY_CHECK(dim == 0, op, "only dim 0 is supported, found dim ", dim);
+  const Tensor& first = ts.front();
+  check_f32(op, first);
+  SY_CHECK(first.dim() >= 1, op, "expected tensors with at least 1 dimension, found a scalar");
+  if (ts.size() == 1) return first;
+  const Shape tail(first.shape().begin() + 1, first.shape().end());
+  int64_t rows = 0, total = 0;
+  for (const Tensor& t : ts) {
+    check_f32(op, t);
+    check_same_device(op, first, t);
+    SY_CHECK(t.dim() == first.dim() && Shape(t.shape().begin() + 1, t.shape().end()) == tail, op,
+             "expected tensors of shape (*", tail.empty() ? ")" : "," + shape_str(tail).substr(1),
+             ", found ", shape_str(t.shape()));
+    rows += t.size(0);
+    total += t.numel();
+  }
+  Tensor out;
+  int64_t row = 0, element = 0;
+  std::vector<int64_t> starts;  // first row of each
+  for (const Tensor& t : ts) {
+    starts.push_back(row);
+    Tensor placed = node({t}, {total}, DType::f32,
+                         PadParams{.begin = element, .len = t.numel(), .total = total});
+    NoGradGuard no_grad;  // the gradient is recorded for the whole below
+    out = out.defined() ? out + placed : placed;
+    row += t.size(0);
+    element += t.numel();
+  }
+  Shape shape = first.shape();
+  shape[0] = rows;
+  out = out.reshape(shape);
+  std::vector<int64_t> lens;
+  for (const Tensor& t : ts) lens.push_back(t.size(0));
+  return with_grad(out, op, ts, [starts, lens](const Tensor& g) {
+    std::vector<Tensor> r;
+    for (size_t i = 0; i < starts.size(); ++i) r.push_back(g.slice(starts[i], starts[i] + lens[i]));
+    return r;
+  });
+}
+
+// ---- batched matmul ------------------------------------------------------------
+
+static Tensor bmm_t(const Tensor& a, const Tensor& b, bool ta, bool tb) {
+  const int64_t B = a.size(0);
+  const int64_t M = ta ? a.size(2) : a.size(1), K = ta ? a.size(1) : a.size(2);
+  const int64_t N = tb ? b.size(1) : b.size(2);
+  if (B == 0) return zeros({0, M, N}, a.device());  // no product to run
+  GemmParams p{.m = M,
+               .n = N,
+               .k = K,
+               .trans_a = ta,
+               .trans_b = tb,
+               .batch = B,
+               .stride_a = M * K,
+               .stride_b = K * N,
+               .stride_c = M * N};
+  Tensor out = gemm_node({a, b}, {B, M, N}, p);
+  Tensor ad = a.detach(), bd = b.detach();
+  return with_grad(out, "bmm", {a, b}, [ad, bd, ta, tb](const Tensor& g) {
+    Tensor ga = ta ? bmm_t(bd, g, tb, true) : bmm_t(g, bd, false, !tb);
+    Tensor gb = tb ? bmm_t(g, ad, true, ta) : bmm_t(ad, g, !ta, false);
+    return std::vector<Tensor>{ga, gb};
+  });
+}
+
+Tensor bmm(const Tensor& a, const Tensor& b) {
+  const char* op = "bmm";
+  check_f32(op, a);
+  check_f32(op, b);
+  check_same_device(op, a, b);
+  SY_CHECK(a.dim() == 3 && b.dim() == 3, op, "expected 3-D tensors (batch, rows, cols), found ",
+           shape_str(a.shape()), " and ", shape_str(b.shape()));
+  SY_CHECK(a.size(0) == b.size(0), op, "expected the same batch size, found ", shape_str(a.shape()),
+           " and ", shape_str(b.shape()));
+  SY_CHECK(a.size(2) == b.size(1), op, "shapes ", shape_str(a.shape()), " and ",
+           shape_str(b.shape()), " cannot be multiplied: inner dims ", a.size(2),
+           " != ", b.size(1));
+  return bmm_t(a, b, false, false);
+}
+
+// ---- convolution ---------------------------------------------------------------
+// x (N, C, H, W) -> cols (C*KH*KW, N*OH*OW) by im2col; per group g one GEMM
+// W_g (OC/G, C/G*KH*KW) x cols_g, all G in one batched launch with the bias
+// added per row, giving (OC, N*OH*OW); then NCHW by swap_axes. One GEMM over
+// the whole batch keeps its N dimension large, which GEMMs need to run fast.
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, Size2 padding,
+              Size2 dilation, int64_t groups) {
+  const char* op = "conv2d";
+  check_f32(op, x);
+  check_f32(op, w);
+  check_same_device(op, x, w);
+  SY_CHECK(x.dim() == 4, op, "expected input of shape (N, C, H, W), found ", shape_str(x.shape()));
+  SY_CHECK(w.dim() == 4, op,
+           "expected weight of shape (out_channels, in_channels/groups, kH, kW), ", "found ",
+           shape_str(w.shape()));
+  SY_CHECK(groups >= 1, op, "expected groups >= 1, found ", groups);
+  SY_CHECK(stride.h >= 1 && stride.w >= 1, op, "expected stride >= 1, found (", stride.h, ", ",
+           stride.w, ")");
+  SY_CHECK(dilation.h >= 1 && dilation.w >= 1, op, "expected dilation >= 1, found (", dilation.h,
+           ", ", dilation.w, ")");
+  SY_CHECK(padding.h >= 0 && padding.w >= 0, op, "expected padding >= 0, found (", padding.h, ", ",
+           padding.w, ")");
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t OC = w.size(0), K0 = w.size(2), K1 = w.size(3);
+  SY_CHECK(C % groups == 0 && OC % groups == 0, op, "expected in_channels (", C,
+           ") and out_channels (", OC, ") divisible by groups (", groups, ")");
+  SY_CHECK(w.size(1) == C / groups, op, "expected weight of shape (", OC, ", ", C / groups,
+           ", kH, kW)", " for input ", shape_str(x.shape()), " and groups ", groups, ", found ",
+           shape_str(w.shape()));
+  SY_CHECK(K0 >= 1 && K1 >= 1, op, "expected a non-empty kernel, found weight ",
+           shape_str(w.shape()));
+  const int64_t span0 = dilation.h * (K0 - 1) + 1, span1 = dilation.w * (K1 - 1) + 1;
+  SY_CHECK(H + 2 * padding.h >= span0 && W + 2 * padding.w >= span1, op, "expected the kernel (",
+           span0, "x", span1, " with dilation) to fit the padded input (", H + 2 * padding.h, "x",
+           W + 2 * padding.w, "), found input ", shape_str(x.shape()));
+  const int64_t OH = (H + 2 * padding.h - span0) / stride.h + 1;
+  const int64_t OW = (W + 2 * padding.w - span1) / stride.w + 1;
+  if (b.defined()) {
+    check_f32(op, b);
+    check_same_device(op, x, b);
+    SY_CHECK(b.dim() == 1 && b.size(0) == OC, op, "expected bias of shape (", OC, "), found ",
+             shape_str(b.shape()));
+  }
+  // Bound the im2col matrix (a temporary the backward keeps): chunks of
+  // samples, each still one large GEMM.
+  constexpr int64_t kMaxColsBytes = int64_t(64) << 20;
+  const int64_t sample_bytes = C * K0 * K1 * OH * OW * int64_t(sizeof(float));
+  if (N > 1 && N * sample_bytes > kMaxColsBytes) {
+    const int64_t chunk = std::max<int64_t>(1, kMaxColsBytes / sample_bytes);
+    std::vector<Tensor> parts;
+    for (int64_t b0 = 0; b0 < N; b0 += chunk)
+      parts.push_back(
+          conv2d(x.slice(b0, std::min(N, b0 + chunk)), w, b, stride, padding, dilation, groups));
+    return cat(parts);
+  }
+  Im2colParams ip{.batch = N,
+                  .channels = C,
+                  .height = H,
+                  .width = W,
+                  .kernel = {K0, K1},
+                  .stride = {stride.h, stride.w},
+                  .padding = {padding.h, padding.w},
+                  .dilation = {dilation.h, dilation.w},
+                  .out_h = OH,
+                  .out_w = OW};
+  const int64_t G = groups, OCg = OC / G, CKg = C / G * K0 * K1, NP = N * OH * OW;
+  Tensor cols = node({x}, {C * K0 * K1, NP}, DType::f32, ip);
+  GemmParams fp{.m = OCg,
+                .n = NP,
+                .k = CKg,
+                .has_bias = b.defined(),
+                .bias_rows = true,
+                .batch = G,
+                .stride_a = OCg * CKg,
+                .stride_b = CKg * NP,
+                .stride_c = OCg * NP};
+  Tensor yc =
+      b.defined() ? gemm_node({w, cols, b}, {OC, NP}, fp) : gemm_node({w, cols}, {OC, NP}, fp);
+  Tensor y = node({yc}, {N, OC, OH, OW}, DType::f32,
+                  SwapAxesParams{.outer = 1, .a = OC, .b = N, .inner = OH * OW});
+  Tensor wd = w.detach();
+  const Shape xs = x.shape(), ws = w.shape();
+  const bool has_b = b.defined();
+  auto bw = [=](const Tensor& g) {
+    // (N, OC, OH*OW) -> (OC, N*OH*OW), the GEMM's layout.
+    Tensor gc = node({g}, {OC, NP}, DType::f32,
+                     SwapAxesParams{.outer = 1, .a = N, .b = OC, .inner = OH * OW});
+    // dW_g = dY_g cols_g^T; dcols_g = W_g^T dY_g; dx = col2im(dcols).
+    // dW's product is small (OC x C*KH*KW) and long (K = N*OH*OW): a GPU
+    // would run it on a few workgroups, so K is split by samples into S
+    // products of one batched launch (reading column blocks through lda and
+    // ldb), whose results are summed. The same split on every backend.
+    int64_t S = 1;
+    if (G == 1)
+      for (int64_t s = std::clamp<int64_t>(NP / 2048, 1, 32); s > 1 && S == 1; --s)
+        if (N % s == 0) S = s;
+    Tensor dw;
+    if (S > 1) {
+      const int64_t Ks = NP / S;
+      dw = sum(gemm_node({gc, cols}, {S, OC, CKg},
+                         GemmParams{.m = OC,
+                                    .n = CKg,
+                                    .k = Ks,
+                                    .trans_b = true,
+                                    .batch = S,
+                                    .stride_a = Ks,
+                                    .stride_b = Ks,
+                                    .stride_c = OC * CKg,
+                                    .lda = NP,
+                                    .ldb = NP}),
+               0)
+               .reshape(ws);
+    } else {
+      dw = gemm_node({gc, cols}, ws,
+                     GemmParams{.m = OCg,
+                                .n = CKg,
+                                .k = NP,
+                                .trans_b = true,
+                                .batch = G,
+                                .stride_a = OCg * NP,
+                                .stride_b = CKg * NP,
+                                .stride_c = OCg * CKg});
+    }
+    Tensor dcols = gemm_node({wd, gc}, {C * K0 * K1, NP},
+                             GemmParams{.m = CKg,
+                                        .n = NP,
+                                        .k = OCg,
+                                        .trans_a = true,
+                                        .batch = G,
+                                        .stride_a = OCg * CKg,
+                                        .stride_b = OCg * NP,
+                                        .stride_c = CKg * NP});
+    Col2imParams cp;
+    static_assert(sizeof(cp) == sizeof(ip), "col2im and im2col share one geometry");
+    cp = Col2imParams{.batch = N,
+                      .channels = C,
+                      .height = H,
+                      .width = W,
+                      .kernel = {K0, K1},
+                      .stride = {stride.h, stride.w},
+                      .padding = {padding.h, padding.w},
+                      .dilation = {dilation.h, dilation.w},
+                      .out_h = OH,
+                      .out_w = OW};
+    Tensor dx = node({dcols}, xs, DType::f32, cp);
+    std::vector<Tensor> r{dx, dw};
+    if (has_b) r.push_back(sum(gc, 1));
+    return r;
+  };
+  return has_b ? with_grad(y, op, {x, w, b}, bw) : with_grad(y, op, {x, w}, bw);
+}
+
+// ---- pooling -------------------------------------------------------------------
+
+namespace {
+
+struct PoolShape {
+  int64_t planes, H, W, OH, OW;
+  Shape out;
+};
+
+PoolShape pool_shape(const char* op, const Tensor& x, Size2 kernel, Size2& stride, Size2 padding) {
+  check_f32(op, x);
+  SY_CHECK(x.dim() == 3 || x.dim() == 4, op, "expected input of shape (N, C, H, W) or (C, H, W), ",
+           "found ", shape_str(x.shape()));
+  SY_CHECK(kernel.h >= 1 && kernel.w >= 1, op, "expected kernel_size >= 1, found (", kernel.h, ", ",
+           kernel.w, ")");
+  if (stride.h == 0 && stride.w == 0) stride = kernel;  // PyTorch's default: the kernel size
+  SY_CHECK(stride.h >= 1 && stride.w >= 1, op, "expected stride >= 1, found (", stride.h, ", ",
+           stride.w, ")");
+  SY_CHECK(
+      padding.h >= 0 && padding.w >= 0 && 2 * padding.h <= kernel.h && 2 * padding.w <= kernel.w,
+      op, "expected padding between 0 and half the kernel size (", kernel.h, "x", kernel.w,
+      "), found (", padding.h, ", ", padding.w, ")");
+  PoolShape s;
+  s.H = x.size(-2), s.W = x.size(-1);
+  SY_CHECK(s.H + 2 * padding.h >= kernel.h && s.W + 2 * padding.w >= kernel.w, op,
+           "expected the window (", kernel.h, "x", kernel.w, ") to fit the padded input, found ",
+           shape_str(x.shape()));
+  s.planes = s.H * s.W > 0 ? x.numel() / (s.H * s.W) : 0;
+  SY_CHECK(s.H * s.W < (int64_t(1) << 31), op, "expected planes of fewer than 2^31 elements ",
+           "(indices are i32), found ", s.H, "x", s.W);
+  s.OH = (s.H + 2 * padding.h - kernel.h) / stride.h + 1;
+  s.OW = (s.W + 2 * padding.w - kernel.w) / stride.w + 1;
+  s.out = x.shape();
+  s.out[s.out.size() - 2] = s.OH;
+  s.out[s.out.size() - 1] = s.OW;
+  return s;
+}
+
+}  // namespace
+
+// The kernel writes the maxima and their indices (i32 bits) into one buffer
+// of (2, planes*OH*OW) words, since a node has one result: the first row is
+// the output, the second what the backward reads.
+Tensor max_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
+  const char* op = "max_pool2d";
+  PoolShape s = pool_shape(op, x, kernel, stride, padding);
+  MaxPool2dParams p{.planes = s.planes,
+                    .height = s.H,
+                    .width = s.W,
+                    .kernel = {kernel.h, kernel.w},
+                    .stride = {stride.h, stride.w},
+                    .padding = {padding.h, padding.w},
+                    .out_h = s.OH,
+                    .out_w = s.OW};
+  const int64_t n = s.planes * s.OH * s.OW;
+  Tensor packed = node({x}, {2, n}, DType::f32, p);
+  Tensor y = packed.slice(0, 1).reshape(s.out);
+  Tensor idx = packed.slice(1, 2);
+  MaxPool2dBackwardParams bp;
+  static_assert(sizeof(bp) == sizeof(p), "max_pool2d and its backward share one geometry");
+  bp = MaxPool2dBackwardParams{.planes = p.planes,
+                               .height = p.height,
+                               .width = p.width,
+                               .kernel = {p.kernel[0], p.kernel[1]},
+                               .stride = {p.stride[0], p.stride[1]},
+                               .padding = {p.padding[0], p.padding[1]},
+                               .out_h = p.out_h,
+                               .out_w = p.out_w};
+  const Shape xs = x.shape();
+  return with_grad(y, op, {x}, [idx, bp, xs](const Tensor& g) {
+    return std::vector<Tensor>{node({g, idx}, xs, DType::f32, bp)};
+  });
+}
+
+Tensor avg_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding,
+                  bool count_include_pad) {
+  const char* op = "avg_pool2d";
+  PoolShape s = pool_shape(op, x, kernel, stride, padding);
+  AvgPool2dParams p{.planes = s.planes,
+                    .height = s.H,
+                    .width = s.W,
+                    .kernel = {kernel.h, kernel.w},
+                    .stride = {stride.h, stride.w},
+                    .padding = {padding.h, padding.w},
+                    .out_h = s.OH,
+                    .out_w = s.OW,
+                    .count_include_pad = count_include_pad};
+  Tensor y = node({x}, s.out, DType::f32, p);
+  AvgPool2dBackwardParams bp;
+  static_assert(sizeof(bp) == sizeof(p), "avg_pool2d and its backward share one geometry");
+  bp = AvgPool2dBackwardParams{.planes = p.planes,
+                               .height = p.height,
+                               .width = p.width,
+                               .kernel = {p.kernel[0], p.kernel[1]},
+                               .stride = {p.stride[0], p.stride[1]},
+                               .padding = {p.padding[0], p.padding[1]},
+                               .out_h = p.out_h,
+                               .out_w = p.out_w,
+                               .count_include_pad = p.count_include_pad};
+  const Shape xs = x.shape();
+  return with_grad(y, op, {x}, [bp, xs](const Tensor& g) {
+    return std::vector<Tensor>{node({g}, xs, DType::f32, bp)};
+  });
+}
+
+Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output) {
+  const char* op = "adaptive_avg_pool2d";
+  check_f32(op, x);
+  SY_CHECK(x.dim() == 3 || x.dim() == 4, op, "expected input of shape (N, C, H, W) or (C, H, W), ",
+           "found ", shape_str(x.shape()));
+  const int64_t H = x.size(-2), W = x.size(-1);
+  SY_CHECK(output.h >= 1 && output.w >= 1, op, "expected an output size >= 1, found (", output.h,
+           ", ", output.w, ")");
+  Shape out = x.shape();
+  out[out.size() - 2] = output.h;
+  out[out.size() - 1] = output.w;
+  if (output.h == 1 && output.w == 1) {  // global average pooling: one reduction
+    SY_CHECK(H * W > 0, op, "expected a non-empty plane, found ", shape_str(x.shape()));
+    Shape planes(x.shape().begin(), x.shape().end() - 2);
+    planes.push_back(H * W);
+    return mean(x.reshape(planes), -1).reshape(out);
+  }
+  SY_CHECK(H % output.h == 0 && W % output.w == 0, op,
+           "supports output sizes that divide the input ", "(", H, "x", W, ") or 1x1, found ",
+           output.h, "x", output.w);
+  const Size2 k(H / output.h, W / output.w);
+  return avg_pool2d(x, k, k, 0);
+}
+
+// ---- batch norm ----------------------------------------------------------------
+// Two passes over the data each way. Forward: channel_stats (training: the
+// batch's mean and biased variance), then y = (x - mean[c]) * scale[c] +
+// bias[c] (channel_affine) with scale = weight / sqrt(var + eps), computed on
+// the C-element vectors. Backward: channel_sums of dy and dy * (x - mean)
+// give dbias and dweight, and dx is one more channel_affine,
+// dx = dy * scale + (x - mean) * k[c] + k0[c], which holds the mean and
+// variance terms of the batch statistics' own gradient when training. Every
+// pass works on x - mean, never x and mean apart, so a large mean cancels no
+// digits (as PyTorch's kernels).
+
+namespace {
+
+// (C) vectors stacked into a (rows, C) tensor, by padding each into place.
+Tensor stack_rows(std::initializer_list<Tensor> rows) {
+  const int64_t C = rows.begin()->numel(), total = int64_t(rows.size()) * C;
+  Tensor out;
+  int64_t i = 0;
+  for (const Tensor& r : rows) {
+    Tensor placed =
+        node({r}, {total}, DType::f32, PadParams{.begin = i++ * C, .len = C, .total = total});
+    out = out.defined() ? out + placed : placed;
+  }
+  return out.reshape({int64_t(rows.size()), C});
+}
+
+// Row r of a (rows, C) tensor, as a (C) view.
+Tensor row(const Tensor& t, int64_t r) { return t.slice(r, r + 1).reshape({t.size(1)}); }
+
+}  // namespace
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, float momentum,
+                  float eps) {
+  const char* op = "batch_norm";
+  check_f32(op, x);
+  SY_CHECK(x.dim() >= 2, op, "expected input of shape (N, C, ...), found ", shape_str(x.shape()));
+  SY_CHECK(eps > 0.f, op, "expected eps > 0, found ", eps);
+  SY_CHECK(momentum >= 0.f && momentum <= 1.f, op, "expected momentum in [0, 1], found ", momentum);
+  const int64_t N = x.size(0), C = x.size(1), inner = N * C > 0 ? x.numel() / (N * C) : 0;
+  for (const Tensor* t : {&running_mean, &running_var, &weight, &bias}) {
+    if (!t->defined()) continue;
+    check_f32(op, *t);
+    check_same_device(op, x, *t);
+    SY_CHECK(t->dim() == 1 && t->size(0) == C, op, "expected per-channel tensors of shape (", C,
+             ") for input ", shape_str(x.shape()), ", found ", shape_str(t->shape()));
+  }
+  SY_CHECK(running_mean.defined() == running_var.defined(), op,
+           "expected both running_mean and running_var, or neither; found only ",
+           running_mean.defined() ? "running_mean" : "running_var");
+  const int64_t count = N * inner;
+  Tensor xd = x.detach(), mean, var;
+  if (training) {
+    SY_CHECK(count > 1, op, "expected more than one value per channel when training, found input ",
+             shape_str(x.shape()));
+    Tensor stats = node({xd}, {2, C}, DType::f32,
+                        ChannelStatsParams{.outer = N, .channels = C, .inner = inner});
+    mean = row(stats, 0), var = row(stats, 1);
+    if (running_mean.defined() && momentum > 0.f) {
+      NoGradGuard no_grad;
+      // Both can be updated, or neither is: checked before queueing either.
+      check_updatable(op, running_mean);
+      check_updatable(op, running_var);
+      // r = (1 - momentum) r + momentum * stat, as an SGD step in place:
+      // r -= lr * (g + wd * r) with lr = -momentum, wd = -1, g = stat.
+      // Running variance takes the unbiased estimate, as PyTorch.
+      const SgdParams blend{.n = C, .lr = -momentum, .weight_decay = -1.f};
+      Tensor rm = running_mean, rv = running_var;
+      update_inplace({&rm}, {mean}, blend);
+      update_inplace({&rv}, {var * (float(count) / float(count - 1))}, blend);
+    }
+  } else {
+    SY_CHECK(running_mean.defined(), op,
+             "expected running_mean and running_var in evaluation mode, found none");
+    mean = running_mean.detach(), var = running_var.detach();
+  }
+  const ChannelAffineParams ap{.outer = N, .channels = C, .inner = inner};
+  Tensor inv, scale, y, zero;
+  {
+    NoGradGuard no_grad;  // coefficients only: the gradient is recorded below
+    zero = zeros({C}, x.device());
+    inv = full({C}, 1.f, x.device()) / sqrt(var + eps);
+    scale = weight.defined() ? inv * weight.detach() : inv;
+    Tensor shift = bias.defined() ? bias.detach() : zero;
+    y = node({xd, xd, stack_rows({mean, scale, shift})}, x.shape(), DType::f32, ap);
+  }
+  const bool has_w = weight.defined(), has_b = bias.defined();
+  auto bw = [=](const Tensor& g) {
+    Tensor sums = node({g, xd, mean}, {2, C}, DType::f32,
+                       ChannelSumsParams{.outer = N, .channels = C, .inner = inner});
+    Tensor s_dy = row(sums, 0);
+    Tensor s_dy_xhat = inv * row(sums, 1);  // the sum of dy * xhat
+    Tensor dx;
+    if (training) {  // the batch statistics depend on x too
+      Tensor k = neg(scale * inv * s_dy_xhat * (1.f / float(count)));
+      Tensor k0 = neg(scale * s_dy * (1.f / float(count)));
+      ChannelAffineParams q = ap;
+      q.has_b = true;
+      dx = node({g, xd, stack_rows({zero, scale, k0, mean, k})}, g.shape(), DType::f32, q);
+    } else {
+      dx = node({g, g, stack_rows({zero, scale, zero})}, g.shape(), DType::f32, ap);
+    }
+    std::vector<Tensor> r{dx};
+    if (has_w) r.push_back(s_dy_xhat);
+    if (has_b) r.push_back(s_dy);
+    return r;
+  };
+  if (has_w && has_b) return with_grad(y, op, {x, weight, bias}, bw);
+  if (has_w) return with_grad(y, op, {x, weight}, bw);
+  if (has_b) return with_grad(y, op, {x, bias}, bw);
+  return with_grad(y, op, {x}, bw);
+}
+
+}  // namespace switchyard

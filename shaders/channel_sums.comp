@@ -1,0 +1,28 @@
+// channel_sums: out[c] = sum of a, out[C + c] = sum of a * (b - mean[c]) over
+// channel c of (outer, C, inner) tensors (ChannelSumsParams): batch norm's
+// backward. args out, a, b, mean. One
+// workgroup per channel (grid-stride over channels), workgroup reductions.
+#version 450
+#include "common.glsl"
+ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3)
+#include "reduce.glsl"
+void main() {
+  Op p = load_op();
+  ChannelSumsParams q = load_ChannelSumsParams();
+  uint C = uint(q.channels), E = uint(q.inner), count = uint(q.outer) * E;
+  for (uint c = gl_WorkGroupID.x; c < C; c += gl_NumWorkGroups.x) {
+    float s = 0.0, t = 0.0, m = F(3)[O(3) + c];
+    for (uint k = gl_LocalInvocationID.x; k < count; k += WG) {
+      uint i = (k / E * C + c) * E + k % E;
+      float a = F(1)[O(1) + i];
+      s += a;
+      t += a * (F(2)[O(2) + i] - m);
+    }
+    s = wg_sum(s);
+    t = wg_sum(t);
+    if (gl_LocalInvocationID.x == 0u) {
+      F(0)[O(0) + c] = s;
+      F(0)[O(0) + C + c] = t;
+    }
+  }
+}

@@ -1,0 +1,33 @@
+// max_pool2d: y[pl, oh, ow] = the maximum of the window (padding never
+// wins, a NaN wins: the last one, as PyTorch), idx = its h * width + w in the
+// plane, the first maximum in row-major order (MaxPool2dParams). args out, x: out holds the n maxima,
+// then the n indices (i32). One invocation per output element.
+#version 450
+#include "common.glsl"
+ARG_RW(0) ARG_RO(1)
+void main() {
+  Op p = load_op();
+  MaxPool2dParams q = load_MaxPool2dParams();
+  int H = q.height, W = q.width, OH = q.out_h, OW = q.out_w;
+  uint n = uint(q.planes * OH * OW);
+  FOR_ITEMS(k, n) {
+    int ow = int(k % uint(OW)), oh = int(k / uint(OW) % uint(OH));
+    uint pl = k / uint(OW * OH);
+    int hs = oh * q.stride[0] - q.padding[0], ws = ow * q.stride[1] - q.padding[1];
+    int h0 = max(hs, 0), h1 = min(hs + q.kernel[0], H);
+    int w0 = max(ws, 0), w1 = min(ws + q.kernel[1], W);
+    float best = uintBitsToFloat(0xff800000u);  // -inf
+    int at = h0 * W + w0;
+    uint base = O(1) + pl * uint(H * W);
+    for (int h = h0; h < h1; ++h)
+      for (int w = w0; w < w1; ++w) {
+        float v = F(1)[base + uint(h * W + w)];
+        if (v > best || isnan(v)) {  // once best is NaN only a later NaN replaces it
+          best = v;
+          at = h * W + w;
+        }
+      }
+    F(0)[O(0) + k] = best;
+    I(0)[O(0) + n + k] = at;
+  }
+}

@@ -1,0 +1,266 @@
+// Conformance cases of the layer kernels (conformance_util.h): swap_axes,
+// im2col and col2im over convolution geometries with every option, max and
+// average pooling forward and backward (ties, padding in the divisor or
+// not), and batch norm's per-channel passes.
+#include <algorithm>
+#include <array>
+#include <cmath>
+#include <cstring>
+
+#include "conformance_util.h"
+
+using sy::Kernel;
+
+namespace conformance {
+namespace {
+
+// Convolution geometries: odd sizes, strides, padding, dilation, a kernel
+// as large as the image, 1x1 kernels, and the CNN's own shapes.
+struct ConvGeom {
+  std::string name;
+  int64_t n, c, h, w, k0, k1, s0, s1, p0, p1, d0, d1, oh = 0, ow = 0;
+  template <class P>
+  P params() const {
+    return P{.batch = n,
+             .channels = c,
+             .height = h,
+             .width = w,
+             .kernel = {k0, k1},
+             .stride = {s0, s1},
+             .padding = {p0, p1},
+             .dilation = {d0, d1},
+             .out_h = oh,
+             .out_w = ow};
+  }
+};
+std::vector<ConvGeom> conv_geometries() {
+  std::vector<ConvGeom> gs = {
+      {"", 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1},   {"", 2, 3, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1},
+      {"", 3, 2, 9, 11, 3, 2, 2, 1, 0, 1, 1, 1},  {"", 2, 4, 10, 10, 3, 3, 1, 2, 2, 1, 2, 1},
+      {"", 1, 3, 28, 28, 5, 5, 1, 1, 2, 2, 1, 1}, {"", 4, 16, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1},
+      {"", 2, 1, 5, 5, 5, 5, 1, 1, 0, 0, 1, 1},   {"", 1, 2, 4, 6, 1, 1, 2, 3, 0, 0, 1, 1}};
+  for (auto& g : gs) {
+    g.oh = (g.h + 2 * g.p0 - g.d0 * (g.k0 - 1) - 1) / g.s0 + 1;
+    g.ow = (g.w + 2 * g.p1 - g.d1 * (g.k1 - 1) - 1) / g.s1 + 1;
+    g.name = sz({g.n, g.c, g.h, g.w}) + " k" + sz({g.k0, g.k1}) + " s" + sz({g.s0, g.s1}) + " p" +
+             sz({g.p0, g.p1}) + " d" + sz({g.d0, g.d1});
+  }
+  return gs;
+}
+
+struct PoolGeom {
+  std::string name;
+  int64_t planes, h, w, k0, k1, s0, s1, p0, p1, oh = 0, ow = 0;
+  template <class P>
+  P params() const {
+    P p;
+    p.planes = planes, p.height = h, p.width = w, p.out_h = oh, p.out_w = ow;
+    p.kernel[0] = k0, p.kernel[1] = k1, p.stride[0] = s0, p.stride[1] = s1;
+    p.padding[0] = p0, p.padding[1] = p1;
+    return p;
+  }
+};
+std::vector<PoolGeom> pool_geometries() {
+  std::vector<PoolGeom> gs = {{"", 1, 1, 1, 1, 1, 1, 1, 0, 0},   {"", 3, 28, 28, 2, 2, 2, 2, 0, 0},
+                              {"", 2, 7, 9, 3, 3, 2, 2, 1, 1},   {"", 5, 14, 14, 3, 3, 1, 1, 1, 1},
+                              {"", 2, 5, 6, 2, 3, 1, 2, 0, 1},   {"", 1, 17, 17, 4, 4, 3, 3, 2, 2},
+                              {"", 8, 13, 11, 3, 2, 3, 1, 1, 0}, {"", 300, 4, 4, 2, 2, 2, 2, 0, 0}};
+  for (auto& g : gs) {
+    g.oh = (g.h + 2 * g.p0 - g.k0) / g.s0 + 1;
+    g.ow = (g.w + 2 * g.p1 - g.k1) / g.s1 + 1;
+    g.name = sz({g.planes, g.h, g.w}) + " k" + sz({g.k0, g.k1}) + " s" + sz({g.s0, g.s1}) + " p" +
+             sz({g.p0, g.p1});
+  }
+  return gs;
+}
+
+}  // namespace
+
+std::vector<Case> layer_cases(Kernel k) {
+  std::vector<Case> cs;
+  switch (k) {
+    case Kernel::channel_stats:
+    case Kernel::channel_sums:
+    case Kernel::channel_affine:
+      for (auto [O, C, E] : std::vector<std::array<int64_t, 3>>{
+               {1, 1, 1}, {2, 5, 1}, {4, 3, 10}, {17, 3, 17}, {3, 7, 1000}, {64, 32, 196}}) {
+        const size_t n = size_t(O * C * E);
+        auto a = random_vec(n, 43, -2.f, 3.f), b = random_vec(n, 44);
+        auto at = [&](int64_t o, int64_t c, int64_t e) { return size_t((o * C + c) * E + e); };
+        const std::string name = sz({O, C, E});
+        auto mean = random_vec(size_t(C), 46, -1.f, 2.f);  // channel_sums' centre
+        if (k == Kernel::channel_stats || k == Kernel::channel_sums) {
+          std::vector<double> e(size_t(2 * C), 0.0);
+          for (int64_t c = 0; c < C; ++c) {
+            double s = 0, t = 0;
+            for (int64_t o = 0; o < O; ++o)
+              for (int64_t x = 0; x < E; ++x)
+                s += a[at(o, c, x)],
+                    t += double(a[at(o, c, x)]) * (double(b[at(o, c, x)]) - mean[size_t(c)]);
+            if (k == Kernel::channel_sums) {
+              e[size_t(c)] = s, e[size_t(C + c)] = t;
+              continue;
+            }
+            const double mu = s / double(O * E);
+            double v = 0;
+            for (int64_t o = 0; o < O; ++o)
+              for (int64_t x = 0; x < E; ++x) v += std::pow(a[at(o, c, x)] - mu, 2);
+            e[size_t(c)] = mu, e[size_t(C + c)] = v / double(O * E);
+          }
+          if (k == Kernel::channel_stats)
+            cs.push_back(make(name, {outf(e), f32(a)},
+                              sy::ChannelStatsParams{.outer = O, .channels = C, .inner = E}));
+          else
+            cs.push_back(make(name, {outf(e), f32(a), f32(b), f32(mean)},
+                              sy::ChannelSumsParams{.outer = O, .channels = C, .inner = E}));
+          continue;
+        }
+        for (bool has_b : {false, true}) {
+          auto coef = random_vec(size_t((has_b ? 5 : 3) * C), 45);
+          auto k_ = [&](int r, int64_t c) { return double(coef[size_t(r * C + c)]); };
+          std::vector<double> e(n);
+          for (int64_t o = 0; o < O; ++o)
+            for (int64_t c = 0; c < C; ++c)
+              for (int64_t x = 0; x < E; ++x) {
+                double v = (a[at(o, c, x)] - k_(0, c)) * k_(1, c) + k_(2, c);
+                if (has_b) v += (b[at(o, c, x)] - k_(3, c)) * k_(4, c);
+                e[at(o, c, x)] = v;
+              }
+          cs.push_back(
+              make(name + (has_b ? " +b" : ""), {outf(e), f32(a), f32(b), f32(coef)},
+                   sy::ChannelAffineParams{.outer = O, .channels = C, .inner = E, .has_b = has_b}));
+        }
+      }
+      break;
+    case Kernel::swap_axes:
+      for (auto [O, A, B, E] : std::vector<std::array<int64_t, 4>>{
+               {1, 1, 1, 1}, {3, 5, 7, 1}, {1, 32, 17, 49}, {4, 255, 3, 2}, {2, 3, 1000, 1}}) {
+        auto v = random_vec(size_t(O * A * B * E), 23);
+        std::vector<double> e(v.size());
+        for (int64_t o = 0; o < O; ++o)
+          for (int64_t i = 0; i < A; ++i)
+            for (int64_t j = 0; j < B; ++j)
+              for (int64_t x = 0; x < E; ++x)
+                e[size_t(((o * B + j) * A + i) * E + x)] = v[size_t(((o * A + i) * B + j) * E + x)];
+        cs.push_back(make(sz({O, A, B, E}), {outf(e), f32(v)},
+                          sy::SwapAxesParams{.outer = O, .a = A, .b = B, .inner = E}));
+      }
+      break;
+    case Kernel::im2col:
+    case Kernel::col2im:
+      for (const auto& g : conv_geometries()) {
+        const int64_t rows = g.c * g.k0 * g.k1, ncols = g.n * g.oh * g.ow;
+        const int64_t xn = g.n * g.c * g.h * g.w;
+        // Every (cols entry -> x element) pair the convolution reads.
+        auto each_tap = [&](auto f) {
+          for (int64_t r = 0; r < rows; ++r)
+            for (int64_t q = 0; q < ncols; ++q) {
+              int64_t c = r / (g.k0 * g.k1), kh = r / g.k1 % g.k0, kw = r % g.k1;
+              int64_t n = q / (g.oh * g.ow), oh = q / g.ow % g.oh, ow = q % g.ow;
+              int64_t ih = oh * g.s0 - g.p0 + kh * g.d0, iw = ow * g.s1 - g.p1 + kw * g.d1;
+              bool in = ih >= 0 && ih < g.h && iw >= 0 && iw < g.w;
+              f(r * ncols + q, in ? ((n * g.c + c) * g.h + ih) * g.w + iw : -1);
+            }
+        };
+        if (k == Kernel::im2col) {
+          auto x = random_vec(size_t(xn), 29);
+          std::vector<double> e(size_t(rows * ncols), 0.0);
+          each_tap([&](int64_t ci, int64_t xi) { e[size_t(ci)] = xi < 0 ? 0.0 : x[size_t(xi)]; });
+          cs.push_back(make(g.name, {outf(e), f32(x)}, g.params<sy::Im2colParams>()));
+        } else {
+          auto cols = random_vec(size_t(rows * ncols), 31);
+          std::vector<double> e(size_t(xn), 0.0);
+          each_tap([&](int64_t ci, int64_t xi) {
+            if (xi >= 0) e[size_t(xi)] += cols[size_t(ci)];
+          });
+          cs.push_back(make(g.name, {outf(e), f32(cols)}, g.params<sy::Col2imParams>()));
+        }
+      }
+      break;
+    case Kernel::max_pool2d:
+    case Kernel::max_pool2d_backward:
+    case Kernel::avg_pool2d:
+    case Kernel::avg_pool2d_backward:
+      for (const auto& g : pool_geometries())
+        for (int variant = 0; variant < 2; ++variant) {
+          const int64_t xn = g.planes * g.h * g.w, yn = g.planes * g.oh * g.ow;
+          // Variant 1: max pooling on a few distinct values (ties: the first
+          // maximum wins); average pooling without the padding in the divisor.
+          auto x = random_vec(size_t(xn), 37);
+          if (variant == 1)
+            for (auto& v : x) v = std::floor((v + 1.f) * 2.f);
+          const bool include_pad = variant == 0;
+          std::vector<double> ymax(static_cast<size_t>(yn)), yavg(static_cast<size_t>(yn)),
+              div(static_cast<size_t>(yn));
+          std::vector<int32_t> idx(static_cast<size_t>(yn));
+          for (int64_t pl = 0; pl < g.planes; ++pl)
+            for (int64_t oh = 0; oh < g.oh; ++oh)
+              for (int64_t ow = 0; ow < g.ow; ++ow) {
+                const int64_t hs = oh * g.s0 - g.p0, ws = ow * g.s1 - g.p1;
+                double best = -INFINITY, sum = 0;
+                int64_t at = -1, taps = 0;
+                for (int64_t h = std::max<int64_t>(hs, 0); h < std::min(hs + g.k0, g.h); ++h)
+                  for (int64_t w = std::max<int64_t>(ws, 0); w < std::min(ws + g.k1, g.w); ++w) {
+                    const double v = x[size_t((pl * g.h + h) * g.w + w)];
+                    if (at < 0 || v > best) best = v, at = h * g.w + w;
+                    sum += v, ++taps;
+                  }
+                const size_t o = size_t((pl * g.oh + oh) * g.ow + ow);
+                ymax[o] = best, idx[o] = int32_t(at);
+                div[o] = include_pad ? double((std::min(hs + g.k0, g.h + g.p0) - hs) *
+                                              (std::min(ws + g.k1, g.w + g.p1) - ws))
+                                     : double(taps);
+                yavg[o] = sum / div[o];
+              }
+          const std::string name =
+              g.name + (variant ? (k == Kernel::max_pool2d || k == Kernel::max_pool2d_backward
+                                       ? " ties"
+                                       : " exclude_pad")
+                                : "");
+          auto dy = random_vec(size_t(yn), 41);
+          if (k == Kernel::max_pool2d) {
+            // One buffer: the maxima's bits, then the indices.
+            std::vector<double> e(size_t(2 * yn));
+            for (int64_t j = 0; j < yn; ++j) {
+              float f = float(ymax[size_t(j)]);
+              int32_t bits;
+              std::memcpy(&bits, &f, 4);
+              e[size_t(j)] = bits;
+              e[size_t(yn + j)] = idx[size_t(j)];
+            }
+            cs.push_back(
+                make(name, {out(sy::DType::i32, e), f32(x)}, g.params<sy::MaxPool2dParams>()));
+          } else if (k == Kernel::max_pool2d_backward) {
+            std::vector<double> e(size_t(xn), 0.0);
+            for (int64_t j = 0; j < yn; ++j)
+              e[size_t(j / (g.oh * g.ow) * g.h * g.w + idx[size_t(j)])] += dy[size_t(j)];
+            cs.push_back(
+                make(name, {outf(e), f32(dy), i32(idx)}, g.params<sy::MaxPool2dBackwardParams>()));
+          } else if (k == Kernel::avg_pool2d) {
+            auto p = g.params<sy::AvgPool2dParams>();
+            p.count_include_pad = include_pad;
+            cs.push_back(make(name, {outf(yavg), f32(x)}, p));
+          } else {
+            std::vector<double> e(size_t(xn), 0.0);
+            for (int64_t pl = 0; pl < g.planes; ++pl)
+              for (int64_t oh = 0; oh < g.oh; ++oh)
+                for (int64_t ow = 0; ow < g.ow; ++ow) {
+                  const int64_t hs = oh * g.s0 - g.p0, ws = ow * g.s1 - g.p1;
+                  const size_t o = size_t((pl * g.oh + oh) * g.ow + ow);
+                  for (int64_t h = std::max<int64_t>(hs, 0); h < std::min(hs + g.k0, g.h); ++h)
+                    for (int64_t w = std::max<int64_t>(ws, 0); w < std::min(ws + g.k1, g.w); ++w)
+                      e[size_t((pl * g.h + h) * g.w + w)] += dy[o] / div[o];
+                }
+            auto p = g.params<sy::AvgPool2dBackwardParams>();
+            p.count_include_pad = include_pad;
+            cs.push_back(make(name, {outf(e), f32(dy)}, p));
+          }
+        }
+      break;
+    default:
+      break;
+  }
+  return cs;
+}
+
+}  // namespace conformance

@@ -1,0 +1,309 @@
+// Layers beyond the MLP: convolution against a direct convolution in double,
+// pooling (shapes, ties, NaN), batch norm's training and evaluation
+// behaviour and running statistics, bmm, and cat. Their gradients are in
+// test_grad.cpp, their kernels in the conformance suite, a CNN against
+// PyTorch in test_serialize.cpp (TorchInterop).
+#include <cmath>
+#include <limits>
+
+#include "helpers.h"
+
+using sy::Tensor;
+
+namespace {
+
+// Direct convolution in double, as the definition reads.
+std::vector<double> conv_ref(const std::vector<float>& x, const std::vector<float>& w,
+                             const std::vector<float>& b, int64_t N, int64_t C, int64_t H,
+                             int64_t W, int64_t OC, int64_t K0, int64_t K1, sy::Size2 s,
+                             sy::Size2 p, sy::Size2 dl, int64_t G, int64_t& OH, int64_t& OW) {
+  OH = (H + 2 * p.h - dl.h * (K0 - 1) - 1) / s.h + 1;
+  OW = (W + 2 * p.w - dl.w * (K1 - 1) - 1) / s.w + 1;
+  const int64_t Cg = C / G, OCg = OC / G;
+  std::vector<double> y(size_t(N * OC * OH * OW));
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t o = 0; o < OC; ++o)
+      for (int64_t i = 0; i < OH; ++i)
+        for (int64_t j = 0; j < OW; ++j) {
+          double acc = b.empty() ? 0.0 : b[size_t(o)];
+          for (int64_t c = 0; c < Cg; ++c)
+            for (int64_t kh = 0; kh < K0; ++kh)
+              for (int64_t kw = 0; kw < K1; ++kw) {
+                int64_t ih = i * s.h - p.h + kh * dl.h, iw = j * s.w - p.w + kw * dl.w;
+                if (ih < 0 || ih >= H || iw < 0 || iw >= W) continue;
+                int64_t ci = o / OCg * Cg + c;
+                acc += double(x[size_t(((n * C + ci) * H + ih) * W + iw)]) *
+                       double(w[size_t(((o * Cg + c) * K0 + kh) * K1 + kw)]);
+              }
+          y[size_t(((n * OC + o) * OH + i) * OW + j)] = acc;
+        }
+  return y;
+}
+
+}  // namespace
+
+TEST_P(OnDevice, Conv2dMatchesDirectConvolution) {
+  struct Case {
+    int64_t N, C, H, W, OC, K0, K1;
+    sy::Size2 s, p, dl;
+    int64_t G;
+    bool bias;
+  };
+  // Below, at and above the GEMM tiles (64), odd sizes, every option.
+  for (const Case& c : std::vector<Case>{{2, 3, 7, 9, 5, 3, 3, 1, 1, 1, 1, true},
+                                         {3, 16, 14, 14, 64, 3, 3, 1, 1, 1, 1, false},
+                                         {2, 5, 13, 11, 70, 3, 2, {2, 1}, {0, 1}, 1, 1, true},
+                                         {1, 4, 10, 12, 6, 3, 3, 2, 2, {2, 1}, 2, true},
+                                         {4, 6, 9, 9, 6, 1, 1, 1, 0, 1, 6, true},
+                                         {1, 1, 28, 28, 32, 5, 5, 1, 2, 1, 1, false},
+                                         // 150 samples of 900 KiB of im2col: in 3 chunks
+                                         {150, 64, 12, 12, 4, 5, 5, 1, 2, 1, 1, true}}) {
+    SCOPED_TRACE(testing::Message() << "C=" << c.C << " OC=" << c.OC << " G=" << c.G);
+    auto xv = random_vec(size_t(c.N * c.C * c.H * c.W), 51);
+    auto wv = random_vec(size_t(c.OC * c.C / c.G * c.K0 * c.K1), 52);
+    auto bv = c.bias ? random_vec(size_t(c.OC), 53) : std::vector<float>{};
+    int64_t OH, OW;
+    auto ref =
+        conv_ref(xv, wv, bv, c.N, c.C, c.H, c.W, c.OC, c.K0, c.K1, c.s, c.p, c.dl, c.G, OH, OW);
+    Tensor x = sy::from_vector(xv, {c.N, c.C, c.H, c.W}, D());
+    Tensor w = sy::from_vector(wv, {c.OC, c.C / c.G, c.K0, c.K1}, D());
+    Tensor b = c.bias ? sy::from_vector(bv, {c.OC}, D()) : Tensor();
+    Tensor y = sy::conv2d(x, w, b, c.s, c.p, c.dl, c.G);
+    ASSERT_EQ(y.shape(), (sy::Shape{c.N, c.OC, OH, OW}));
+    EXPECT_LT(nse(y.to_vector<float>(), ref), 1e-10);
+  }
+  Tensor x = sy::zeros({2, 4, 5, 5}, D());
+  expect_error(
+      [&] {
+        sy::conv2d(x, sy::zeros({3, 3, 3, 3}, D()));
+      },
+      {"conv2d", "expected weight of shape (3, 4, kH, kW)", "found (3,3,3,3)"});
+  expect_error(
+      [&] {
+        sy::conv2d(x, sy::zeros({3, 2, 3, 3}, D()), Tensor(), 1, 0, 1, 3);
+      },
+      {"conv2d", "divisible by groups (3)"});
+  expect_error(
+      [&] {
+        sy::conv2d(x, sy::zeros({3, 4, 7, 7}, D()));
+      },
+      {"conv2d", "to fit the padded input (5x5)"});
+  expect_error(
+      [&] {
+        sy::conv2d(sy::zeros({4, 5, 5}, D()), sy::zeros({3, 4, 3, 3}, D()));
+      },
+      {"conv2d", "expected input of shape (N, C, H, W), found (4,5,5)"});
+  expect_error(
+      [&] {
+        sy::conv2d(x, sy::zeros({3, 4, 3, 3}, D()), sy::zeros({4}, D()));
+      },
+      {"conv2d", "expected bias of shape (3), found (4)"});
+  expect_error(
+      [&] {
+        sy::conv2d(x, sy::zeros({3, 4, 3, 3}, D()), Tensor(), 0);
+      },
+      {"conv2d", "expected stride >= 1"});
+}
+
+// The weight and input gradients against their definitions in double: a
+// batch whose weight gradient splits K (N*OH*OW = 4096: two batched
+// products), and one that runs in chunks (150 samples of 900 KiB of im2col).
+TEST_P(OnDevice, Conv2dGradientsMatchTheDirectFormula) {
+  struct Case {
+    int64_t N, C, H, OC, K, p;
+  };
+  for (const Case& c : {Case{4, 3, 32, 8, 3, 1}, Case{150, 64, 12, 4, 5, 2}}) {
+    SCOPED_TRACE(testing::Message() << "N=" << c.N << " C=" << c.C);
+    const int64_t H = c.H, O = H + 2 * c.p - c.K + 1;
+    auto xv = random_vec(size_t(c.N * c.C * H * H), 81);
+    auto wv = random_vec(size_t(c.OC * c.C * c.K * c.K), 82);
+    auto gv = random_vec(size_t(c.N * c.OC * O * O), 83);
+    Tensor x = sy::from_vector(xv, {c.N, c.C, H, H}, D()).requires_grad_();
+    Tensor w = sy::from_vector(wv, {c.OC, c.C, c.K, c.K}, D()).requires_grad_();
+    sy::sum(sy::conv2d(x, w, Tensor(), 1, c.p) * sy::from_vector(gv, {c.N, c.OC, O, O}, D()))
+        .backward();
+    std::vector<double> dw(wv.size(), 0.0), dx(xv.size(), 0.0);
+    for (int64_t n = 0; n < c.N; ++n)
+      for (int64_t o = 0; o < c.OC; ++o)
+        for (int64_t i = 0; i < O; ++i)
+          for (int64_t j = 0; j < O; ++j) {
+            const double g = gv[size_t(((n * c.OC + o) * O + i) * O + j)];
+            for (int64_t ci = 0; ci < c.C; ++ci)
+              for (int64_t kh = 0; kh < c.K; ++kh)
+                for (int64_t kw = 0; kw < c.K; ++kw) {
+                  const int64_t ih = i - c.p + kh, iw = j - c.p + kw;
+                  if (ih < 0 || ih >= H || iw < 0 || iw >= H) continue;
+                  const size_t xi = size_t(((n * c.C + ci) * H + ih) * H + iw);
+                  const size_t wi = size_t(((o * c.C + ci) * c.K + kh) * c.K + kw);
+                  dw[wi] += g * xv[xi];
+                  dx[xi] += g * wv[wi];
+                }
+          }
+    EXPECT_LT(nse(w.grad().to_vector<float>(), dw), 1e-10);
+    EXPECT_LT(nse(x.grad().to_vector<float>(), dx), 1e-10);
+  }
+}
+
+TEST_P(OnDevice, PoolingShapesTiesAndErrors) {
+  // Ties: the gradient goes to the first maximum of each window, as PyTorch.
+  Tensor x = sy::from_vector(std::vector<float>{1, 3, 3, 0, 2, 3, 3, 1, 0, 0, 5, 5, 0, 0, 5, 5},
+                             {1, 1, 4, 4}, D())
+                 .requires_grad_();
+  Tensor y = sy::max_pool2d(x, 2);
+  EXPECT_EQ(y.to_vector<float>(), (std::vector<float>{3, 3, 0, 5}));
+  sy::sum(y).backward();
+  EXPECT_EQ(x.grad().to_vector<float>(),
+            (std::vector<float>{0, 1, 1, 0, 0, 0, 0, 0, 1, 0, 1, 0, 0, 0, 0, 0}));
+  // 3-D input, a stride other than the kernel, padding.
+  Tensor z = sy::rand({3, 9, 7}, D());
+  EXPECT_EQ(sy::max_pool2d(z, 3, 2, 1).shape(), (sy::Shape{3, 5, 4}));
+  EXPECT_EQ(sy::avg_pool2d(z, {3, 2}, {1, 2}).shape(), (sy::Shape{3, 7, 3}));
+  Tensor g = sy::adaptive_avg_pool2d(
+      sy::from_vector(std::vector<float>{1, 2, 3, 4, 5, 6}, {1, 1, 2, 3}, D()));
+  EXPECT_EQ(g.shape(), (sy::Shape{1, 1, 1, 1}));
+  EXPECT_FLOAT_EQ(g.item(), 3.5f);
+  EXPECT_EQ(sy::adaptive_avg_pool2d(sy::rand({2, 3, 8, 6}, D()), {4, 3}).shape(),
+            (sy::Shape{2, 3, 4, 3}));
+  // Padding counts in the divisor by default, as PyTorch's count_include_pad.
+  Tensor ones = sy::ones({1, 1, 2, 2}, D());
+  EXPECT_EQ(sy::avg_pool2d(ones, 2, 1, 1).to_vector<float>()[0], 0.25f);
+  EXPECT_EQ(sy::avg_pool2d(ones, 2, 1, 1, false).to_vector<float>()[0], 1.f);
+  expect_error([&] { sy::max_pool2d(z, 2, 2, 2); },
+               {"max_pool2d", "padding between 0 and half the kernel size"});
+  expect_error(
+      [&] {
+        sy::max_pool2d(sy::zeros({5, 5}, D()), 2);
+      },
+      {"max_pool2d", "expected input of shape (N, C, H, W) or (C, H, W), found (5,5)"});
+  expect_error([&] { sy::adaptive_avg_pool2d(z, 4); }, {"adaptive_avg_pool2d", "divide the input"});
+}
+
+TEST_P(OnDevice, BatchNormTrainsOnTheBatchAndEvaluatesOnRunningStatistics) {
+  const int64_t N = 4, C = 3, HW = 10;
+  auto v = random_vec(size_t(N * C * HW), 61, -2.f, 3.f);
+  Tensor x = sy::from_vector(v, {N, C, 2, 5}, D());
+  sy::nn::BatchNorm2d bn(C, 1e-5f, 0.1f, true, D());
+  EXPECT_EQ(names_of(bn.state_dict()),
+            (std::vector<std::string>{"weight", "bias", "running_mean", "running_var",
+                                      "num_batches_tracked"}));
+  EXPECT_EQ(bn.parameters().size(), 2u);  // buffers are not trained
+  std::vector<double> mu(C, 0), var(C, 0);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t k = 0; k < HW; ++k) mu[size_t(c)] += v[size_t((n * C + c) * HW + k)] / (N * HW);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t k = 0; k < HW; ++k)
+        var[size_t(c)] += std::pow(v[size_t((n * C + c) * HW + k)] - mu[size_t(c)], 2) / (N * HW);
+  auto y = bn(x).to_vector<float>();
+  std::vector<double> ref(y.size()), rm(C), rv(C);
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t k = 0; k < HW; ++k) {
+        size_t i = size_t((n * C + c) * HW + k);
+        ref[i] = (v[i] - mu[size_t(c)]) / std::sqrt(var[size_t(c)] + 1e-5);
+      }
+  EXPECT_LT(nse(y, ref), 1e-10);
+  const double unbiased = double(N * HW) / double(N * HW - 1);
+  for (int64_t c = 0; c < C; ++c) {
+    rm[size_t(c)] = 0.1 * mu[size_t(c)];
+    rv[size_t(c)] = 0.9 + 0.1 * var[size_t(c)] * unbiased;
+  }
+  EXPECT_LT(nse(bn.running_mean().to_vector<float>(), rm), 1e-10);
+  EXPECT_LT(nse(bn.running_var().to_vector<float>(), rv), 1e-10);
+  EXPECT_EQ(bn.state_dict()[4].second.to_vector<int64_t>(), std::vector<int64_t>{1});
+  bn(x);
+  EXPECT_EQ(bn.state_dict()[4].second.to_vector<int64_t>(), std::vector<int64_t>{2});
+  // Evaluation: the running statistics, which stay as they are.
+  bn.eval();
+  auto rmv = bn.running_mean().to_vector<float>(), rvv = bn.running_var().to_vector<float>();
+  auto ye = bn(x).to_vector<float>();
+  for (int64_t n = 0; n < N; ++n)
+    for (int64_t c = 0; c < C; ++c)
+      for (int64_t k = 0; k < HW; ++k) {
+        size_t i = size_t((n * C + c) * HW + k);
+        ref[i] = (v[i] - rmv[size_t(c)]) / std::sqrt(double(rvv[size_t(c)]) + 1e-5);
+      }
+  EXPECT_LT(nse(ye, ref), 1e-10);
+  EXPECT_EQ(bn.running_mean().to_vector<float>(), rmv);
+  EXPECT_EQ(bn.state_dict()[4].second.to_vector<int64_t>(), std::vector<int64_t>{2});
+  // BatchNorm1d over (N, C) and (N, C, L); shapes are checked.
+  sy::nn::BatchNorm1d bn1(5, 1e-5f, 0.1f, true, D());
+  EXPECT_EQ(bn1(sy::randn({6, 5}, D())).shape(), (sy::Shape{6, 5}));
+  EXPECT_EQ(bn1(sy::randn({6, 5, 3}, D())).shape(), (sy::Shape{6, 5, 3}));
+  expect_error([&] { bn1(sy::randn({6, 4}, D())); }, {"BatchNorm1d", "(N, 5) or (N, 5, L)"});
+  expect_error([&] { bn(sy::randn({2, 3, 4}, D())); }, {"BatchNorm2d", "(N, 3, H, W)"});
+  bn1.train();
+  expect_error(
+      [&] {
+        bn1(sy::randn({1, 5}, D()));
+      },
+      {"batch_norm", "more than one value per channel"});
+}
+
+TEST_P(OnDevice, CatJoinsAlongTheFirstDimensionWithItsGradient) {
+  Tensor a = sy::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2}, D()).requires_grad_();
+  Tensor b = sy::from_vector(std::vector<float>{5, 6}, {1, 2}, D()).requires_grad_();
+  Tensor c = sy::cat({a, b, a});
+  EXPECT_EQ(c.shape(), (sy::Shape{5, 2}));
+  EXPECT_EQ(c.to_vector<float>(), (std::vector<float>{1, 2, 3, 4, 5, 6, 1, 2, 3, 4}));
+  sy::sum(c * sy::arange(10, D()).reshape({5, 2})).backward();
+  EXPECT_EQ(a.grad().to_vector<float>(), (std::vector<float>{6, 8, 10, 12}));
+  EXPECT_EQ(b.grad().to_vector<float>(), (std::vector<float>{4, 5}));
+  expect_error(
+      [&] {
+        sy::cat({a, sy::zeros({2, 3}, D())});
+      },
+      {"cat", "expected tensors of shape (*,2), found (2,3)"});
+  expect_error([&] { sy::cat({a, b}, 1); }, {"cat", "only dim 0 is supported"});
+  expect_error([&] { sy::cat({}); }, {"cat", "at least one tensor"});
+}
+
+TEST_P(OnDevice, MaxPoolPropagatesNaN) {
+  const float nan = std::numeric_limits<float>::quiet_NaN();
+  Tensor x = sy::from_vector(std::vector<float>{1, nan, 3, 4, 5, 6, 7, 8}, {1, 1, 2, 4}, D())
+                 .requires_grad_();
+  Tensor y = sy::max_pool2d(x, 2);
+  auto v = y.to_vector<float>();
+  EXPECT_TRUE(std::isnan(v[0]));
+  EXPECT_EQ(v[1], 8.f);
+  // Several NaNs in a window: the last one wins, as in PyTorch.
+  Tensor z =
+      sy::from_vector(std::vector<float>{nan, 1, nan, 2}, {1, 1, 2, 2}, D()).requires_grad_();
+  sy::sum(sy::max_pool2d(z, 2)).backward();
+  auto gz = z.grad().to_vector<float>();
+  EXPECT_EQ(gz[2], 1.f);
+  EXPECT_EQ(gz[0] + gz[1] + gz[3], 0.f);
+}
+
+TEST_P(OnDevice, BmmAndMatmulOfStacks) {
+  const int64_t B = 3, M = 5, K = 70, N = 4;
+  auto av = random_vec(size_t(B * M * K), 71), bv = random_vec(size_t(B * K * N), 72);
+  std::vector<double> ref(size_t(B * M * N), 0.0);
+  for (int64_t b = 0; b < B; ++b)
+    for (int64_t m = 0; m < M; ++m)
+      for (int64_t n = 0; n < N; ++n)
+        for (int64_t k = 0; k < K; ++k)
+          ref[size_t((b * M + m) * N + n)] +=
+              double(av[size_t((b * M + m) * K + k)]) * bv[size_t((b * K + k) * N + n)];
+  Tensor a = sy::from_vector(av, {B, M, K}, D()), b = sy::from_vector(bv, {B, K, N}, D());
+  EXPECT_LT(nse(sy::bmm(a, b).to_vector<float>(), ref), 1e-10);
+  Tensor y4 = sy::matmul(a.reshape({1, B, M, K}), b.reshape({1, B, K, N}));
+  EXPECT_EQ(y4.shape(), (sy::Shape{1, B, M, N}));
+  EXPECT_LT(nse(y4.to_vector<float>(), ref), 1e-10);
+  // Empty stacks: an empty result, nothing run.
+  EXPECT_EQ(sy::bmm(sy::zeros({0, 3, 4}, D()), sy::zeros({0, 4, 5}, D())).shape(),
+            (sy::Shape{0, 3, 5}));
+  EXPECT_EQ(sy::matmul(sy::zeros({2, 0, 4}, D()), sy::zeros({2, 4, 5}, D())).shape(),
+            (sy::Shape{2, 0, 5}));
+  expect_error([&] { sy::bmm(a, sy::zeros({2, K, N}, D())); }, {"bmm", "the same batch size"});
+  expect_error([&] { sy::bmm(a, sy::zeros({B, 3, N}, D())); }, {"bmm", "inner dims 70 != 3"});
+  expect_error(
+      [&] {
+        sy::matmul(a, sy::zeros({1, K, N}, D()));
+      },
+      {"matmul", "the same leading dimensions"});
+}
+
+INSTANTIATE_TEST_SUITE_P(Devices, OnDevice, ::testing::ValuesIn(conformance_devices()),
+                         [](const auto& i) { return device_param_name(i.param); });
