@@ -25,8 +25,10 @@ int main(int argc, char** argv) {
       nn::Unflatten(nn::UnflattenOptions(1, {1, 28, 28})),
       nn::Conv2d(nn::Conv2dOptions(1, 32, 3).padding(1).bias(false)), nn::BatchNorm2d(32),
       nn::ReLU(), nn::MaxPool2d(2), nn::Conv2d(nn::Conv2dOptions(32, 64, 3).padding(1).bias(false)),
-      nn::BatchNorm2d(64), nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Dropout(0.25),
-      nn::Linear(3136, 128), nn::ReLU(), nn::Dropout(0.25), nn::Linear(128, 10));
+      nn::BatchNorm2d(64), nn::ReLU(), nn::MaxPool2d(2),
+      nn::Conv2d(nn::Conv2dOptions(64, 128, 3).padding(1).bias(false)), nn::BatchNorm2d(128),
+      nn::ReLU(), nn::MaxPool2d(2), nn::Flatten(), nn::Dropout(0.25), nn::Linear(1152, 128),
+      nn::ReLU(), nn::Dropout(0.25), nn::Linear(128, 10));
   m->train();
   torch::optim::Adam opt(m->parameters(), torch::optim::AdamOptions(1e-3));
   auto x = torch::rand({batch, 784});

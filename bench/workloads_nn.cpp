@@ -10,7 +10,7 @@ namespace switchyard::bench {
 
 std::vector<Workload> conv_workloads() {
   std::vector<Workload> w;
-  // The CNN's (models/cnn.h) two convolutions at batch 128: 3x3, padding 1.
+  // The CNN's (models/cnn.h) three convolutions at batch 128: 3x3, padding 1.
   // Forward, and a training step's forward + backward (input and weight
   // gradients: three times the forward's FLOP; the first layer's input
   // gradient is skipped, as training skips it).
@@ -20,7 +20,8 @@ std::vector<Workload> conv_workloads() {
     bool input_grad;
   };
   for (const Cv& c : std::vector<Cv>{{"conv1 128x1x28x28 -> 32", 128, 1, 28, 32, false},
-                                     {"conv2 128x32x14x14 -> 64", 128, 32, 14, 64, true}})
+                                     {"conv2 128x32x14x14 -> 64", 128, 32, 14, 64, true},
+                                     {"conv3 128x64x7x7 -> 128", 128, 64, 7, 128, true}})
     for (bool backward : {false, true}) {
       const double fwd = 2.0 * double(c.N * c.OC * c.H * c.H * c.C * 9);
       const double work = backward ? fwd * (c.input_grad ? 3 : 2) : fwd;
@@ -60,8 +61,8 @@ std::vector<Workload> cnn_workloads() {
   // training step three times the forward's less the first layer's input
   // gradient.
   const double conv1 = 2.0 * 32 * 784 * 9, conv2 = 2.0 * 64 * 196 * 288;
-  const double fc = 2.0 * (3136 * 128 + 128 * 10);
-  const double fwd_flop = conv1 + conv2 + fc, train_flop = 3 * fwd_flop - conv1;
+  const double conv3 = 2.0 * 128 * 49 * 576, fc = 2.0 * (1152 * 128 + 128 * 10);
+  const double fwd_flop = conv1 + conv2 + conv3 + fc, train_flop = 3 * fwd_flop - conv1;
   const int64_t batch = 128;
   w.push_back({"model", "cnn train step batch 128", "samples/s", 1.0, train_flop,
                [](BackendDevice&) { return true; },

@@ -7,8 +7,9 @@
 
 namespace switchyard::models {
 
-// Two conv blocks (3x3 conv, batch norm, ReLU, 2x2 max pool: 32 then 64
-// channels), then dropout, Linear(3136, 128), ReLU, dropout, Linear(128, 10).
+// Three conv blocks (3x3 conv, batch norm, ReLU, 2x2 max pool: 32, 64 then
+// 128 channels; 28x28 -> 14x14 -> 7x7 -> 3x3), then dropout,
+// Linear(1152, 128), ReLU, dropout, Linear(128, 10).
 std::shared_ptr<nn::Sequential> cnn(Device& d = cpu());
 
 }  // namespace switchyard::models

@@ -11,6 +11,7 @@
 #include <fstream>
 #include <nlohmann/json.hpp>
 
+#include "cnn.h"
 #include "helpers.h"
 #include "mlp.h"
 
@@ -527,6 +528,31 @@ TEST(ModelFileErrors, DropoutAndLayerNormRoundTrip) {
   EXPECT_EQ(
       names_of(loaded->state_dict()),
       (std::vector<std::string>{"0.weight", "0.bias", "1.weight", "1.bias", "4.weight", "4.bias"}));
+}
+
+TEST(ModelFileErrors, TheCnnRoundTripsWithItsRunningStatistics) {
+  sy::manual_seed(13);
+  auto m = sy::models::cnn();
+  sy::optim::Adam opt(m->parameters(), 1e-3f);
+  auto x = sy::rand({8, 784});
+  auto y = sy::randint(0, 10, {8});
+  for (int i = 0; i < 2; ++i) {  // running statistics away from their start
+    opt.zero_grad();
+    sy::cross_entropy((*m)(x), y).backward();
+    opt.step();
+  }
+  m->eval();
+  const std::string path = temp_path("cnn.safetensors");
+  sy::nn::save(*m, path);
+  auto loaded = sy::nn::load(path);
+  loaded->eval();
+  EXPECT_EQ((*loaded)(x).to_vector<float>(), (*m)(x).to_vector<float>());
+  auto names = names_of(loaded->state_dict());
+  EXPECT_EQ(names[0], "1.weight");  // conv (no bias), then its batch norm
+  EXPECT_EQ(names[1], "2.weight");
+  EXPECT_EQ(names[3], "2.running_mean");
+  EXPECT_EQ(names[5], "2.num_batches_tracked");
+  EXPECT_EQ(loaded->state_dict()[5].second.to_vector<int64_t>(), std::vector<int64_t>{2});
 }
 
 TEST(ModelFileErrors, RegisteredTypesLoad) {
