@@ -2,6 +2,7 @@
 // Each checks its inputs, builds nodes of the kernel table and records its
 // backward next to the forward.
 #include <algorithm>
+#include <bit>
 #include <cmath>
 
 #include "graph.h"
@@ -13,6 +14,14 @@ namespace switchyard {
 using namespace detail;
 
 namespace {
+
+// The params of a kernel whose field list is another's (a forward and its
+// backward share one geometry: kernels.h defines the one list as the other).
+template <class To, class From>
+To same_fields(const From& from) {
+  static_assert(sizeof(To) == sizeof(From), "kernels of one field list");
+  return std::bit_cast<To>(from);
+}
 
 // A GEMM node over `batch` (at least 1) products of the given strides.
 Tensor gemm_node(std::initializer_list<Tensor> in, Shape out, GemmParams p) {
@@ -241,19 +250,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, S
                                         .stride_a = OCg * CKg,
                                         .stride_b = OCg * NP,
                                         .stride_c = CKg * NP});
-    Col2imParams cp;
-    static_assert(sizeof(cp) == sizeof(ip), "col2im and im2col share one geometry");
-    cp = Col2imParams{.batch = N,
-                      .channels = C,
-                      .height = H,
-                      .width = W,
-                      .kernel = {K0, K1},
-                      .stride = {stride.h, stride.w},
-                      .padding = {padding.h, padding.w},
-                      .dilation = {dilation.h, dilation.w},
-                      .out_h = OH,
-                      .out_w = OW};
-    Tensor dx = node({dcols}, xs, DType::f32, cp);
+    Tensor dx = node({dcols}, xs, DType::f32, same_fields<Col2imParams>(ip));
     std::vector<Tensor> r{dx, dw};
     if (has_b) r.push_back(sum(gc, 1));
     return r;
@@ -319,16 +316,7 @@ Tensor max_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
   Tensor packed = node({x}, {2, n}, DType::f32, p);
   Tensor y = packed.slice(0, 1).reshape(s.out);
   Tensor idx = packed.slice(1, 2);
-  MaxPool2dBackwardParams bp;
-  static_assert(sizeof(bp) == sizeof(p), "max_pool2d and its backward share one geometry");
-  bp = MaxPool2dBackwardParams{.planes = p.planes,
-                               .height = p.height,
-                               .width = p.width,
-                               .kernel = {p.kernel[0], p.kernel[1]},
-                               .stride = {p.stride[0], p.stride[1]},
-                               .padding = {p.padding[0], p.padding[1]},
-                               .out_h = p.out_h,
-                               .out_w = p.out_w};
+  const auto bp = same_fields<MaxPool2dBackwardParams>(p);
   const Shape xs = x.shape();
   return with_grad(y, op, {x}, [idx, bp, xs](const Tensor& g) {
     return std::vector<Tensor>{node({g, idx}, xs, DType::f32, bp)};
@@ -349,17 +337,7 @@ Tensor avg_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding,
                     .out_w = s.OW,
                     .count_include_pad = count_include_pad};
   Tensor y = node({x}, s.out, DType::f32, p);
-  AvgPool2dBackwardParams bp;
-  static_assert(sizeof(bp) == sizeof(p), "avg_pool2d and its backward share one geometry");
-  bp = AvgPool2dBackwardParams{.planes = p.planes,
-                               .height = p.height,
-                               .width = p.width,
-                               .kernel = {p.kernel[0], p.kernel[1]},
-                               .stride = {p.stride[0], p.stride[1]},
-                               .padding = {p.padding[0], p.padding[1]},
-                               .out_h = p.out_h,
-                               .out_w = p.out_w,
-                               .count_include_pad = p.count_include_pad};
+  const auto bp = same_fields<AvgPool2dBackwardParams>(p);
   const Shape xs = x.shape();
   return with_grad(y, op, {x}, [bp, xs](const Tensor& g) {
     return std::vector<Tensor>{node({g}, xs, DType::f32, bp)};
