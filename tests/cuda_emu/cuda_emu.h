@@ -6,8 +6,8 @@
 // about speed, memory ordering between blocks, or nvcc's code generation.
 //
 // Model: the blocks of a launch run one after another; the threads of a block
-// run as real OS threads (so __syncthreads and shuffles really wait for the
-// others), x fastest, lanes 0-31 of each 32 forming a warp. __shared__
+// run as fibers (so __syncthreads and shuffles really wait for the others),
+// x fastest, lanes 0-31 of each 32 forming a warp. __shared__
 // variables become function statics: one copy, which is per block because
 // blocks do not overlap. A thread that returns leaves its barriers, as an
 // exited CUDA thread stops counting for __syncthreads; a shuffle that reads
@@ -15,9 +15,10 @@
 // CUDA's limits, and a bad one sets the thread's last error, as in CUDA.
 #pragma once
 #include <math.h>
+#include <sys/mman.h>
+#include <ucontext.h>
 
 #include <atomic>
-#include <barrier>
 #include <cstdint>
 #include <cstdio>
 #include <cstdlib>
@@ -51,11 +52,20 @@
 
 namespace sy_emu {
 
+// A barrier between the fibers of one block: arrive_and_wait yields to the
+// scheduler until the phase completes; an exited thread drops out of it.
+struct FiberBarrier {
+  unsigned expected = 0, count = 0;
+  uint64_t phase = 0;
+  void arrive_and_wait();
+  void arrive_and_drop();
+};
+
 struct Block {
-  std::unique_ptr<std::barrier<>> sync;                // __syncthreads
-  std::vector<std::unique_ptr<std::barrier<>>> warps;  // shuffles, one per warp
-  std::vector<uint64_t> lanes;                         // shuffle exchange, 32 per warp
-  std::vector<char> exited;                            // per thread: returned from the kernel
+  FiberBarrier sync;                // __syncthreads
+  std::vector<FiberBarrier> warps;  // shuffles, one per warp
+  std::vector<uint64_t> lanes;      // shuffle exchange, 32 per warp
+  std::vector<char> exited;         // per thread: returned from the kernel
 };
 
 [[noreturn]] inline void fail(const char* what) {
@@ -71,65 +81,167 @@ inline thread_local dim3 thread_idx, block_idx;
 inline thread_local unsigned lane, warp;
 inline thread_local Block* block;
 
-// The threads of one block size, kept for the whole run (creating a
-// thousand threads per launch would dominate the time).
-struct Pool {
-  const unsigned nt;
-  std::vector<std::thread> threads;
-  std::atomic<uint64_t> generation{0};
-  std::atomic<unsigned> remaining{0};
-  const std::function<void()>* body = nullptr;
-  Block blk;
-  dim3 current, bdim;
+// The threads of a block run as fibers on the host thread that
+// runs the stream, switched at __syncthreads and shuffles. An earlier
+// version gave each CUDA thread an OS thread: 256 of them on two cores spent
+// most of their time in the barriers' sched_yield spins. Fibers wait at a
+// barrier just as truly, and a fiber that never gets there is reported as
+// the deadlock it would be. Each warp runs ahead to its next __syncthreads
+// before the next warp starts, and the order alternates between passes and
+// launches, so a missing __syncthreads shows whichever warp's data is read
+// too early (or overwritten too soon).
+// Switching between fibers: on x86-64 a switch saves and restores only the
+// callee-saved registers and the FP control words (sy_emu_switch,
+// cudart_emu.cpp); glibc's swapcontext also makes a sigprocmask system call
+// each time, which made up half the emulation's time. Elsewhere, ucontext.
+#if defined(__x86_64__)
+extern "C" void sy_emu_switch(void** save_sp, void* load_sp);
+struct FiberContext {
+  void* sp = nullptr;
+};
+// The new fiber's stack as sy_emu_switch leaves one: FP control words, six
+// registers, then the return address, fn (entered as if called: a 16-byte
+// aligned stack less the return address).
+inline void fiber_start(FiberContext& c, char* stack, size_t size, void (*fn)()) {
+  auto top = reinterpret_cast<uintptr_t>(stack + size) & ~uintptr_t(15);
+  auto* words = reinterpret_cast<uint64_t*>(top) - 9;
+  std::memset(words, 0, 9 * sizeof(uint64_t));
+  const uint32_t mxcsr = 0x1f80;  // the defaults: all exceptions masked, round to nearest
+  const uint16_t fpcw = 0x037f;
+  std::memcpy(words, &mxcsr, 4);
+  std::memcpy(reinterpret_cast<char*>(words) + 4, &fpcw, 2);
+  words[7] =
+      reinterpret_cast<uint64_t>(fn);  // ret's target; words[8] stands for fn's return address
+  c.sp = words;
+}
+inline void fiber_switch(FiberContext& from, FiberContext& to) { sy_emu_switch(&from.sp, to.sp); }
+#else
+struct FiberContext {
+  ucontext_t uc{};
+};
+inline void fiber_start(FiberContext& c, char* stack, size_t size, void (*fn)()) {
+  if (getcontext(&c.uc) != 0) fail("getcontext failed");
+  c.uc.uc_stack.ss_sp = stack;
+  c.uc.uc_stack.ss_size = size;
+  c.uc.uc_link = nullptr;  // fn never returns
+  makecontext(&c.uc, fn, 0);
+}
+inline void fiber_switch(FiberContext& from, FiberContext& to) {
+  if (swapcontext(&from.uc, &to.uc) != 0) fail("swapcontext failed");
+}
+#endif
 
-  explicit Pool(dim3 b) : nt(b.x * b.y * b.z), bdim(b) {
-    for (unsigned i = 0; i < nt; ++i) threads.emplace_back([this, i] { work(i); });
+struct Scheduler {
+  static constexpr size_t kStack = size_t(256) << 10;  // per fiber, guard page below
+  std::vector<char*> stacks;                           // mmap'ed, kept for the run
+  std::vector<FiberContext> fibers;
+  FiberContext main;
+  unsigned running = 0;
+  uint64_t progress = 0;  // arrivals and exits: a pass without any is a deadlock
+  uint64_t launches = 0;
+  const std::function<void()>* body = nullptr;
+  dim3 bdim;
+  Block blk;
+
+  Scheduler() = default;
+  Scheduler(const Scheduler&) = delete;
+  ~Scheduler() {
+    for (char* m : stacks) munmap(m, kStack);
   }
-  void work(unsigned i) {
-    for (uint64_t seen = 0;;) {
-      generation.wait(seen);
-      seen = generation.load();
-      thread_idx = dim3(i % bdim.x, (i / bdim.x) % bdim.y, i / (bdim.x * bdim.y));
-      block_idx = current;
-      lane = i % 32;
-      warp = i / 32;
-      block = &blk;
-      (*body)();
-      blk.exited[i] = 1;
-      blk.sync->arrive_and_drop();  // an exited thread stops counting
-      blk.warps[warp]->arrive_and_drop();
-      if (remaining.fetch_sub(1) == 1) remaining.notify_one();
+  void place(unsigned i) {  // the CUDA identity of fiber i
+    thread_idx = dim3(i % bdim.x, (i / bdim.x) % bdim.y, i / (bdim.x * bdim.y));
+    lane = i % 32;
+    warp = i / 32;
+    block = &blk;
+    running = i;
+  }
+  void yield() { fiber_switch(fibers[running], main); }
+  [[noreturn]] static void entry();
+  void run_block(dim3 at, dim3 b, const std::function<void()>& f) {
+    bdim = b;
+    const unsigned nt = b.x * b.y * b.z, nwarps = (nt + 31) / 32;
+    while (stacks.size() < nt) {
+      void* m = mmap(nullptr, kStack, PROT_READ | PROT_WRITE,
+                     MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+      if (m == MAP_FAILED) fail("cannot map a fiber stack");
+      mprotect(m, 4096, PROT_NONE);  // an overflow faults instead of corrupting
+      stacks.push_back(static_cast<char*>(m));
     }
-  }
-  void run_block(dim3 at, const std::function<void()>& f) {
-    const unsigned nwarps = (nt + 31) / 32;
-    blk.sync = std::make_unique<std::barrier<>>(nt);
-    blk.warps.clear();
-    for (unsigned w = 0; w < nwarps; ++w)
-      blk.warps.push_back(std::make_unique<std::barrier<>>(std::min(32u, nt - 32 * w)));
+    fibers.resize(nt);
+    blk.sync = FiberBarrier{nt};
+    blk.warps.assign(nwarps, FiberBarrier{});
+    for (unsigned w = 0; w < nwarps; ++w) blk.warps[w].expected = std::min(32u, nt - 32 * w);
     blk.lanes.assign(size_t(nwarps) * 32, 0);
     blk.exited.assign(nt, 0);
-    current = at;
+    block_idx = at;
     body = &f;
-    remaining = nt;
-    generation.fetch_add(1);
-    generation.notify_all();
-    for (unsigned r; (r = remaining.load()) != 0;) remaining.wait(r);
+    for (unsigned i = 0; i < nt; ++i) fiber_start(fibers[i], stacks[i], kStack, &Scheduler::entry);
+    // Warps run ahead of each other, as they may on a GPU: each warp runs
+    // until all its threads wait at __syncthreads (or have exited), then
+    // the next; the warps' order, and the lanes', alternates between passes.
+    unsigned alive = nt;
+    for (uint64_t pass = ++launches; alive > 0; ++pass) {
+      const uint64_t before = progress;
+      const bool forward = pass % 2;
+      for (unsigned kw = 0; kw < nwarps; ++kw) {
+        const unsigned w = forward ? kw : nwarps - 1 - kw, lanes = std::min(32u, nt - 32 * w);
+        for (uint64_t start = progress - 1; progress != start;) {
+          start = progress;
+          for (unsigned k = 0; k < lanes; ++k) {
+            const unsigned i = 32 * w + (forward ? k : lanes - 1 - k);
+            if (blk.exited[i]) continue;
+            place(i);
+            fiber_switch(main, fibers[i]);
+            if (blk.exited[i]) --alive;
+          }
+        }
+      }
+      if (alive > 0 && progress == before)
+        fail(
+            "a deadlock: threads wait at a __syncthreads or shuffle that others of the block never "
+            "reach");
+    }
   }
 };
+inline thread_local Scheduler scheduler;
+
+[[noreturn]] inline void Scheduler::entry() {
+  Scheduler& s = scheduler;
+  (*s.body)();
+  const unsigned i = s.running;
+  s.blk.exited[i] = 1;
+  ++s.progress;
+  s.blk.sync.arrive_and_drop();  // an exited thread stops counting
+  s.blk.warps[i / 32].arrive_and_drop();
+  s.yield();  // for good: the next launch starts the fiber afresh
+  fail("an exited fiber was resumed");
+}
+
+inline void FiberBarrier::arrive_and_wait() {
+  const uint64_t my_phase = phase;
+  ++scheduler.progress;
+  if (++count == expected) {
+    count = 0;
+    ++phase;
+    return;
+  }
+  while (phase == my_phase) scheduler.yield();  // the scheduler places us again
+}
+inline void FiberBarrier::arrive_and_drop() {
+  --expected;
+  if (count > 0 && count == expected) {
+    count = 0;
+    ++phase;
+  }
+}
 
 // Runs body on every thread of every block of the grid, block after block.
 inline void run(dim3 grid, dim3 bdim, const std::function<void()>& body) {
-  static std::vector<Pool*> pools;  // never freed: their threads wait until the process ends
-  Pool* pool = nullptr;
-  for (Pool* p : pools)
-    if (p->bdim.x == bdim.x && p->bdim.y == bdim.y && p->bdim.z == bdim.z) pool = p;
-  if (!pool) pools.push_back(pool = new Pool(bdim));
   grid_dim = grid;
   block_dim = bdim;
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) pool->run_block(dim3(x, y, z), body);
+      for (unsigned x = 0; x < grid.x; ++x) scheduler.run_block(dim3(x, y, z), bdim, body);
 }
 
 // The device's one stream. Work is queued and runs, in order, only when the
@@ -213,11 +325,11 @@ T shfl_xor(T v, int mask) {
   std::memcpy(&bits, &v, sizeof(T));
   uint64_t* slots = block->lanes.data() + size_t(warp) * 32;
   slots[lane] = bits;
-  block->warps[warp]->arrive_and_wait();
+  block->warps[warp].arrive_and_wait();
   if (block->exited[size_t(warp) * 32 + (lane ^ unsigned(mask))])
     fail("__shfl_xor_sync reads a lane that has exited (undefined in CUDA)");
   got = slots[lane ^ unsigned(mask)];
-  block->warps[warp]->arrive_and_wait();
+  block->warps[warp].arrive_and_wait();
   T r;
   std::memcpy(&r, &got, sizeof(T));
   return r;
@@ -230,7 +342,7 @@ T shfl_xor(T v, int mask) {
 #define blockDim (::sy_emu::block_dim)
 #define gridDim (::sy_emu::grid_dim)
 
-inline void __syncthreads() { ::sy_emu::block->sync->arrive_and_wait(); }
+inline void __syncthreads() { ::sy_emu::block->sync.arrive_and_wait(); }
 template <class T>
 T __shfl_xor_sync(unsigned members, T v, int mask) {
   if (members != 0xffffffffu) ::sy_emu::fail("__shfl_xor_sync with a partial mask: not emulated");

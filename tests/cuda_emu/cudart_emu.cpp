@@ -9,6 +9,42 @@
 #include <memory>
 #include <string>
 
+#if defined(__x86_64__)
+// sy_emu_switch(save_sp, load_sp): pushes the callee-saved registers and the
+// FP control words (MXCSR, x87), stores the stack pointer in *save_sp, then
+// pops the same from load_sp and returns into that fiber (System V ABI).
+asm(R"(
+  .text
+  .globl sy_emu_switch
+  .type sy_emu_switch, @function
+sy_emu_switch:
+  pushq %rbp
+  pushq %rbx
+  pushq %r12
+  pushq %r13
+  pushq %r14
+  pushq %r15
+  subq $8, %rsp
+  stmxcsr (%rsp)
+  fnstcw 4(%rsp)
+  movq %rsp, (%rdi)
+  movq %rsi, %rsp
+  ldmxcsr (%rsp)
+  fldcw 4(%rsp)
+  addq $8, %rsp
+  popq %r15
+  popq %r14
+  popq %r13
+  popq %r12
+  popq %rbx
+  popq %rbp
+  ret
+  .size sy_emu_switch, .-sy_emu_switch
+  .section .note.GNU-stack,"",@progbits
+  .text
+)");
+#endif
+
 namespace {
 
 using sy_emu::refused_in_capture;

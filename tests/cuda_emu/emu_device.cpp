@@ -25,7 +25,7 @@ Device& emulated_cuda_device() {
     info.memory_bytes = sy_emu::memory_limit;
     info.properties = {{"memory", "staging ring (emulated)"}};
     // Two blocks per grid-stride launch: every loop goes round, and the
-    // emulation (one OS thread per CUDA thread) stays quick.
+    // emulation (blocks one after another) stays quick.
     register_backend({"cudaemu", true, "", {std::make_shared<CudaDevice>(std::move(info), 0, 2)}});
     return &device("cudaemu:0");
   }();
