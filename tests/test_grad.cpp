@@ -76,6 +76,9 @@ TEST_P(OnDevice, GradLinear) {
 
 TEST_P(OnDevice, GradTranspose) {
   gradcheck(D(), "transpose", [](auto& x) { return sy::transpose(x[0]); }, {{3, 5}});
+  for (auto [d0, d1] : {std::pair{0, 1}, {1, 3}, {-1, 0}, {2, 2}})
+    gradcheck(D(), "transpose_dims", [=](auto& x) { return sy::transpose(x[0], d0, d1); },
+              {{2, 3, 4, 3}});
 }
 
 TEST_P(OnDevice, GradBinaryWithBroadcasting) {
@@ -126,6 +129,11 @@ TEST_P(OnDevice, GradReductions) {
 TEST_P(OnDevice, GradSoftmaxAndLosses) {
   gradcheck(D(), "softmax", [](auto& x) { return sy::softmax(x[0]); }, {{3, 5}});
   gradcheck(D(), "log_softmax", [](auto& x) { return sy::log_softmax(x[0]); }, {{3, 5}});
+  for (int dim : {0, 1}) {
+    gradcheck(D(), "softmax_dim", [=](auto& x) { return sy::softmax(x[0], dim); }, {{3, 4, 2}});
+    gradcheck(D(), "log_softmax_dim", [=](auto& x) { return sy::log_softmax(x[0], dim); },
+              {{3, 4, 2}});
+  }
   Tensor labels = sy::from_vector(std::vector<int32_t>{2, 0, 4}, {3}, D());
   gradcheck(
       D(), "cross_entropy", [&](auto& x) { return sy::cross_entropy(x[0], labels); }, {{3, 5}}, 7,

@@ -1,6 +1,7 @@
 // Layers beyond the MLP: convolution against a direct convolution in double,
 // pooling (shapes, ties, NaN), batch norm's training and evaluation
-// behaviour and running statistics, bmm, and cat. Their gradients are in
+// behaviour and running statistics, bmm, cat, transpose of any two dims and
+// softmax along any dim. Their gradients are in
 // test_grad.cpp, their kernels in the conformance suite, a CNN against
 // PyTorch in test_serialize.cpp (TorchInterop).
 #include <cmath>
@@ -303,6 +304,64 @@ TEST_P(OnDevice, BmmAndMatmulOfStacks) {
         sy::matmul(a, sy::zeros({1, K, N}, D()));
       },
       {"matmul", "the same leading dimensions"});
+}
+
+TEST_P(OnDevice, TransposeAnyTwoDimsAndSoftmaxAlongAnyDim) {
+  const sy::Shape shape{2, 3, 4, 5};
+  auto v = random_vec(120, 81, -3.f, 3.f);
+  auto at = [&](const std::vector<int64_t>& i) {  // element i of v, of `shape`
+    return v[size_t(((i[0] * 3 + i[1]) * 4 + i[2]) * 5 + i[3])];
+  };
+  Tensor x = sy::from_vector(v, shape, D());
+  for (auto [d0, d1] : {std::pair{0, 1}, {1, 2}, {0, 3}, {3, 1}, {-1, -2}, {2, 2}}) {
+    SCOPED_TRACE(std::to_string(d0) + "," + std::to_string(d1));
+    Tensor y = sy::transpose(x, d0, d1);
+    const int64_t a = (d0 + 4) % 4, b = (d1 + 4) % 4;
+    sy::Shape ys = shape;
+    std::swap(ys[size_t(a)], ys[size_t(b)]);
+    ASSERT_EQ(y.shape(), ys);
+    auto got = y.to_vector<float>();
+    size_t k = 0;
+    std::vector<int64_t> o(4);
+    for (o[0] = 0; o[0] < ys[0]; ++o[0])
+      for (o[1] = 0; o[1] < ys[1]; ++o[1])
+        for (o[2] = 0; o[2] < ys[2]; ++o[2])
+          for (o[3] = 0; o[3] < ys[3]; ++o[3]) {
+            std::vector<int64_t> i = o;
+            std::swap(i[size_t(a)], i[size_t(b)]);
+            ASSERT_EQ(got[k++], at(i)) << k;
+          }
+  }
+  // An i32 tensor moves as its bits; 1-sized dims between count as neighbours.
+  Tensor ints = sy::arange(6, sy::Options().device(D()).dtype(sy::DType::i32)).reshape({2, 1, 3});
+  EXPECT_EQ(sy::transpose(ints, 0, 2).to_vector<int32_t>(),
+            (std::vector<int32_t>{0, 3, 1, 4, 2, 5}));
+  // softmax and log_softmax along each dim, against double.
+  for (int64_t dim = 0; dim < 4; ++dim) {
+    SCOPED_TRACE(dim);
+    std::vector<double> ref(120), lref(120);
+    std::vector<int64_t> i(4);
+    for (i[0] = 0; i[0] < 2; ++i[0])
+      for (i[1] = 0; i[1] < 3; ++i[1])
+        for (i[2] = 0; i[2] < 4; ++i[2])
+          for (i[3] = 0; i[3] < 5; ++i[3]) {
+            std::vector<int64_t> j = i;
+            double m = -1e300, z = 0;
+            for (j[size_t(dim)] = 0; j[size_t(dim)] < shape[size_t(dim)]; ++j[size_t(dim)])
+              m = std::max(m, double(at(j)));
+            for (j[size_t(dim)] = 0; j[size_t(dim)] < shape[size_t(dim)]; ++j[size_t(dim)])
+              z += std::exp(double(at(j)) - m);
+            const size_t k = size_t(((i[0] * 3 + i[1]) * 4 + i[2]) * 5 + i[3]);
+            lref[k] = double(at(i)) - m - std::log(z);
+            ref[k] = std::exp(lref[k]);
+          }
+    EXPECT_LT(nse(sy::softmax(x, dim).to_vector<float>(), ref), 1e-10);
+    EXPECT_LT(nse(sy::log_softmax(x, dim - 4).to_vector<float>(), lref), 1e-10);
+  }
+  expect_error([&] { sy::transpose(x, 0, 4); }, {"transpose", "dim 4 out of range"});
+  expect_error([&] { sy::softmax(x, -5); }, {"softmax", "dim -5 out of range"});
+  expect_error([&] { sy::transpose(x.to(sy::DType::u8), 0, 1); },
+               {"transpose", "4-byte dtype", "u8"});
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, OnDevice, ::testing::ValuesIn(conformance_devices()),

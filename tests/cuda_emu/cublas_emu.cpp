@@ -41,7 +41,7 @@ void matmul(bool ta, bool tb, uint64_t m, uint64_t n, uint64_t k, float alpha, c
   // op(A)'s rows and op(B)'s columns copied contiguous first: the dot
   // products then stream (strided reads made this most of the CNN tests'
   // time).
-  std::vector<double> rows(m * k), cols(n * k);
+  std::vector<float> rows(m * k), cols(n * k);
   for (uint64_t i = 0; i < m; ++i)
     for (uint64_t l = 0; l < k; ++l) rows[i * k + l] = ta ? *at(A, lda, l, i) : *at(A, lda, i, l);
   for (uint64_t j = 0; j < n; ++j)
@@ -49,13 +49,13 @@ void matmul(bool ta, bool tb, uint64_t m, uint64_t n, uint64_t k, float alpha, c
   std::vector<float> out(m * n);
   for (uint64_t j = 0; j < n; ++j)
     for (uint64_t i = 0; i < m; ++i) {
-      const double* r = &rows[i * k];
-      const double* c = &cols[j * k];
+      const float* r = rows.data() + i * k;  // (data(): k may be 0)
+      const float* c = cols.data() + j * k;
       double s4[4] = {0, 0, 0, 0};  // four chains: not bound by the add's latency
       uint64_t l = 0;
       for (; l + 4 <= k; l += 4)
-        for (int q = 0; q < 4; ++q) s4[q] += r[l + q] * c[l + q];
-      for (; l < k; ++l) s4[0] += r[l] * c[l];
+        for (int q = 0; q < 4; ++q) s4[q] += double(r[l + q]) * c[l + q];
+      for (; l < k; ++l) s4[0] += double(r[l]) * c[l];
       const double s = (s4[0] + s4[1]) + (s4[2] + s4[3]);
       float v = float(alpha * s);
       if (bias) v += bias[i];

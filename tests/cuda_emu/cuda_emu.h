@@ -17,6 +17,7 @@
 #include <math.h>
 #include <sys/mman.h>
 #include <ucontext.h>
+#include <unistd.h>
 
 #include <atomic>
 #include <cstdint>
@@ -88,13 +89,20 @@ inline thread_local Block* block;
 // barrier just as truly, and a fiber that never gets there is reported as
 // the deadlock it would be. Each warp runs ahead to its next __syncthreads
 // before the next warp starts, and the order alternates between passes and
-// launches, so a missing __syncthreads shows whichever warp's data is read
+// blocks, so a missing __syncthreads shows whichever warp's data is read
 // too early (or overwritten too soon).
 // Switching between fibers: on x86-64 a switch saves and restores only the
 // callee-saved registers and the FP control words (sy_emu_switch,
 // cudart_emu.cpp); glibc's swapcontext also makes a sigprocmask system call
-// each time, which made up half the emulation's time. Elsewhere, ucontext.
-#if defined(__x86_64__)
+// each time, which made up half the emulation's time. Elsewhere (and with
+// CET shadow stacks, which the hand-made switch does not maintain), ucontext.
+#if defined(__x86_64__) && defined(__linux__) && !defined(__ILP32__) && \
+    !(defined(__CET__) && (__CET__ & 2))
+#define SY_EMU_ASM_SWITCH 1
+#else
+#define SY_EMU_ASM_SWITCH 0
+#endif
+#if SY_EMU_ASM_SWITCH
 extern "C" void sy_emu_switch(void** save_sp, void* load_sp);
 struct FiberContext {
   void* sp = nullptr;
@@ -106,8 +114,10 @@ inline void fiber_start(FiberContext& c, char* stack, size_t size, void (*fn)())
   auto top = reinterpret_cast<uintptr_t>(stack + size) & ~uintptr_t(15);
   auto* words = reinterpret_cast<uint64_t*>(top) - 9;
   std::memset(words, 0, 9 * sizeof(uint64_t));
-  const uint32_t mxcsr = 0x1f80;  // the defaults: all exceptions masked, round to nearest
-  const uint16_t fpcw = 0x037f;
+  uint32_t mxcsr;  // the host thread's FP control words, as a new thread inherits them
+  uint16_t fpcw;
+  asm volatile("stmxcsr %0" : "=m"(mxcsr));
+  asm volatile("fnstcw %0" : "=m"(fpcw));
   std::memcpy(words, &mxcsr, 4);
   std::memcpy(reinterpret_cast<char*>(words) + 4, &fpcw, 2);
   words[7] =
@@ -138,16 +148,13 @@ struct Scheduler {
   FiberContext main;
   unsigned running = 0;
   uint64_t progress = 0;  // arrivals and exits: a pass without any is a deadlock
-  uint64_t launches = 0;
+  uint64_t blocks = 0;    // run so far: the first pass's order alternates with them
   const std::function<void()>* body = nullptr;
   dim3 bdim;
   Block blk;
 
   Scheduler() = default;
   Scheduler(const Scheduler&) = delete;
-  ~Scheduler() {
-    for (char* m : stacks) munmap(m, kStack);
-  }
   void place(unsigned i) {  // the CUDA identity of fiber i
     thread_idx = dim3(i % bdim.x, (i / bdim.x) % bdim.y, i / (bdim.x * bdim.y));
     lane = i % 32;
@@ -164,7 +171,9 @@ struct Scheduler {
       void* m = mmap(nullptr, kStack, PROT_READ | PROT_WRITE,
                      MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
       if (m == MAP_FAILED) fail("cannot map a fiber stack");
-      mprotect(m, 4096, PROT_NONE);  // an overflow faults instead of corrupting
+      // The lowest page: an overflow faults instead of corrupting.
+      if (mprotect(m, size_t(sysconf(_SC_PAGESIZE)), PROT_NONE) != 0)
+        fail("cannot guard a fiber stack");
       stacks.push_back(static_cast<char*>(m));
     }
     fibers.resize(nt);
@@ -180,7 +189,7 @@ struct Scheduler {
     // until all its threads wait at __syncthreads (or have exited), then
     // the next; the warps' order, and the lanes', alternates between passes.
     unsigned alive = nt;
-    for (uint64_t pass = ++launches; alive > 0; ++pass) {
+    for (uint64_t pass = ++blocks; alive > 0; ++pass) {
       const uint64_t before = progress;
       const bool forward = pass % 2;
       for (unsigned kw = 0; kw < nwarps; ++kw) {
@@ -203,10 +212,15 @@ struct Scheduler {
     }
   }
 };
-inline thread_local Scheduler scheduler;
+// Never destroyed (nor its stacks unmapped): a device torn down by a static
+// destructor may still drain queued launches after thread_locals are gone.
+inline Scheduler& sched() {
+  thread_local Scheduler* s = new Scheduler;
+  return *s;
+}
 
 [[noreturn]] inline void Scheduler::entry() {
-  Scheduler& s = scheduler;
+  Scheduler& s = sched();
   (*s.body)();
   const unsigned i = s.running;
   s.blk.exited[i] = 1;
@@ -219,13 +233,13 @@ inline thread_local Scheduler scheduler;
 
 inline void FiberBarrier::arrive_and_wait() {
   const uint64_t my_phase = phase;
-  ++scheduler.progress;
+  ++sched().progress;
   if (++count == expected) {
     count = 0;
     ++phase;
     return;
   }
-  while (phase == my_phase) scheduler.yield();  // the scheduler places us again
+  while (phase == my_phase) sched().yield();  // the scheduler places us again
 }
 inline void FiberBarrier::arrive_and_drop() {
   --expected;
@@ -241,7 +255,7 @@ inline void run(dim3 grid, dim3 bdim, const std::function<void()>& body) {
   block_dim = bdim;
   for (unsigned z = 0; z < grid.z; ++z)
     for (unsigned y = 0; y < grid.y; ++y)
-      for (unsigned x = 0; x < grid.x; ++x) scheduler.run_block(dim3(x, y, z), bdim, body);
+      for (unsigned x = 0; x < grid.x; ++x) sched().run_block(dim3(x, y, z), bdim, body);
 }
 
 // The device's one stream. Work is queued and runs, in order, only when the

@@ -9,7 +9,7 @@
 #include <memory>
 #include <string>
 
-#if defined(__x86_64__)
+#if SY_EMU_ASM_SWITCH
 // sy_emu_switch(save_sp, load_sp): pushes the callee-saved registers and the
 // FP control words (MXCSR, x87), stores the stack pointer in *save_sp, then
 // pops the same from load_sp and returns into that fiber (System V ABI).

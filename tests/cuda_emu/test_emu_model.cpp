@@ -46,6 +46,52 @@ TEST(EmulationModel, AMissingSyncthreadsReadsStaleData) {
   }
 }
 
+TEST(EmulationModel, WarpsRunInAnOrderThatAlternates) {
+  // Forward, the first warps read the later ones' slots unwritten; in
+  // reverse, the last warp reads the first's: the stale reads move.
+  std::vector<int> first = neighbour_reads(false), second = neighbour_reads(false);
+  EXPECT_NE(first, second);
+  EXPECT_TRUE(first[kThreads - 1] == -1 || second[kThreads - 1] == -1)
+      << "the last warp reads warp 0 early";
+  EXPECT_TRUE(first[0] == -1 || second[0] == -1) << "warp 0 reads warp 1 early";
+}
+
+TEST(EmulationModel, AMissingTrailingBarrierLetsAWarpOverwriteUnreadData) {
+  // Two rounds of a block sum through one shared array: without the barrier
+  // after each round's reads, a warp running ahead writes round 2's partial
+  // sum before slower warps have read round 1's.
+  for (bool trailing : {true, false}) {
+    std::vector<int> got(kThreads * 2);
+    static int part[kThreads / 32];
+    sy_emu::run(dim3(1), dim3(kThreads), [&] {
+      for (int round = 0; round < 2; ++round) {
+        if (threadIdx.x % 32 == 0) part[threadIdx.x / 32] = int(threadIdx.x / 32) + 100 * round;
+        __syncthreads();
+        int sum = 0;
+        for (int w = 0; w < int(kThreads / 32); ++w) sum += part[w];
+        got[size_t(round) * kThreads + threadIdx.x] = sum;
+        if (trailing) __syncthreads();
+      }
+    });
+    int wrong = 0;
+    for (unsigned t = 0; t < kThreads; ++t) wrong += (got[t] != 28) + (got[kThreads + t] != 828);
+    if (trailing)
+      EXPECT_EQ(wrong, 0);
+    else
+      EXPECT_GT(wrong, 0);
+  }
+}
+
+TEST(EmulationModel, BackToBackShufflesReduceAWarp) {
+  std::vector<float> got(96);
+  sy_emu::run(dim3(1), dim3(96), [&] {
+    float v = float(threadIdx.x % 32);
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+    got[threadIdx.x] = v;
+  });
+  for (float v : got) EXPECT_EQ(v, 496.f);  // 0 + 1 + ... + 31 in every lane
+}
+
 TEST(EmulationModel, ShufflesExchangeWithinTheWarp) {
   std::vector<int> got(64);
   sy_emu::run(dim3(1), dim3(64),
