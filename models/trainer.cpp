@@ -13,6 +13,7 @@
 #include "switchyard/error.h"
 #include "switchyard/optim.h"
 #include "switchyard/profile.h"
+#include "vit.h"
 
 namespace switchyard::models {
 
@@ -62,7 +63,8 @@ static std::shared_ptr<nn::Module> make_model(const TrainConfig& c,
                                               const std::vector<int64_t>& sizes) {
   if (c.model == "mlp") return mlp(sizes);
   if (c.model == "cnn") return cnn();
-  throw Error(detail::cat("[train] unknown model '", c.model, "': expected mlp or cnn"));
+  if (c.model == "vit") return vit();
+  throw Error(detail::cat("[train] unknown model '", c.model, "': expected mlp, cnn or vit"));
 }
 
 static bool is_model_file(const std::string& path) {

@@ -16,7 +16,7 @@ struct TrainConfig {
   int64_t batch = 128;
   float lr = 1e-3f;
   std::string opt = "adam";                  // sgd (momentum 0.9) | adam | adamw
-  std::string model = "mlp";                 // mlp | cnn (models/cnn.h)
+  std::string model = "mlp";                 // mlp | cnn (models/cnn.h) | vit (models/vit.h)
   std::vector<int64_t> hidden = {256, 128};  // the MLP's hidden layers
   uint64_t seed = 0;
   std::string data_dir = data::FashionMNIST::kDefaultDir;

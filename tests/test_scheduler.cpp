@@ -4,6 +4,7 @@
 #include "graph.h"
 #include "helpers.h"
 #include "mlp.h"
+#include "vit.h"
 
 using sy::Tensor;
 
@@ -56,13 +57,16 @@ TEST(Scheduler, TrainingStepIsOneSubmissionAndNoAllocationsAfterWarmup) {
   }
 }
 
-TEST_P(OnDevice, CnnTrainingStepIsOneSubmissionAndNoAllocationsAfterWarmup) {
+TEST_P(OnDevice, CnnAndVitTrainingStepsAreOneSubmissionAndNoAllocationsAfterWarmup) {
   // Convolutions, batch norm (its running statistics update in place),
-  // pooling and dropout: still one submission and nothing allocated per step.
-  {
+  // pooling and dropout; attention (transposes, bmm, softmax), LayerNorm and
+  // GELU: still one submission and nothing allocated per step.
+  for (const char* name : {"cnn", "vit"}) {
+    SCOPED_TRACE(name);
     sy::BackendDevice& d = D();
     sy::manual_seed(3);
-    auto model = sy::models::cnn();
+    auto model = std::string(name) == "cnn" ? std::shared_ptr<sy::nn::Module>(sy::models::cnn())
+                                            : std::shared_ptr<sy::nn::Module>(sy::models::vit());
     model->to(d);
     sy::optim::Adam opt(model->parameters(), 1e-3f);
     Tensor x = sy::rand({16, 784}, d), y = sy::randint(0, 10, {16}, d);

@@ -14,6 +14,7 @@
 #include "cnn.h"
 #include "helpers.h"
 #include "mlp.h"
+#include "vit.h"
 
 namespace fs = std::filesystem;
 using sy::Tensor;
@@ -555,6 +556,26 @@ TEST(ModelFileErrors, TheCnnRoundTripsWithItsRunningStatistics) {
   EXPECT_EQ(loaded->state_dict()[5].second.to_vector<int64_t>(), std::vector<int64_t>{2});
 }
 
+TEST(ModelFileErrors, TheVitRoundTrips) {
+  sy::manual_seed(14);
+  auto m = sy::models::vit();
+  sy::optim::Adam opt(m->parameters(), 1e-3f);
+  auto x = sy::rand({4, 784});
+  opt.zero_grad();
+  sy::cross_entropy((*m)(x), sy::randint(0, 10, {4})).backward();
+  opt.step();
+  m->eval();
+  const std::string path = temp_path("vit.safetensors");
+  sy::nn::save(*m, path);
+  auto loaded = sy::nn::load(path);
+  loaded->eval();
+  EXPECT_EQ((*loaded)(x).to_vector<float>(), (*m)(x).to_vector<float>());
+  auto names = names_of(loaded->state_dict());
+  EXPECT_EQ(names[0], "0.pos");
+  EXPECT_EQ(names[1], "0.proj.weight");
+  EXPECT_EQ(names[5], "1.attn.qkv.weight");
+}
+
 TEST(ModelFileErrors, RegisteredTypesLoad) {
   sy::nn::register_module_type("TwoLayer", [](const sy::nn::ModuleSpec&, sy::Device& d) {
     return std::make_shared<TwoLayer>(d);
@@ -680,6 +701,30 @@ TEST_P(TorchInterop, ACnnMatchesTorchInTrainingAndEvaluation) {
   io.push_back({"logits_eval", m(x)});
   sy::save_safetensors(dir + "/cnn_io.safetensors", io);
   EXPECT_EQ(run_script("cnn", dir), 0) << "torch computed what Switchyard did";
+}
+
+TEST_P(TorchInterop, AVitMatchesTorchInTrainingAndEvaluation) {
+  namespace nn = sy::nn;
+  namespace m = sy::models;
+  auto& d = sy::device(GetParam());
+  const std::string dir = temp_path("torch_vit_" + device_param_name(GetParam()));
+  fs::create_directories(dir);
+  sy::manual_seed(22);
+  nn::Sequential vit;  // tests/torch_interop.py's vit(): no dropout, so training mode is exact
+  vit.add(std::make_shared<m::PatchEmbedding>(7, 16, d))
+      .add(std::make_shared<m::EncoderBlock>(16, 2, 32, 0.f, d))
+      .add(std::make_shared<nn::LayerNorm>(16, 1e-5f, true, d))
+      .add(std::make_shared<m::MeanTokens>())
+      .add(std::make_shared<nn::Linear>(16, 5, true, d));
+  sy::save_safetensors(dir + "/vit_before.safetensors", vit.state_dict());
+  auto x = sy::rand({6, 784}, d);
+  auto y = sy::randint(0, 5, {6}, d);
+  auto logits = vit(x);
+  sy::cross_entropy(logits, y).backward();
+  sy::NamedTensors io{{"input", x}, {"labels", y}, {"logits", logits}};
+  for (auto& [name, p] : vit.named_parameters()) io.push_back({"grad." + name, p.grad()});
+  sy::save_safetensors(dir + "/vit_io.safetensors", io);
+  EXPECT_EQ(run_script("vit", dir), 0) << "torch computed what Switchyard did";
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, TorchInterop, ::testing::ValuesIn(conformance_devices()),

@@ -14,6 +14,9 @@
                                Switchyard's state: one training-mode step and
                                an evaluation must match Switchyard's logits,
                                gradients and running statistics (check_cnn)
+  torch_interop.py vit DIR     a small vision transformer (patches, attention,
+                               LayerNorm, GELU): its logits and gradients
+                               (check_vit)
 
 The files are written and read with the format's own layout (a little-endian
 u64 header length, a JSON header, the raw data), as safetensors.torch does, so
@@ -112,6 +115,78 @@ def check_cnn(d):
     return 0 if errs[worst] <= 1e-4 else 1
 
 
+class PatchEmbedding(torch.nn.Module):
+    def __init__(self, patch, dim):
+        super().__init__()
+        self.proj = torch.nn.Conv2d(1, dim, patch, stride=patch)
+        self.pos = torch.nn.Parameter(torch.zeros(1, (28 // patch) ** 2, dim))
+
+    def forward(self, x):
+        return self.proj(x.reshape(-1, 1, 28, 28)).flatten(2).transpose(1, 2) + self.pos
+
+
+class SelfAttention(torch.nn.Module):
+    def __init__(self, dim, heads):
+        super().__init__()
+        self.heads = heads
+        self.qkv = torch.nn.Linear(dim, 3 * dim)
+        self.proj = torch.nn.Linear(dim, dim)
+
+    def forward(self, x):
+        n, s, dim = x.shape
+        q, k, v = self.qkv(x).reshape(n, s, 3, self.heads, dim // self.heads).permute(2, 0, 3, 1, 4)
+        attn = torch.softmax(q @ k.transpose(-1, -2) / (dim // self.heads) ** 0.5, dim=-1)
+        return self.proj((attn @ v).transpose(1, 2).reshape(n, s, dim))
+
+
+class EncoderBlock(torch.nn.Module):
+    def __init__(self, dim, heads, mlp):
+        super().__init__()
+        self.ln1, self.attn = torch.nn.LayerNorm(dim), SelfAttention(dim, heads)
+        self.ln2 = torch.nn.LayerNorm(dim)
+        self.fc1, self.fc2 = torch.nn.Linear(dim, mlp), torch.nn.Linear(mlp, dim)
+
+    def forward(self, x):
+        h = x + self.attn(self.ln1(x))
+        mlp = self.fc2(torch.nn.functional.gelu(self.fc1(self.ln2(h)), approximate="tanh"))
+        return h + mlp
+
+
+class MeanTokens(torch.nn.Module):
+    def forward(self, x):
+        return x.mean(1)
+
+
+def vit():
+    """The small vision transformer of test_serialize's TorchInterop.AVit...
+    test (models/vit.h's modules)."""
+    return torch.nn.Sequential(PatchEmbedding(7, 16), EncoderBlock(16, 2, 32),
+                               torch.nn.LayerNorm(16), MeanTokens(), torch.nn.Linear(16, 5))
+
+
+def check_vit(d):
+    """Switchyard's initial state, a batch, its logits and gradients: torch in
+    float64 from the same state must compute the same."""
+    io, _ = load(f"{d}/vit_io.safetensors")
+    before, _ = load(f"{d}/vit_before.safetensors")
+    m = vit()
+    m.load_state_dict(before, strict=True)
+    m.double()
+    logits = m(io["input"].double())
+    torch.nn.functional.cross_entropy(logits, io["labels"].long()).backward()
+
+    def rel(a, b):
+        return (a.detach().double() - b.double()).abs().max().item() / \
+            max(b.double().abs().max().item(), 1e-3)
+    errs = {"logits": rel(logits, io["logits"])}
+    for name, p in m.named_parameters():
+        errs["grad " + name] = rel(p.grad, io["grad." + name])
+    worst = max(errs, key=errs.get)
+    print(f"torch_interop: vit, {len(errs)} values compared, worst {worst}: "
+          f"max relative error {errs[worst]:.3g}")
+    return 0 if errs[worst] <= 1e-4 else 1
+
+
 def main():
     mode, d = sys.argv[1], sys.argv[2]
     torch.manual_seed(0)
@@ -136,8 +211,10 @@ def main():
         sys.exit(0 if err <= 1e-5 else 1)
     elif mode == "cnn":
         sys.exit(check_cnn(d))
+    elif mode == "vit":
+        sys.exit(check_vit(d))
     else:
-        sys.exit(f"usage: {sys.argv[0]} make|check|cnn DIR")
+        sys.exit(f"usage: {sys.argv[0]} make|check|cnn|vit DIR")
 
 
 if __name__ == "__main__":

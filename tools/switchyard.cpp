@@ -22,6 +22,7 @@
 #include "switchyard/backend/files.h"
 #include "switchyard/profile.h"
 #include "trainer.h"
+#include "vit.h"
 
 namespace sy = switchyard;
 
@@ -177,6 +178,7 @@ struct EvalFlags {
 
 int cmd_eval(const EvalFlags& f) {
   sy::Device& dev = sy::device(f.device);
+  sy::models::register_vit_modules();  // a vit's model file names its block types
   auto model = sy::nn::load(f.model, dev);
   model->train(false);
   sy::data::FashionMNIST test(f.data, false, f.limit);
@@ -200,6 +202,7 @@ struct PredictFlags {
 
 int cmd_predict(const PredictFlags& f) {
   sy::Device& dev = sy::device(f.device);
+  sy::models::register_vit_modules();  // a vit's model file names its block types
   auto model = sy::nn::load(f.model, dev);
   model->train(false);
   sy::Tensor x = sy::data::read_samples(f.input);
@@ -282,8 +285,11 @@ int cli_main(int argc, char** argv, bool execute) {
   train->add_option("--opt", tf.cfg.opt, "optimizer: sgd (momentum 0.9), adam or adamw")
       ->check(CLI::IsMember({"sgd", "adam", "adamw"}))
       ->capture_default_str();
-  train->add_option("--model", tf.cfg.model, "mlp, or cnn (two conv blocks with batch norm)")
-      ->check(CLI::IsMember({"mlp", "cnn"}))
+  train
+      ->add_option(
+          "--model", tf.cfg.model,
+          "mlp, cnn (three conv blocks with batch norm) or vit (a small vision transformer)")
+      ->check(CLI::IsMember({"mlp", "cnn", "vit"}))
       ->capture_default_str();
   train->add_option("--hidden", tf.hidden, "the MLP's hidden layer sizes, e.g. 256,128")
       ->capture_default_str();

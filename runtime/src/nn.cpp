@@ -213,8 +213,8 @@ std::optional<ModuleSpec> Linear::spec() const {
 }
 
 Tensor Linear::forward(const Tensor& x) {
-  SY_CHECK(x.dim() == 2 && x.size(1) == weight_->size(1), "Linear",
-           "expected input of shape (batch, ", weight_->size(1), "), found ", shape_str(x.shape()));
+  SY_CHECK(x.dim() >= 1 && x.size(-1) == weight_->size(1), "Linear", "expected input of shape (*, ",
+           weight_->size(1), "), found ", shape_str(x.shape()));
   return linear(x, *weight_, bias_ ? *bias_ : none_);
 }
 

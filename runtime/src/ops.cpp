@@ -442,6 +442,9 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 
 static Tensor softmax_op(const char* op, bool log, const Tensor& x, int64_t axis) {
   check_f32(op, x);
+  SY_CHECK(x.dim() >= 1, op, "expected at least 1 dimension, found a scalar");
+  if (const int64_t a = norm_axis(op, x, axis); a != x.dim() - 1)
+    return transpose(softmax_op(op, log, transpose(x, a, -1), -1), a, -1);
   auto [r, c] = rows_cols(op, x, axis);
   int64_t rows = r, cols = c;  // captured below (clang 14 cannot capture bindings)
   Tensor y =

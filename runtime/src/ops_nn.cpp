@@ -32,6 +32,40 @@ Tensor gemm_node(std::initializer_list<Tensor> in, Shape out, GemmParams p) {
 
 }  // namespace
 
+// ---- transpose of any two dimensions ----------------------------------------------
+
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
+  const char* op = "transpose";
+  check_defined(op, x);
+  SY_CHECK(x.dim() >= 1, op, "expected at least 1 dimension, found a scalar");
+  int64_t a = norm_axis(op, x, d0), b = norm_axis(op, x, d1);
+  if (a == b) return x;
+  if (a > b) std::swap(a, b);
+  SY_CHECK(dtype_size(x.dtype()) == 4, op, "expected a 4-byte dtype (f32, i32), found ",
+           dtype_name(x.dtype()));
+  const Shape& s = x.shape();
+  auto span = [&](int64_t from, int64_t to) {  // the product of dims [from, to)
+    int64_t p = 1;
+    for (int64_t i = from; i < to; ++i) p *= s[i];
+    return p;
+  };
+  Shape out = s;
+  std::swap(out[a], out[b]);
+  const int64_t outer = span(0, a), mid = span(a + 1, b), inner = span(b + 1, x.dim());
+  Tensor y;
+  if (mid == 1) {  // neighbours (or only 1-sized dims between): one swap
+    y = node({x}, out, x.dtype(),
+             SwapAxesParams{.outer = outer, .a = s[a], .b = s[b], .inner = inner});
+  } else {  // dim b in front of [a, b), then dim a behind the ones between
+    Tensor t = node({x}, {outer, s[b], s[a] * mid, inner}, x.dtype(),
+                    SwapAxesParams{.outer = outer, .a = s[a] * mid, .b = s[b], .inner = inner});
+    y = node({t}, out, x.dtype(),
+             SwapAxesParams{.outer = outer * s[b], .a = s[a], .b = mid, .inner = inner});
+  }
+  return with_grad(y, op, {x},
+                   [a, b](const Tensor& g) { return std::vector<Tensor>{transpose(g, a, b)}; });
+}
+
 // ---- cat -------------------------------------------------------------------------
 
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {

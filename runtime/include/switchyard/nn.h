@@ -92,7 +92,7 @@ class Module {
   bool training_ = true;
 };
 
-// y = x W^T + b with W (out, in), initialized as PyTorch does:
+// y = x W^T + b with W (out, in) over the last dimension of x (*, in), initialized as PyTorch does:
 // U(-1/sqrt(in), 1/sqrt(in)) for both.
 class Linear : public Module {
  public:

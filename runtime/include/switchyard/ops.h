@@ -13,6 +13,10 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans
 // x (..., in), weight (out, in) [PyTorch layout], bias (out) or undefined.
 Tensor linear(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor());
 Tensor transpose(const Tensor& x);  // 2-D
+// x with dimensions d0 and d1 exchanged (negative counts from the end), as
+// torch.transpose but a contiguous copy: one swap_axes kernel for
+// neighbouring dimensions, two otherwise. 4-byte dtypes.
+Tensor transpose(const Tensor& x, int64_t d0, int64_t d1);
 
 // Elementwise with broadcasting (numpy rules, any number of dims).
 Tensor add(const Tensor& a, const Tensor& b);
@@ -59,8 +63,9 @@ Tensor expand(const Tensor& x, const Shape& shape);
 // Sum x down to `shape` (the adjoint of expand).
 Tensor sum_to(const Tensor& x, const Shape& shape);
 
-Tensor softmax(const Tensor& x, int64_t dim = -1);      // last dim only
-Tensor log_softmax(const Tensor& x, int64_t dim = -1);  // last dim only
+// Along any dim: another than the last is moved last and back (transpose).
+Tensor softmax(const Tensor& x, int64_t dim = -1);
+Tensor log_softmax(const Tensor& x, int64_t dim = -1);
 // logits (B,C) f32, labels (B) i32 or i64: mean over the batch of -log_softmax[label].
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels);
 Tensor mse_loss(const Tensor& input, const Tensor& target);  // mean
