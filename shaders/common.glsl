@@ -82,6 +82,7 @@ Op load_op() {
 
 // Status bits, read back by the host after each submission completes.
 #define SY_STATUS_BAD_LABEL 1u
+#define SY_STATUS_BAD_INDEX 2u
 
 // Grid-stride loop over `n` items (one invocation per item, any grid size).
 #define FOR_ITEMS(k, n) for (uint k = gl_GlobalInvocationID.x; k < uint(n); k += gl_NumWorkGroups.x * WG)

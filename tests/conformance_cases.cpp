@@ -423,6 +423,8 @@ std::vector<Case> cases_for(Kernel k) {
       }
       break;
     }
+    case Kernel::embedding:
+    case Kernel::embedding_backward:
     case Kernel::channel_stats:
     case Kernel::channel_sums:
     case Kernel::channel_affine:

@@ -1,9 +1,11 @@
 // Conformance cases of the layer kernels (conformance_util.h): swap_axes,
 // im2col and col2im over convolution geometries with every option, max and
 // average pooling forward and backward (ties, padding in the divisor or
-// not), and batch norm's per-channel passes.
+// not), batch norm's per-channel passes, and embedding's gather and its
+// ordered scatter-add.
 #include <algorithm>
 #include <array>
+#include <bit>
 #include <cmath>
 #include <cstring>
 
@@ -79,6 +81,38 @@ std::vector<PoolGeom> pool_geometries() {
 std::vector<Case> layer_cases(Kernel k) {
   std::vector<Case> cs;
   switch (k) {
+    case Kernel::embedding:
+    case Kernel::embedding_backward:
+      // (n indices, num rows, dim, backward ranges): one row; ranges that do
+      // not divide the rows; as many ranges as rows; wide rows; many repeats.
+      for (auto [n, num, dim, ranges] : std::vector<std::array<int64_t, 4>>{{1, 1, 1, 1},
+                                                                            {5, 3, 4, 1},
+                                                                            {50, 7, 33, 3},
+                                                                            {200, 1000, 64, 1000},
+                                                                            {64, 10, 257, 4},
+                                                                            {300, 4, 5, 2}}) {
+        std::vector<int32_t> idx(static_cast<size_t>(n));
+        for (int64_t i = 0; i < n; ++i) idx[size_t(i)] = int32_t((i * 7919 + 13) % num);
+        const sy::EmbeddingParams p{.n = n, .num = num, .dim = dim, .ranges = ranges};
+        const std::string name = sz({n, num, dim}) + " r" + std::to_string(ranges);
+        if (k == Kernel::embedding) {
+          auto w = random_vec(size_t(num * dim), 47);
+          std::vector<double> e(size_t(n * dim));
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t d = 0; d < dim; ++d)
+              e[size_t(i * dim + d)] = w[size_t(idx[size_t(i)] * dim + d)];
+          cs.push_back(make(name, {outf(e), f32(w), i32(idx)}, p));
+        } else {
+          auto dy = random_vec(size_t(n * dim), 48);
+          std::vector<double> e(size_t(num * dim), 0.0);
+          for (int64_t i = 0; i < n; ++i)
+            for (int64_t d = 0; d < dim; ++d)
+              e[size_t(idx[size_t(i)] * dim + d)] += dy[size_t(i * dim + d)];
+          cs.push_back(make(name, {outf(e), f32(dy), i32(idx)},
+                            std::bit_cast<sy::EmbeddingBackwardParams>(p)));
+        }
+      }
+      break;
     case Kernel::channel_stats:
     case Kernel::channel_sums:
     case Kernel::channel_affine:

@@ -118,7 +118,7 @@ TEST_P(GpuDevice, OddSizedAndOffsetViewsRoundTrip) {
   EXPECT_EQ(b.to_vector<uint8_t>(), bytes);
 }
 
-TEST_P(GpuDevice, BadLabelsFoundOnTheDeviceAreAnError) {
+TEST_P(GpuDevice, BadLabelsAndIndicesFoundOnTheDeviceAreAnError) {
   sy::BackendDevice& d = D();
   Tensor logits = sy::randn({4, 10}, d);
   Tensor labels = sy::from_vector(std::vector<int32_t>{1, 2, 10, 3}, {4}).to(d);
@@ -127,6 +127,12 @@ TEST_P(GpuDevice, BadLabelsFoundOnTheDeviceAreAnError) {
   // The device goes on working.
   Tensor ok = sy::from_vector(std::vector<int32_t>{1, 2, 9, 3}, {4}).to(d);
   EXPECT_TRUE(std::isfinite(sy::cross_entropy(logits, ok).item()));
+  // An embedding index outside the table, likewise (the status word names
+  // the kernel).
+  Tensor table = sy::randn({10, 3}, d);
+  expect_error([&] { (void)sy::embedding(labels, table).sum().item(); },
+               {"embedding", "expected indices in [0, ", d.str()});
+  EXPECT_TRUE(std::isfinite(sy::embedding(ok, table).sum().item()));
 }
 
 TEST_P(GpuDevice, TrainingMatchesTheCpuStepForStep) {

@@ -129,6 +129,11 @@ TEST_P(OnDevice, GradReductions) {
 TEST_P(OnDevice, GradSoftmaxAndLosses) {
   gradcheck(D(), "softmax", [](auto& x) { return sy::softmax(x[0]); }, {{3, 5}});
   gradcheck(D(), "log_softmax", [](auto& x) { return sy::log_softmax(x[0]); }, {{3, 5}});
+  {
+    Tensor idx = sy::from_vector(std::vector<int32_t>{2, 0, 2, 3, 2}, {5}, D());
+    gradcheck(D(), "embedding", [=](auto& x) { return sy::embedding(idx, x[0]) * x[1]; },
+              {{4, 3}, {5, 3}});
+  }
   for (int dim : {0, 1}) {
     gradcheck(D(), "softmax_dim", [=](auto& x) { return sy::softmax(x[0], dim); }, {{3, 4, 2}});
     gradcheck(D(), "log_softmax_dim", [=](auto& x) { return sy::log_softmax(x[0], dim); },

@@ -1,7 +1,7 @@
 // Layers beyond the MLP: convolution against a direct convolution in double,
 // pooling (shapes, ties, NaN), batch norm's training and evaluation
-// behaviour and running statistics, bmm, cat, transpose of any two dims and
-// softmax along any dim. Their gradients are in
+// behaviour and running statistics, bmm, cat, transpose of any two dims,
+// softmax along any dim, and embedding. Their gradients are in
 // test_grad.cpp, their kernels in the conformance suite, a CNN against
 // PyTorch in test_serialize.cpp (TorchInterop).
 #include <cmath>
@@ -362,6 +362,61 @@ TEST_P(OnDevice, TransposeAnyTwoDimsAndSoftmaxAlongAnyDim) {
   expect_error([&] { sy::softmax(x, -5); }, {"softmax", "dim -5 out of range"});
   expect_error([&] { sy::transpose(x.to(sy::DType::u8), 0, 1); },
                {"transpose", "4-byte dtype", "u8"});
+}
+
+TEST_P(OnDevice, EmbeddingGathersRowsAndAddsTheirGradientsInOrder) {
+  const int64_t num = 6, dim = 5;
+  auto wv = random_vec(size_t(num * dim), 91);
+  Tensor w = sy::from_vector(wv, {num, dim}, D()).requires_grad_();
+  // i64 indices of shape (2, 4), with repeats (row 3 four times, row 0 never).
+  const std::vector<int64_t> iv{3, 1, 3, 5, 2, 3, 3, 4};
+  Tensor idx = sy::from_vector(iv, {2, 4}, D());
+  Tensor y = sy::embedding(idx, w);
+  ASSERT_EQ(y.shape(), (sy::Shape{2, 4, dim}));
+  auto got = y.to_vector<float>();
+  for (size_t i = 0; i < iv.size(); ++i)
+    for (int64_t d = 0; d < dim; ++d)
+      EXPECT_EQ(got[i * dim + size_t(d)], wv[size_t(iv[i] * dim + d)]);
+  auto gv = random_vec(iv.size() * dim, 92);
+  (y * sy::from_vector(gv, {2, 4, dim}, D())).sum().backward();
+  auto g = w.grad().to_vector<float>();
+  for (int64_t v = 0; v < num; ++v)
+    for (int64_t d = 0; d < dim; ++d) {
+      float want = 0.f;  // in the order of the indices, in float: the kernels' own order
+      for (size_t i = 0; i < iv.size(); ++i)
+        if (iv[i] == v) want += gv[i * dim + size_t(d)];
+      EXPECT_EQ(g[size_t(v * dim + d)], want) << v << "," << d;
+    }
+  // The module, and its errors.
+  sy::manual_seed(5);
+  sy::nn::Embedding emb(10, 4);
+  emb.to(D());
+  EXPECT_EQ(emb(sy::from_vector(std::vector<int32_t>{9}, {1}, D())).shape(), (sy::Shape{1, 4}));
+  expect_error([&] { sy::embedding(idx.to(sy::DType::f32), w); },
+               {"embedding", "i32 or i64 indices", "f32"});
+  expect_error([&] { sy::embedding(idx, sy::zeros({6}, D())); },
+               {"embedding", "(num_embeddings, dim)"});
+  expect_error([&] { sy::embedding(idx, sy::zeros({6, 0}, D())); }, {"embedding", "dim > 0"});
+  expect_error(
+      [&] {
+        sy::embedding(sy::from_vector(std::vector<int32_t>{-1}, {1}, D()), w).to_vector<float>();
+      },
+      {"embedding", "expected indices in [0, "});
+  expect_error(
+      [&] {
+        sy::embedding(sy::from_vector(std::vector<int32_t>{1, 6}, {2}, D()), w).to_vector<float>();
+      },
+      {"embedding", "expected indices in [0, "});
+  expect_error(
+      [&] {
+        sy::embedding(sy::from_vector(std::vector<int64_t>{int64_t(1) << 32}, {1}, D()), w)
+            .to_vector<float>();
+      },
+      {"embedding", "expected indices in [0, "});
+  // The device carries on after the error.
+  EXPECT_EQ(
+      sy::embedding(sy::from_vector(std::vector<int32_t>{0}, {1}, D()), w).to_vector<float>()[0],
+      wv[0]);
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, OnDevice, ::testing::ValuesIn(conformance_devices()),

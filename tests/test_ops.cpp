@@ -762,7 +762,7 @@ TEST_P(OnDevice, KernelTableEveryKernelIsReachedByTheOps) {
   Tensor loss = sy::cross_entropy(sy::log_softmax(y),
                                   sy::from_vector(std::vector<int32_t>{0, 1, 2, 3}, {4}, D())) +
                 sy::sum(sy::expand(sy::transpose(x).slice(0, 1), {2, 4}));
-  // Convolution, pooling, batch norm and bmm, forward and backward.
+  // Convolution, pooling, batch norm, bmm and embedding, forward and backward.
   Tensor img = sy::rand({2, 2, 6, 6}, D()).requires_grad_();
   Tensor k = sy::randn({4, 2, 3, 3}, D()).requires_grad_();
   Tensor c = sy::conv2d(img, k, sy::ones({4}, D()), 1, 1);
@@ -770,6 +770,9 @@ TEST_P(OnDevice, KernelTableEveryKernelIsReachedByTheOps) {
   Tensor q = sy::bmm(p.reshape({8, 3, 3}), p.reshape({8, 3, 3}));
   loss = loss + sy::sum(sy::batch_norm(q.reshape({2, 4, 9}), Tensor(), Tensor(), Tensor(), Tensor(),
                                        true));
+  Tensor table = sy::randn({5, 3}, D()).requires_grad_();
+  loss = loss +
+         sy::sum(sy::embedding(sy::from_vector(std::vector<int32_t>{4, 0, 4}, {3}, D()), table));
   loss.backward();
   sy::optim::Adam({x}, 0.1f).step();
   sy::optim::SGD({w}, {.lr = 0.1f, .momentum = 0.5f}).step();

@@ -576,6 +576,18 @@ TEST(ModelFileErrors, TheVitRoundTrips) {
   EXPECT_EQ(names[5], "1.attn.qkv.weight");
 }
 
+TEST(ModelFileErrors, AnEmbeddingRoundTrips) {
+  sy::manual_seed(15);
+  sy::nn::Sequential m;
+  m.add(std::make_shared<sy::nn::Embedding>(10, 4)).add(std::make_shared<sy::nn::Linear>(4, 3));
+  const std::string path = temp_path("embedding.safetensors");
+  sy::nn::save(m, path);
+  auto loaded = sy::nn::load(path);
+  auto idx = sy::from_vector(std::vector<int64_t>{9, 0, 3, 3}, {2, 2});
+  EXPECT_EQ((*loaded)(idx).to_vector<float>(), m(idx).to_vector<float>());
+  EXPECT_EQ(names_of(loaded->state_dict())[0], "0.weight");
+}
+
 TEST(ModelFileErrors, RegisteredTypesLoad) {
   sy::nn::register_module_type("TwoLayer", [](const sy::nn::ModuleSpec&, sy::Device& d) {
     return std::make_shared<TwoLayer>(d);

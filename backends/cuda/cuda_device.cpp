@@ -496,6 +496,9 @@ void CudaDevice::check_status() {
   DeviceStatus st = *status_host_;
   if (st.code == 0) return;
   std::memset(status_host_, 0, sizeof(DeviceStatus));
+  if (Kernel(st.kernel) == Kernel::embedding)
+    throw Error(detail::cat("[embedding] expected indices in [0, ", st.bound, "), found ", st.value,
+                            " at position ", st.row, " on ", str(), " (its rows are NaN)"));
   throw Error(detail::cat("[", kernel_name(Kernel(st.kernel)), "] expected labels in [0, ",
                           st.bound, "), found ", st.value, " at row ", st.row, " on ", str(),
                           " (the loss and its gradient are NaN)"));

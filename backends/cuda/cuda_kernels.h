@@ -17,11 +17,11 @@ namespace switchyard::cuda_impl {
 // Status words the kernels write when they find bad input (a label outside
 // [0, classes)); in device memory, copied back and cleared by synchronize().
 struct DeviceStatus {
-  int32_t code;    // 0: fine; 1: label out of range
+  int32_t code;    // 0: fine; 1: a label or index out of range
   int32_t kernel;  // Kernel id that reported it
   int32_t row;
-  int32_t value;  // the offending label
-  int32_t bound;  // the number of classes
+  int32_t value;  // the offending label or index
+  int32_t bound;  // the number of classes or of embeddings
 };
 
 // The GEMM, which is cuBLAS's: the device's Blas (under tests/cuda_emu, the

@@ -213,4 +213,55 @@ void launch(const ArgmaxParams& p, void* const* args, const LaunchEnv& env) {
   SY_CUDA_LAUNCHED("argmax");
 }
 
+// ---- embedding ----------------------------------------------------------------
+
+namespace {
+
+__global__ void embedding_k(float* out, const float* w, const int32_t* idx, int64_t n, int64_t num,
+                            int64_t D, DeviceStatus* st) {
+  SY_GRID_STRIDE(k, n * D) {
+    const int64_t i = k / D;
+    const int32_t v = idx[i];
+    if (v < 0 || v >= num) {
+      report_label(st, Kernel::embedding, i, v, num);
+      out[k] = NAN;
+    } else {
+      out[k] = w[v * D + k % D];
+    }
+  }
+}
+
+// One thread per (range of rows, column): zero its rows, then add the rows
+// of dy whose index falls in its range, in index order (no atomics).
+__global__ void embedding_backward_k(float* dw, const float* dy, const int32_t* idx, int64_t n,
+                                     int64_t num, int64_t D, int64_t ranges) {
+  const int64_t per = (num + ranges - 1) / ranges;
+  SY_GRID_STRIDE(k, ranges * D) {
+    const int64_t d = k % D, v0 = k / D * per, v1 = v0 + per < num ? v0 + per : num;
+    for (int64_t v = v0; v < v1; ++v) dw[v * D + d] = 0.f;
+    for (int64_t i = 0; i < n; ++i) {
+      const int64_t v = idx[i];
+      if (v >= v0 && v < v1) dw[v * D + d] += dy[i * D + d];
+    }
+  }
+}
+
+}  // namespace
+
+void launch(const EmbeddingParams& p, void* const* args, const LaunchEnv& env) {
+  if (p.n <= 0 || p.dim <= 0) return;
+  SY_LAUNCH(embedding_k, blocks_for(p.n * p.dim, env), kBlock, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]),
+   static_cast<const int32_t*>(args[2]), p.n, p.num, p.dim, env.status);
+  SY_CUDA_LAUNCHED("embedding");
+}
+
+void launch(const EmbeddingBackwardParams& p, void* const* args, const LaunchEnv& env) {
+  if (p.num <= 0 || p.dim <= 0 || p.ranges <= 0) return;
+  SY_LAUNCH(embedding_backward_k, blocks_for(p.ranges * p.dim, env), kBlock, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]),
+   static_cast<const int32_t*>(args[2]), p.n, p.num, p.dim, p.ranges);
+  SY_CUDA_LAUNCHED("embedding_backward");
+}
+
 }  // namespace switchyard::cuda_impl

@@ -109,6 +109,16 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
     case Kernel::argmax:
       g[0] = groups_for(c, uint64_t(params<Kernel::argmax>(p).rows));
       return;
+    case Kernel::embedding: {
+      const auto q = params<Kernel::embedding>(p);
+      g[0] = groups_for(c, uint64_t(q.n * q.dim));
+      return;
+    }
+    case Kernel::embedding_backward: {
+      const auto q = params<Kernel::embedding_backward>(p);
+      g[0] = groups_for(c, uint64_t(q.ranges * q.dim));
+      return;
+    }
     case Kernel::gemm: {
       const auto m = params<Kernel::gemm>(p);
       const auto& t = flags & kSmallTiles ? c.gemm_small : c.gemm;

@@ -280,6 +280,11 @@ void Recorder::check_status() {
           cat("[cross_entropy] expected labels in [0, classes), found a label outside that "
               "range on ",
               c_.name(), " (the loss and its gradient are NaN)");
+    else if (bits & 2u)
+      c_.pending_error =
+          cat("[embedding] expected indices in [0, num_embeddings), found an index outside that "
+              "range on ",
+              c_.name(), " (its rows are NaN)");
   }
 }
 

@@ -58,6 +58,10 @@ Registry& registry() {
     r->make["Dropout"] = [](const ModuleSpec& s, Device&) {
       return std::make_shared<Dropout>(float(real(s, "p", 0.0, 1.0)));
     };
+    r->make["Embedding"] = [](const ModuleSpec& s, Device& d) {
+      return std::make_shared<Embedding>(arg(s, "num_embeddings", 1, (int64_t(1) << 31) - 1),
+                                         arg(s, "embedding_dim", 1, int64_t(1) << 31), d);
+    };
     r->make["LayerNorm"] = [](const ModuleSpec& s, Device& d) {
       return std::make_shared<LayerNorm>(arg(s, "normalized_shape", 1, int64_t(1) << 31),
                                          float(real(s, "eps", 1e-30, 1.0)),

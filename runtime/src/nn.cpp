@@ -222,6 +222,15 @@ Dropout::Dropout(float p) : p_(p) {
   SY_CHECK(p >= 0.f && p <= 1.f, "Dropout", "expected a probability p in [0, 1], found ", p);
 }
 
+Embedding::Embedding(int64_t num, int64_t dim, Device& d) : num_(num), dim_(dim) {
+  SY_CHECK(num > 0 && dim > 0, "Embedding", "expected positive sizes, found ", num, " and ", dim);
+  weight_ = &register_parameter("weight", randn({num, dim}, Options().device(d)));
+}
+
+std::optional<ModuleSpec> Embedding::spec() const {
+  return ModuleSpec("Embedding", {{"num_embeddings", num_}, {"embedding_dim", dim_}});
+}
+
 LayerNorm::LayerNorm(int64_t n, float eps, bool affine, Device& d) : n_(n), eps_(eps) {
   SY_CHECK(n > 0 && eps > 0.f, "LayerNorm", "expected a positive size and eps, found ", n, " and ",
            eps);

@@ -66,6 +66,39 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
                    [a, b](const Tensor& g) { return std::vector<Tensor>{transpose(g, a, b)}; });
 }
 
+// ---- embedding ---------------------------------------------------------------------
+
+Tensor embedding(const Tensor& indices, const Tensor& weight) {
+  const char* op = "embedding";
+  check_defined(op, indices);
+  check_f32(op, weight);
+  check_same_device(op, indices, weight);
+  SY_CHECK(weight.dim() == 2 && weight.size(1) > 0, op,
+           "expected a weight of shape (num_embeddings, dim) with dim > 0, found ",
+           shape_str(weight.shape()));
+  SY_CHECK(indices.dtype() == DType::i32 || indices.dtype() == DType::i64, op,
+           "expected i32 or i64 indices, found ", dtype_name(indices.dtype()));
+  const int64_t n = indices.numel(), num = weight.size(0), dim = weight.size(1);
+  SY_CHECK(num < (int64_t(1) << 31), op, "expected fewer than 2^31 embeddings, found ", num);
+  // i64 indices convert saturating: one past i32's range stays out of range
+  // (the kernel reports it) rather than wrapping into a valid one.
+  Tensor idx =
+      indices.dtype() == DType::i32 ? indices.reshape({n}) : indices.reshape({n}).to(DType::i32);
+  // The backward's invocations: about 64K (ranges of rows x dim), each
+  // reading all n indices.
+  const int64_t ranges =
+      std::clamp<int64_t>(65536 / std::max<int64_t>(dim, 1), 1, std::max<int64_t>(num, 1));
+  const EmbeddingParams p{.n = n, .num = num, .dim = dim, .ranges = ranges};
+  Shape out = indices.shape();
+  out.push_back(dim);
+  Tensor y = node({weight, idx}, out, DType::f32, p);
+  Tensor id = idx.detach();
+  return with_grad(y, op, {weight}, [=](const Tensor& g) {
+    return std::vector<Tensor>{node({g.reshape({n, dim}), id}, {num, dim}, DType::f32,
+                                    same_fields<EmbeddingBackwardParams>(p))};
+  });
+}
+
 // ---- cat -------------------------------------------------------------------------
 
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {

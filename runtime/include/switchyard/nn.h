@@ -148,6 +148,20 @@ class Dropout : public Module {
   float p_;
 };
 
+// A table of `num` learned vectors of `dim`, N(0, 1) as PyTorch's, looked up
+// by integer indices: (*) -> (*, dim).
+class Embedding : public Module {
+ public:
+  Embedding(int64_t num, int64_t dim, Device& d = cpu());
+  Tensor forward(const Tensor& indices) override { return embedding(indices, *weight_); }
+  std::optional<ModuleSpec> spec() const override;
+  Tensor& weight() { return *weight_; }
+
+ private:
+  int64_t num_, dim_;
+  Tensor* weight_;
+};
+
 // layer_norm over the last dimension, of size `n`, with a learned weight
 // (ones) and bias (zeros) when `affine`, named as PyTorch names them.
 class LayerNorm : public Module {

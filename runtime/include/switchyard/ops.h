@@ -90,6 +90,13 @@ Tensor layer_norm(const Tensor& x, const Tensor& weight = Tensor(), const Tensor
 // results added (exact: the padding is zeros).
 Tensor cat(const std::vector<Tensor>& tensors, int64_t dim = 0);
 
+// Rows of weight (num_embeddings, dim) picked by integer indices (i32 or
+// i64, any shape) -> (*indices.shape, dim), as torch.nn.functional.embedding.
+// An index outside [0, num_embeddings) is an error (raised when the device
+// runs it). The gradient adds the rows of each index, in the order of the
+// indices: deterministic, the same on every device.
+Tensor embedding(const Tensor& indices, const Tensor& weight);
+
 // (B, M, K) x (B, K, N) -> (B, M, N): B products in one batched GEMM.
 Tensor bmm(const Tensor& a, const Tensor& b);
 

@@ -159,13 +159,23 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
 // coef (3, or 5 with has_b, x channels).
 #define SY_PARAMS_channel_affine(I, D, W, A, F) \
   SY_PARAMS_channel_stats(I, D, W, A, F) I(bool, has_b)
+// embedding: out (n, dim) = rows idx[i] (i32) of weight (num, dim): args out,
+// weight, idx. An index outside [0, num) sets the status word and gives a NaN
+// row. `ranges` is the backward's.
+#define SY_PARAMS_embedding(I, D, W, A, F) I(int64_t, n) I(int64_t, num) I(int64_t, dim) I(int64_t, ranges)
+// embedding_backward: dw (num, dim), row v = the sum of the rows i of dy with
+// idx[i] == v, added in the order of i: deterministic, without atomics (one
+// invocation per dimension and per range of rows: `ranges` ranges of
+// ceil(num / ranges) rows, each invocation reading every index). Indices
+// outside [0, num) add nothing (the forward reported them): args dw, dy, idx.
+#define SY_PARAMS_embedding_backward(I, D, W, A, F) SY_PARAMS_embedding(I, D, W, A, F)
 
 // ---- the table ---------------------------------------------------------------------
 // X(kernel, Params struct, buffer args, written args (bit mask), traits).
 // Arguments the mask leaves out are only read.
 enum KernelTraits : uint32_t {
   kNoTraits = 0,
-  kReportsStatus = 1,  // sets the device's status word on bad input (labels)
+  kReportsStatus = 1,  // sets the device's status word on bad input (labels, indices)
   kSubgroup = 2,       // Vulkan: also built with subgroup arithmetic (<name>_sg)
 };
 
@@ -188,6 +198,8 @@ enum KernelTraits : uint32_t {
   X(channel_stats, ChannelStatsParams, 2, 0b1, kSubgroup)                            \
   X(channel_sums, ChannelSumsParams, 4, 0b1, kSubgroup)                              \
   X(channel_affine, ChannelAffineParams, 4, 0b1, kNoTraits)                          \
+  X(embedding, EmbeddingParams, 3, 0b1, kReportsStatus)                              \
+  X(embedding_backward, EmbeddingBackwardParams, 3, 0b1, kNoTraits)                  \
   X(binary, BinaryParams, 3, 0b1, kNoTraits)                                         \
   X(affine, AffineParams, 2, 0b1, kNoTraits)                                         \
   X(unary, UnaryParams, 2, 0b1, kNoTraits)                                           \

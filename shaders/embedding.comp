@@ -1,0 +1,18 @@
+// embedding: out[i, d] = weight[idx[i], d] (EmbeddingParams). args out,
+// weight, idx (i32). One invocation per output element; an index outside
+// [0, num) sets the status word and writes NaN.
+#version 450
+#include "common.glsl"
+ARG_RW(0) ARG_RO(1) ARG_RO(2) STATUS
+void main() {
+  Op p = load_op();
+  EmbeddingParams q = load_EmbeddingParams();
+  uint D = uint(q.dim);
+  FOR_ITEMS(k, uint(q.n) * D) {
+    uint i = k / D;
+    int v = I(2)[O(2) + i];
+    bool bad = v < 0 || v >= q.num;
+    if (bad) atomicOr(status[0], SY_STATUS_BAD_INDEX);
+    F(0)[O(0) + k] = bad ? 0.0 / 0.0 : F(1)[O(1) + uint(v) * D + k % D];
+  }
+}
