@@ -76,9 +76,11 @@ TEST_P(OnDevice, GradLinear) {
 
 TEST_P(OnDevice, GradTranspose) {
   gradcheck(D(), "transpose", [](auto& x) { return sy::transpose(x[0]); }, {{3, 5}});
-  for (auto [d0, d1] : {std::pair{0, 1}, {1, 3}, {-1, 0}, {2, 2}})
+  for (auto dims : {std::pair{0, 1}, {1, 3}, {-1, 0}, {2, 2}}) {
+    const int d0 = dims.first, d1 = dims.second;  // (clang 14 cannot capture bindings)
     gradcheck(D(), "transpose_dims", [=](auto& x) { return sy::transpose(x[0], d0, d1); },
               {{2, 3, 4, 3}});
+  }
 }
 
 TEST_P(OnDevice, GradBinaryWithBroadcasting) {
