@@ -84,6 +84,11 @@ Op load_op() {
 #define SY_STATUS_BAD_LABEL 1u
 #define SY_STATUS_BAD_INDEX 2u
 
+// Rows this short are one invocation's work in the row kernels (softmax,
+// its backward, reduce_sum): a workgroup's reductions and barriers cost more
+// than the row (vk_launch.cpp's kShortRow sizes their grids to match).
+#define SY_SHORT_ROW 64u
+
 // Grid-stride loop over `n` items (one invocation per item, any grid size).
 #define FOR_ITEMS(k, n) for (uint k = gl_GlobalInvocationID.x; k < uint(n); k += gl_NumWorkGroups.x * WG)
 

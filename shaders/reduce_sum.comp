@@ -1,7 +1,8 @@
 // reduce_sum: out[o, i] = scale * sum_l in[o, l, i] over (outer, len, inner)
-// (ReduceSumParams). inner == 1: one workgroup per row (grid-stride over rows), a
-// workgroup reduction. inner > 1: one invocation per output (o, i), summing
-// down the column (consecutive invocations read consecutive addresses).
+// (ReduceSumParams). inner == 1 and rows longer than SY_SHORT_ROW: one workgroup
+// per row (grid-stride over rows), a workgroup reduction. Otherwise one
+// invocation per output (o, i), summing down the column (consecutive
+// invocations read consecutive addresses).
 #version 450
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1)
@@ -10,7 +11,7 @@ void main() {
   Op p = load_op();
   ReduceSumParams q = load_ReduceSumParams();
   uint outer = uint(q.outer), len = uint(q.len), inner = uint(q.inner);
-  if (inner == 1u) {
+  if (inner == 1u && len > SY_SHORT_ROW) {
     for (uint r = gl_WorkGroupID.x; r < outer; r += gl_NumWorkGroups.x) {
       float s = 0.0;
       uint base = O(1) + r * len;

@@ -551,7 +551,9 @@ std::vector<Case> cases_for(Kernel k) {
                                                                                 {255, 3, 17},
                                                                                 {1, 1000, 3},
                                                                                 {1000, 1, 1},
-                                                                                {2, 4096, 1}}) {
+                                                                                {2, 4096, 1},
+                                                                                {300, 64, 1},
+                                                                                {7, 65, 1}}) {
         auto v = random_vec(size_t(o * l * in), 17);
         std::vector<double> e(static_cast<size_t>(o * in), 0.0);
         for (int64_t a = 0; a < o; ++a)
@@ -581,7 +583,7 @@ std::vector<Case> cases_for(Kernel k) {
     case Kernel::cross_entropy_backward:
     case Kernel::argmax:
       for (auto [R, C] : std::vector<std::pair<int64_t, int64_t>>{
-               {1, 1}, {3, 17}, {17, 255}, {255, 3}, {2, 1000}, {1000, 10}}) {
+               {1, 1}, {3, 17}, {17, 255}, {255, 3}, {2, 1000}, {1000, 10}, {5, 64}, {4, 65}}) {
         auto x = random_vec(size_t(R * C), uint32_t(R + C), -4.f, 4.f);
         std::vector<int32_t> lab(static_cast<size_t>(R));
         for (int64_t r = 0; r < R; ++r) lab[size_t(r)] = int32_t((r * 7) % C);

@@ -14,6 +14,11 @@ namespace {
 // Grid-stride kernels get at most c.grid_cap workgroups: each invocation
 // then loops over several items, so per-invocation set-up (reading the
 // launch's parameters) is paid once per many elements.
+// Rows up to this long are one invocation's in softmax, softmax_backward and
+// reduce_sum (SY_SHORT_ROW in shaders/common.glsl; both paths loop over any
+// grid, so a mismatch would cost speed, not correctness).
+constexpr int64_t kShortRow = 64;
+
 uint32_t groups_for(const LaunchConfig& c, uint64_t items) {
   return uint32_t(std::clamp<uint64_t>((items + c.wg - 1) / c.wg, 1, c.grid_cap));
 }
@@ -91,15 +96,20 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
     }
     case Kernel::reduce_sum: {
       const auto r = params<Kernel::reduce_sum>(p);
-      g[0] = r.inner == 1 ? rows(r.outer) : groups_for(c, uint64_t(r.outer * r.inner));
+      g[0] = r.inner == 1 && r.len > kShortRow ? rows(r.outer)
+                                               : groups_for(c, uint64_t(r.outer * r.inner));
       return;
     }
-    case Kernel::softmax:
-      g[0] = rows(params<Kernel::softmax>(p).rows);
+    case Kernel::softmax: {
+      const auto q = params<Kernel::softmax>(p);
+      g[0] = q.cols > kShortRow ? rows(q.rows) : groups_for(c, uint64_t(q.rows));
       return;
-    case Kernel::softmax_backward:
-      g[0] = rows(params<Kernel::softmax_backward>(p).rows);
+    }
+    case Kernel::softmax_backward: {
+      const auto q = params<Kernel::softmax_backward>(p);
+      g[0] = q.cols > kShortRow ? rows(q.rows) : groups_for(c, uint64_t(q.rows));
       return;
+    }
     case Kernel::cross_entropy:
       g[0] = 1;
       return;
