@@ -77,21 +77,13 @@ std::optional<nn::ModuleSpec> EncoderBlock::spec() const {
 void register_vit_modules() {
   static std::once_flag once;
   std::call_once(once, [] {
-    auto get = [](const nn::ModuleSpec& s, const char* name, int64_t lo, int64_t hi) {
-      auto it = s.args.find(name);
-      SY_CHECK(it != s.args.end() && it->second >= lo && it->second <= hi, "nn::load", "expected '",
-               name, "' in [", lo, ", ", hi, "] for a ", s.type, " module");
-      return it->second;
-    };
-    nn::register_module_type("PatchEmbedding", [get](const nn::ModuleSpec& s, Device& d) {
-      return std::make_shared<PatchEmbedding>(get(s, "patch", 1, 28), get(s, "dim", 1, 1 << 16), d);
+    nn::register_module_type("PatchEmbedding", [](const nn::ModuleSpec& s, Device& d) {
+      return std::make_shared<PatchEmbedding>(s.arg("patch", 1, 28), s.arg("dim", 1, 1 << 16), d);
     });
-    nn::register_module_type("EncoderBlock", [get](const nn::ModuleSpec& s, Device& d) {
-      auto it = s.reals.find("dropout");
-      const double p = it == s.reals.end() ? 0.0 : it->second;
-      SY_CHECK(p >= 0.0 && p < 1.0, "nn::load", "expected 'dropout' in [0, 1) for an EncoderBlock");
-      return std::make_shared<EncoderBlock>(get(s, "dim", 1, 1 << 16), get(s, "heads", 1, 1 << 10),
-                                            get(s, "mlp", 1, 1 << 20), float(p), d);
+    nn::register_module_type("EncoderBlock", [](const nn::ModuleSpec& s, Device& d) {
+      return std::make_shared<EncoderBlock>(s.arg("dim", 1, 1 << 16), s.arg("heads", 1, 1 << 10),
+                                            s.arg("mlp", 1, 1 << 20),
+                                            float(s.real("dropout", 0.0, 1.0)), d);
     });
     nn::register_module_type("MeanTokens", [](const nn::ModuleSpec&, Device&) {
       return std::make_shared<MeanTokens>();

@@ -23,18 +23,13 @@ struct Registry {
 
 // A setting of a module spec (`args` or `reals`), present and in [lo, hi].
 template <class T>
-T setting(const ModuleSpec& s, const std::map<std::string, T>& from, const char* name, T lo, T hi) {
+T setting(const ModuleSpec& s, const std::map<std::string, T>& from, const std::string& name, T lo,
+          T hi) {
   auto it = from.find(name);
   SY_CHECK(it != from.end(), "nn::load", "expected '", name, "' for a ", s.type, " module");
   SY_CHECK(it->second >= lo && it->second <= hi, "nn::load", "expected ", name, " in [", lo, ", ",
            hi, "] for a ", s.type, " module, found ", it->second);
   return it->second;
-}
-int64_t arg(const ModuleSpec& s, const char* name, int64_t lo, int64_t hi) {
-  return setting(s, s.args, name, lo, hi);
-}
-double real(const ModuleSpec& s, const char* name, double lo, double hi) {
-  return setting(s, s.reals, name, lo, hi);
 }
 
 template <class M>
@@ -46,9 +41,9 @@ Registry& registry() {
   static Registry* r = [] {
     auto* r = new Registry;  // never destroyed: loads may run during exit
     r->make["Linear"] = [](const ModuleSpec& s, Device& d) {
-      return std::make_shared<Linear>(arg(s, "in_features", 1, int64_t(1) << 31),
-                                      arg(s, "out_features", 1, int64_t(1) << 31),
-                                      arg(s, "bias", 0, 1) != 0, d);
+      return std::make_shared<Linear>(s.arg("in_features", 1, int64_t(1) << 31),
+                                      s.arg("out_features", 1, int64_t(1) << 31),
+                                      s.arg("bias", 0, 1) != 0, d);
     };
     r->make["ReLU"] = stateless<ReLU>();
     r->make["GELU"] = stateless<GELU>();
@@ -56,27 +51,26 @@ Registry& registry() {
     r->make["Sigmoid"] = stateless<Sigmoid>();
     r->make["Flatten"] = stateless<Flatten>();
     r->make["Dropout"] = [](const ModuleSpec& s, Device&) {
-      return std::make_shared<Dropout>(float(real(s, "p", 0.0, 1.0)));
+      return std::make_shared<Dropout>(float(s.real("p", 0.0, 1.0)));
     };
     r->make["Embedding"] = [](const ModuleSpec& s, Device& d) {
-      return std::make_shared<Embedding>(arg(s, "num_embeddings", 1, (int64_t(1) << 31) - 1),
-                                         arg(s, "embedding_dim", 1, int64_t(1) << 31), d);
+      return std::make_shared<Embedding>(s.arg("num_embeddings", 1, (int64_t(1) << 31) - 1),
+                                         s.arg("embedding_dim", 1, int64_t(1) << 31), d);
     };
     r->make["LayerNorm"] = [](const ModuleSpec& s, Device& d) {
-      return std::make_shared<LayerNorm>(arg(s, "normalized_shape", 1, int64_t(1) << 31),
-                                         float(real(s, "eps", 1e-30, 1.0)),
-                                         arg(s, "elementwise_affine", 0, 1) != 0, d);
+      return std::make_shared<LayerNorm>(s.arg("normalized_shape", 1, int64_t(1) << 31),
+                                         float(s.real("eps", 1e-30, 1.0)),
+                                         s.arg("elementwise_affine", 0, 1) != 0, d);
     };
     constexpr int64_t kBig = int64_t(1) << 31;
     auto pair = [](const ModuleSpec& s, const std::string& name, int64_t lo) {
-      return Size2(arg(s, (name + "_h").c_str(), lo, kBig),
-                   arg(s, (name + "_w").c_str(), lo, kBig));
+      return Size2(s.arg(name + "_h", lo, kBig), s.arg(name + "_w", lo, kBig));
     };
     r->make["Conv2d"] = [pair](const ModuleSpec& s, Device& d) {
-      return std::make_shared<Conv2d>(
-          arg(s, "in_channels", 1, kBig), arg(s, "out_channels", 1, kBig), pair(s, "kernel", 1),
-          pair(s, "stride", 1), pair(s, "padding", 0), pair(s, "dilation", 1),
-          arg(s, "groups", 1, kBig), arg(s, "bias", 0, 1) != 0, d);
+      return std::make_shared<Conv2d>(s.arg("in_channels", 1, kBig), s.arg("out_channels", 1, kBig),
+                                      pair(s, "kernel", 1), pair(s, "stride", 1),
+                                      pair(s, "padding", 0), pair(s, "dilation", 1),
+                                      s.arg("groups", 1, kBig), s.arg("bias", 0, 1) != 0, d);
     };
     r->make["MaxPool2d"] = [pair](const ModuleSpec& s, Device&) {
       return std::make_shared<MaxPool2d>(pair(s, "kernel", 1), pair(s, "stride", 1),
@@ -85,7 +79,7 @@ Registry& registry() {
     r->make["AvgPool2d"] = [pair](const ModuleSpec& s, Device&) {
       return std::make_shared<AvgPool2d>(pair(s, "kernel", 1), pair(s, "stride", 1),
                                          pair(s, "padding", 0),
-                                         arg(s, "count_include_pad", 0, 1) != 0);
+                                         s.arg("count_include_pad", 0, 1) != 0);
     };
     r->make["AdaptiveAvgPool2d"] = [pair](const ModuleSpec& s, Device&) {
       return std::make_shared<AdaptiveAvgPool2d>(pair(s, "output", 1));
@@ -93,13 +87,13 @@ Registry& registry() {
     for (int dims : {1, 2})
       r->make[dims == 1 ? "BatchNorm1d" : "BatchNorm2d"] = [dims](const ModuleSpec& s, Device& d) {
         return std::make_shared<BatchNorm>(
-            dims, arg(s, "num_features", 1, kBig), float(real(s, "eps", 1e-30, 1.0)),
-            float(real(s, "momentum", 0.0, 1.0)), arg(s, "affine", 0, 1) != 0, d);
+            dims, s.arg("num_features", 1, kBig), float(s.real("eps", 1e-30, 1.0)),
+            float(s.real("momentum", 0.0, 1.0)), s.arg("affine", 0, 1) != 0, d);
       };
     r->make["Unflatten"] = [](const ModuleSpec& s, Device&) {
-      std::vector<int64_t> sizes(size_t(arg(s, "dims", 1, 8)));
+      std::vector<int64_t> sizes(size_t(s.arg("dims", 1, 8)));
       for (size_t i = 0; i < sizes.size(); ++i)
-        sizes[i] = arg(s, ("size" + std::to_string(i)).c_str(), 1, kBig);
+        sizes[i] = s.arg("size" + std::to_string(i), 1, kBig);
       return std::make_shared<Unflatten>(std::move(sizes));
     };
     r->make["Sequential"] = [](const ModuleSpec& s, Device& d) {
@@ -154,6 +148,13 @@ ModuleSpec from_json(const nlohmann::json& j, const std::string& path, int depth
 }
 
 }  // namespace
+
+int64_t ModuleSpec::arg(const std::string& name, int64_t lo, int64_t hi) const {
+  return setting(*this, args, name, lo, hi);
+}
+double ModuleSpec::real(const std::string& name, double lo, double hi) const {
+  return setting(*this, reals, name, lo, hi);
+}
 
 std::optional<ModuleSpec> Sequential::spec() const {
   ModuleSpec s("Sequential");

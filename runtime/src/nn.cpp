@@ -286,40 +286,40 @@ std::optional<ModuleSpec> Conv2d::spec() const {
                                {"bias", bias_ ? 1 : 0}});
 }
 
-MaxPool2d::MaxPool2d(Size2 kernel, Size2 stride, Size2 padding)
-    : kernel_(kernel),
-      stride_(stride.h == 0 && stride.w == 0 ? kernel : stride),
-      padding_(padding) {
-  SY_CHECK(kernel.h > 0 && kernel.w > 0, "MaxPool2d", "expected a positive kernel size, found (",
+namespace {
+
+// A pooling module's stride: the kernel size when not given (PyTorch's
+// default), after checking the kernel.
+Size2 pool_stride(const char* module, Size2 kernel, Size2 stride) {
+  SY_CHECK(kernel.h > 0 && kernel.w > 0, module, "expected a positive kernel size, found (",
            kernel.h, ", ", kernel.w, ")");
+  return stride.h == 0 && stride.w == 0 ? kernel : stride;
 }
 
+std::map<std::string, int64_t> window_args(Size2 kernel, Size2 stride, Size2 padding) {
+  return {{"kernel_h", kernel.h}, {"kernel_w", kernel.w},   {"stride_h", stride.h},
+          {"stride_w", stride.w}, {"padding_h", padding.h}, {"padding_w", padding.w}};
+}
+
+}  // namespace
+
+MaxPool2d::MaxPool2d(Size2 kernel, Size2 stride, Size2 padding)
+    : kernel_(kernel), stride_(pool_stride("MaxPool2d", kernel, stride)), padding_(padding) {}
+
 std::optional<ModuleSpec> MaxPool2d::spec() const {
-  return ModuleSpec("MaxPool2d", {{"kernel_h", kernel_.h},
-                                  {"kernel_w", kernel_.w},
-                                  {"stride_h", stride_.h},
-                                  {"stride_w", stride_.w},
-                                  {"padding_h", padding_.h},
-                                  {"padding_w", padding_.w}});
+  return ModuleSpec("MaxPool2d", window_args(kernel_, stride_, padding_));
 }
 
 AvgPool2d::AvgPool2d(Size2 kernel, Size2 stride, Size2 padding, bool count_include_pad)
     : kernel_(kernel),
-      stride_(stride.h == 0 && stride.w == 0 ? kernel : stride),
+      stride_(pool_stride("AvgPool2d", kernel, stride)),
       padding_(padding),
-      include_pad_(count_include_pad) {
-  SY_CHECK(kernel.h > 0 && kernel.w > 0, "AvgPool2d", "expected a positive kernel size, found (",
-           kernel.h, ", ", kernel.w, ")");
-}
+      include_pad_(count_include_pad) {}
 
 std::optional<ModuleSpec> AvgPool2d::spec() const {
-  return ModuleSpec("AvgPool2d", {{"kernel_h", kernel_.h},
-                                  {"kernel_w", kernel_.w},
-                                  {"stride_h", stride_.h},
-                                  {"stride_w", stride_.w},
-                                  {"padding_h", padding_.h},
-                                  {"padding_w", padding_.w},
-                                  {"count_include_pad", include_pad_ ? 1 : 0}});
+  auto args = window_args(kernel_, stride_, padding_);
+  args["count_include_pad"] = include_pad_ ? 1 : 0;
+  return ModuleSpec("AvgPool2d", std::move(args));
 }
 
 BatchNorm::BatchNorm(int dims, int64_t n, float eps, float momentum, bool affine, Device& d)

@@ -332,6 +332,15 @@ namespace {
 struct PoolShape {
   int64_t planes, H, W, OH, OW;
   Shape out;
+  // The window fields that max and average pooling's params share.
+  template <class P>
+  P params(Size2 kernel, Size2 stride, Size2 padding) const {
+    P p{};
+    p.planes = planes, p.height = H, p.width = W, p.out_h = OH, p.out_w = OW;
+    p.kernel[0] = kernel.h, p.kernel[1] = kernel.w, p.stride[0] = stride.h, p.stride[1] = stride.w;
+    p.padding[0] = padding.h, p.padding[1] = padding.w;
+    return p;
+  }
 };
 
 PoolShape pool_shape(const char* op, const Tensor& x, Size2 kernel, Size2& stride, Size2 padding) {
@@ -371,14 +380,7 @@ PoolShape pool_shape(const char* op, const Tensor& x, Size2 kernel, Size2& strid
 Tensor max_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
   const char* op = "max_pool2d";
   PoolShape s = pool_shape(op, x, kernel, stride, padding);
-  MaxPool2dParams p{.planes = s.planes,
-                    .height = s.H,
-                    .width = s.W,
-                    .kernel = {kernel.h, kernel.w},
-                    .stride = {stride.h, stride.w},
-                    .padding = {padding.h, padding.w},
-                    .out_h = s.OH,
-                    .out_w = s.OW};
+  const auto p = s.params<MaxPool2dParams>(kernel, stride, padding);
   const int64_t n = s.planes * s.OH * s.OW;
   Tensor packed = node({x}, {2, n}, DType::f32, p);
   Tensor y = packed.slice(0, 1).reshape(s.out);
@@ -394,15 +396,8 @@ Tensor avg_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding,
                   bool count_include_pad) {
   const char* op = "avg_pool2d";
   PoolShape s = pool_shape(op, x, kernel, stride, padding);
-  AvgPool2dParams p{.planes = s.planes,
-                    .height = s.H,
-                    .width = s.W,
-                    .kernel = {kernel.h, kernel.w},
-                    .stride = {stride.h, stride.w},
-                    .padding = {padding.h, padding.w},
-                    .out_h = s.OH,
-                    .out_w = s.OW,
-                    .count_include_pad = count_include_pad};
+  auto p = s.params<AvgPool2dParams>(kernel, stride, padding);
+  p.count_include_pad = count_include_pad;
   Tensor y = node({x}, s.out, DType::f32, p);
   const auto bp = same_fields<AvgPool2dBackwardParams>(p);
   const Shape xs = x.shape();

@@ -24,6 +24,10 @@ struct ModuleSpec {
   std::map<std::string, int64_t> args;
   std::vector<ModuleSpec> children;
   std::map<std::string, double> reals;  // real-valued settings (dropout's p, eps)
+  // A setting for a factory to read: present and in [lo, hi], else an error
+  // naming the module type (what nn::load reports for a bad file).
+  int64_t arg(const std::string& name, int64_t lo, int64_t hi) const;
+  double real(const std::string& name, double lo, double hi) const;
 };
 
 // Returned by Module::load_state_dict: what strict mode would have refused.
