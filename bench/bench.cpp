@@ -725,11 +725,20 @@ int run(const std::vector<std::string>& args) {
       std::string mode = transfer_mode(*d);
       if (auto p = wd.name.find("%MODE%"); p != std::string::npos) wd.name.replace(p, 6, mode);
       std::fprintf(stderr, "bench: %-40s on %s\n", wd.name.c_str(), d->str().c_str());
-      Prepared p = wd.prepare(*d);
-      Timing t = measure(*d, p.run, o);
-      if (p.cleanup) p.cleanup();
-      Result r = summarize(wd, *d, t, p.work);
-      p = {};  // buffers go before the next workload's
+      Result r;
+      try {
+        Prepared p = wd.prepare(*d);
+        Timing t = measure(*d, p.run, o);
+        if (p.cleanup) p.cleanup();
+        r = summarize(wd, *d, t, p.work);
+      } catch (const Error& e) {  // a limit of this device: the others' figures stand
+        std::fprintf(stderr, "bench: %s on %s not measured: %s\n", wd.name.c_str(),
+                     d->str().c_str(), e.what());
+        rep.not_measured.push_back({wd.name, d->str(), e.what()});
+        if (std::find(rep.order.begin(), rep.order.end(), wd.name) == rep.order.end())
+          rep.order.push_back(wd.name);
+        continue;
+      }
       rep.results.push_back(r);
       if (std::find(rep.order.begin(), rep.order.end(), wd.name) == rep.order.end())
         rep.order.push_back(wd.name);

@@ -114,10 +114,13 @@ std::string to_json(const Report& r) {
                        {"ceiling_share", opt(x.share)},
                        {"ceiling", x.ceiling},
                        {"speedup", opt(x.speedup)}});
-  ordered_json out = {{"bench", "switchyard"},     {"quick", r.quick},
-                      {"baseline", r.baseline},    {"title", r.title},
-                      {"seconds", fig(r.seconds)}, {"host_memcpy_gbs", fig(r.memcpy_gbs)},
-                      {"devices", devices},        {"results", results}};
+  ordered_json skipped = ordered_json::array();
+  for (const auto& n : r.not_measured)
+    skipped.push_back({{"workload", n.workload}, {"device", n.device}, {"reason", n.reason}});
+  ordered_json out = {
+      {"bench", "switchyard"}, {"quick", r.quick},          {"baseline", r.baseline},
+      {"title", r.title},      {"seconds", fig(r.seconds)}, {"host_memcpy_gbs", fig(r.memcpy_gbs)},
+      {"devices", devices},    {"results", results},        {"not_measured", skipped}};
   return out.dump(1) + "\n";
 }
 
@@ -265,6 +268,11 @@ std::string to_table(const Report& r) {
       }
     }
     o << "\n";
+  }
+  if (!r.not_measured.empty()) {
+    o << "\nnot measured:\n";
+    for (const auto& n : r.not_measured)
+      o << "  " << n.workload << " on " << n.device << ": " << n.reason << "\n";
   }
   std::string text = o.str(), out;  // without the padding at line ends
   for (size_t b = 0; b < text.size();) {

@@ -34,6 +34,12 @@ struct Report {
   double memcpy_gbs = 0;
   std::vector<std::string> order;  // workloads in the order they ran
   std::vector<Result> results;
+  // Workloads a device refused, with its error: shown as "-" in the table
+  // and listed under it, never a figure.
+  struct NotMeasured {
+    std::string workload, device, reason;
+  };
+  std::vector<NotMeasured> not_measured;
   std::string baseline, title;
   bool quick = false;
   double seconds = 0;

@@ -13,7 +13,9 @@
 // along whichever dimension is contiguous when the backend's flags say it is
 // aligned (bit 2: A, bit 3: B). BM, BN, BK, TM and TN (TM, TN multiples of 4)
 // are specialization constants the backend picks from the device.
-// Dispatch: (ceil(N/BN), ceil(M/BM), batch).
+// Dispatch: (ceil(N/BN), ceil(M/BM), batch). Flag bit 5 (kGemmAccumulate) adds
+// the product to C's values: the later parts of a GEMM the backend splits
+// along K for a driver that bounds a shader's loop iterations (llvmpipe).
 #version 450
 #include "common.glsl"
 #ifdef SY_SUBGROUP
@@ -140,6 +142,7 @@ void main() {
 
   float alpha = prm.alpha;
   bool bias = (p.flags & 16u) != 0u;  // = has_bias, specialized
+  bool accumulate = (p.flags & 32u) != 0u;
   uint gn0 = n0 + TN * tx;
   for (uint i = 0u; i < TM; ++i) {
     uint gm = m0 + TM * ty + i;
@@ -149,6 +152,7 @@ void main() {
       if (gn >= N) continue;
       float v = alpha * acc[i][j / 4u][j % 4u];
       if (bias) v += F(3)[O(3) + (prm.bias_rows ? z * M + gm : gn)];
+      if (accumulate) v += F(0)[co + gm * N + gn];
       F(0)[co + gm * N + gn] = unary_apply(p.op, v);  // p.op = SPEC_OP = act
     }
   }

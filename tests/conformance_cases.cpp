@@ -299,8 +299,10 @@ std::vector<Case> cases_for(Kernel k) {
       break;
     case Kernel::gemm: {
       std::vector<std::array<int64_t, 3>> shapes = {
-          {1, 1, 1},       {3, 17, 5},      {17, 255, 3},    {64, 64, 64},  {63, 65, 17},
-          {128, 128, 128}, {129, 127, 130}, {255, 17, 1000}, {1000, 3, 17}, {128, 256, 784}};
+          {1, 1, 1},     {3, 17, 5},      {17, 255, 3},    {64, 64, 64},
+          {63, 65, 17},  {128, 128, 128}, {129, 127, 130}, {255, 17, 1000},
+          {1000, 3, 17}, {128, 256, 784}, {7, 24, 20000}};  // K past llvmpipe's loop budget: split
+                                                            // into parts on Vulkan
       for (auto [M, N, K] : shapes)
         for (int t = 0; t < 4; ++t) {
           bool ta = t & 1, tb = t & 2;
@@ -346,8 +348,12 @@ std::vector<Case> cases_for(Kernel k) {
         }
       // Batched: B products, A shared (stride 0) or not, the bias per column
       // or per row of each product (a grouped convolution's channels).
-      for (auto [B, M, N, K] : std::vector<std::array<int64_t, 4>>{
-               {2, 1, 1, 1}, {3, 17, 5, 3}, {4, 16, 196, 72}, {2, 65, 63, 129}, {5, 3, 255, 17}})
+      for (auto [B, M, N, K] : std::vector<std::array<int64_t, 4>>{{2, 1, 1, 1},
+                                                                   {3, 17, 5, 3},
+                                                                   {4, 16, 196, 72},
+                                                                   {2, 65, 63, 129},
+                                                                   {5, 3, 255, 17},
+                                                                   {2, 5, 9, 17000}})
         for (int t = 0; t < 4; ++t) {
           const bool ta = t & 1, tb = t & 2, shared_a = t == 1, rows = t >= 2;
           const int64_t sa = shared_a ? 0 : M * K;

@@ -55,3 +55,53 @@ TEST(Vulkan, ABadSettingFailsEveryUseWithTheSameMessage) {
       " --gtest_filter=Vulkan.ABadSettingFailsEveryUseWithTheSameMessage > /dev/null 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << "the child's checks failed: run " << cmd;
 }
+
+// Mesa's llvmpipe ends a shader invocation's loops after 65535 iterations in
+// all, without an error: a GEMM with K above about 15,000 came out wrong
+// there. The backend splits such GEMMs along K (parts accumulate in C; the
+// bias goes in once, the activation at the end) and refuses other launches
+// whose loops would run past the budget, naming the kernel. Checked on this
+// device's own budget, and in a child with a small budget
+// (SWITCHYARD_VK_LOOP_BUDGET) so every split path runs on small sizes.
+static void check_loop_budget(sy::BackendDevice& d, int64_t long_k, int64_t refused_len) {
+  auto close = [](const sy::Tensor& got, const sy::Tensor& want, const char* what) {
+    auto g = got.to(sy::cpu()).to_vector<float>(), w = want.to_vector<float>();
+    ASSERT_EQ(g.size(), w.size()) << what;
+    float scale = 0;
+    for (float v : w) scale = std::max(scale, std::abs(v));
+    for (size_t i = 0; i < g.size(); ++i)
+      ASSERT_NEAR(g[i], w[i], 1e-5f * scale + 1e-6f) << what << " at " << i;
+  };
+  sy::manual_seed(7);
+  // linear: Y = X W^T + b through the fused GEMM, then relu; and its
+  // gradients, whose dW has K = the batch.
+  sy::Tensor x = sy::randn({5, long_k}), w = sy::randn({7, long_k}), b = sy::randn({7});
+  close(sy::relu(sy::linear(x.to(d), w.to(d), b.to(d))), sy::relu(sy::linear(x, w, b)),
+        "relu(linear)");
+  sy::Tensor xt = sy::randn({long_k, 6}), g = sy::randn({long_k, 3});
+  close(sy::matmul(xt.to(d), g.to(d), true, false), sy::matmul(xt, g, true, false), "X^T G");
+  sy::Tensor a3 = sy::randn({2, 4, long_k}), b3 = sy::randn({2, long_k, 5});
+  close(sy::bmm(a3.to(d), b3.to(d)), sy::bmm(a3, b3), "bmm");
+  if (refused_len > 0) {
+    sy::Tensor col = sy::rand({refused_len, 3});
+    expect_error([&] { (void)sy::sum(col.to(d), 0).to_vector<float>(); },
+                 {"reduce_sum", "loop iterations", d.str(), "split the tensor"});
+  }
+  // The device goes on working.
+  close(sy::sum(sy::ones({100, 3}, d), 0), sy::full({3}, 100.f), "sum after");
+}
+
+TEST(Vulkan, LongLoopsAreSplitOrRefusedNeverCutShort) {
+  VULKAN_OR_SKIP(d);
+  if (std::getenv("SY_TEST_CHILD")) {
+    check_loop_budget(d, 1000, 5000);  // parts of K = 4096/256 * 16 = 256
+    return;
+  }
+  const bool llvmpipe = d.info().name.rfind("llvmpipe", 0) == 0;
+  check_loop_budget(d, 40000, llvmpipe ? 70000 : 0);
+  std::string cmd =
+      std::string("SY_TEST_CHILD=1 SWITCHYARD_VK_LOOP_BUDGET=4096 ") +
+      ::testing::internal::GetArgvs()[0] +
+      " --gtest_filter=Vulkan.LongLoopsAreSplitOrRefusedNeverCutShort > /dev/null 2>&1";
+  EXPECT_EQ(std::system(cmd.c_str()), 0) << "the child's checks failed: run " << cmd;
+}

@@ -5,6 +5,7 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 
 namespace switchyard::vk_impl {
 
@@ -158,6 +159,20 @@ void Context::choose_tiles() {
             (p.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) && sg_fits(gemm) &&
             sg_fits(gemm_small);
   use_subgroups = p.subgroup_arith && !env_on("SWITCHYARD_VK_NO_SUBGROUPS");
+  // Mesa's llvmpipe (lavapipe) ends all of an invocation's loops after
+  // 65535 iterations in all (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS), with no
+  // error: a GEMM with K above about 15,000 came out wrong. Launches are
+  // planned within the budget (plan_launches). SWITCHYARD_VK_LOOP_BUDGET
+  // sets another (tests use a small one to run the split paths on small
+  // sizes; 0: none).
+  lc.loop_budget = cpu_like && std::strncmp(p.props.deviceName, "llvmpipe", 8) == 0 ? 65535 : 0;
+  if (const char* lb = std::getenv("SWITCHYARD_VK_LOOP_BUDGET")) {
+    char* end = nullptr;
+    lc.loop_budget = uint64_t(std::strtoull(lb, &end, 10));
+    SY_CHECK(*lb >= '0' && *lb <= '9' && *end == 0, "vulkan",
+             "expected SWITCHYARD_VK_LOOP_BUDGET=N (loop iterations, 0 for no limit), found '", lb,
+             "'");
+  }
 }
 
 void Context::destroy() {

@@ -356,4 +356,145 @@ int32_t spec_op(const Instr& ins) {
   }
 }
 
+// ---- the loop budget (Mesa's llvmpipe) ------------------------------------------
+
+namespace {
+
+uint64_t ceil_div(uint64_t a, uint64_t b) { return b ? (a + b - 1) / b : a; }
+uint64_t u(int64_t v) { return uint64_t(std::max<int64_t>(v, 0)); }
+
+// The most loop iterations one invocation of the launch runs, all loops
+// together, from the shaders' loop structure (see each one's header); 0 for
+// kernels whose loops are bounded by a few window taps or by a grid-stride
+// count that cannot come near a budget.
+uint64_t loop_iterations(const LaunchConfig& c, const Instr& ins) {
+  const KernelParams& p = ins.params;
+  uint32_t g[3] = {1, 1, 1};
+  launch_grid(c, ins, 0, g);
+  const uint64_t inv = uint64_t(g[0]) * g[1] * g[2] * c.wg;  // invocations of the grid
+  auto by_rows = [&](int64_t rows, int64_t items) {          // rows_by_items' loops
+    return ceil_div(u(rows), g[1]) * ceil_div(u(items), uint64_t(g[0]) * c.wg);
+  };
+  auto rowwise = [&](const auto& q, uint64_t passes) {  // softmax: short rows or a workgroup's
+    if (q.cols > kShortRow) return ceil_div(u(q.rows), g[0]) * passes * ceil_div(u(q.cols), c.wg);
+    return ceil_div(u(q.rows), inv) * passes * u(q.cols);
+  };
+  auto per_channel = [&](const auto& q, uint64_t passes) {  // a workgroup per channel
+    return ceil_div(u(q.channels), g[0]) * passes * ceil_div(u(q.outer * q.inner), c.wg);
+  };
+  auto window = [&](const auto& q) {  // one output per invocation, its window's taps
+    return ceil_div(u(q.planes * q.out_h * q.out_w), inv) * u(q.kernel[0]) * u(q.kernel[1]);
+  };
+  switch (ins.kernel) {
+    case Kernel::argmax: {
+      const auto q = params<Kernel::argmax>(p);
+      return ceil_div(u(q.rows), inv) * u(q.cols);
+    }
+    case Kernel::cross_entropy: {  // one workgroup
+      const auto q = params<Kernel::cross_entropy>(p);
+      return ceil_div(u(q.rows), c.wg) * (2 * u(q.cols) + 1);
+    }
+    case Kernel::cross_entropy_backward: {
+      const auto q = params<Kernel::cross_entropy_backward>(p);
+      return ceil_div(u(q.rows), inv) * (3 * u(q.cols) + 1);
+    }
+    case Kernel::reduce_sum: {
+      const auto q = params<Kernel::reduce_sum>(p);
+      if (q.inner == 1 && q.len > kShortRow)  // a workgroup per row
+        return ceil_div(u(q.outer), g[0]) * ceil_div(u(q.len), c.wg);
+      return ceil_div(u(q.outer * q.inner), inv) * u(q.len);
+    }
+    case Kernel::softmax:
+      return rowwise(params<Kernel::softmax>(p), 3);
+    case Kernel::softmax_backward:
+      return rowwise(params<Kernel::softmax_backward>(p), 2);
+    case Kernel::channel_stats:
+      return per_channel(params<Kernel::channel_stats>(p), 2);
+    case Kernel::channel_sums:
+      return per_channel(params<Kernel::channel_sums>(p), 1);
+    case Kernel::channel_affine: {
+      const auto q = params<Kernel::channel_affine>(p);
+      return by_rows(q.outer * q.channels, q.inner);
+    }
+    case Kernel::swap_axes: {
+      const auto q = params<Kernel::swap_axes>(p);
+      return by_rows(q.outer * q.b, q.a * q.inner);
+    }
+    case Kernel::embedding_backward: {
+      const auto q = params<Kernel::embedding_backward>(p);
+      return ceil_div(u(q.ranges * q.dim), inv) * (u(q.n) + ceil_div(u(q.num), u(q.ranges)));
+    }
+    case Kernel::im2col: {
+      const auto q = params<Kernel::im2col>(p);
+      return by_rows(q.channels * q.kernel[0] * q.kernel[1] * q.batch, q.out_h * q.out_w);
+    }
+    case Kernel::col2im: {
+      const auto q = params<Kernel::col2im>(p);
+      return by_rows(q.batch * q.channels, q.height * q.width) * u(q.kernel[0]) * u(q.kernel[1]);
+    }
+    case Kernel::max_pool2d:
+      return window(params<Kernel::max_pool2d>(p));
+    case Kernel::avg_pool2d:
+      return window(params<Kernel::avg_pool2d>(p));
+    default:
+      return 0;
+  }
+}
+
+}  // namespace
+
+int64_t gemm_k_part(const LaunchConfig& c) {
+  if (c.loop_budget == 0) return 0;
+  // One step of BK through the gemm shader runs at most about 100 loop
+  // iterations on llvmpipe (measured: a K of 15,888 is the first to come
+  // out wrong with vec4 loads, 993 steps; 10,705 without, 669 steps);
+  // parts of budget/256 steps leave room for the rest.
+  const int64_t steps = std::max<int64_t>(1, int64_t(c.loop_budget / 256));
+  return steps * int64_t(std::min(c.gemm[2], c.gemm_small[2]));
+}
+
+void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launch>& out) {
+  out.clear();
+  const int64_t part = gemm_k_part(c);
+  for (const Instr& ins : prog.instrs) {
+    if (ins.kernel == Kernel::gemm && part > 0 && params<Kernel::gemm>(ins.params).k > part) {
+      const GemmParams g = params<Kernel::gemm>(ins.params);
+      const int64_t lda = g.lda ? g.lda : (g.trans_a ? g.m : g.k);
+      const int64_t ldb = g.ldb ? g.ldb : (g.trans_b ? g.k : g.n);
+      for (int64_t k0 = 0; k0 < g.k; k0 += part) {
+        GemmParams q = g;
+        q.k = std::min(part, g.k - k0);
+        q.lda = lda;
+        q.ldb = ldb;
+        q.has_bias = g.has_bias && k0 == 0;
+        if (k0 + q.k < g.k) q.act = Unary::none;
+        Launch l{ins, k0 == 0 ? 0u : kGemmAccumulate};
+        l.ins.params = q;
+        // A's (m, k) is at m*lda + k (k*lda + m transposed); B's (k, n) at
+        // k*ldb + n (n*ldb + k transposed): the part's columns of K start
+        // that many floats on.
+        const uint64_t adv[2] = {uint64_t(k0 * (g.trans_a ? lda : 1)) * 4,
+                                 uint64_t(k0 * (g.trans_b ? 1 : ldb)) * 4};
+        for (int a = 0; a < 2; ++a) {
+          Arg& arg = l.ins.args[size_t(a + 1)];
+          arg.offset += adv[a];
+          if (arg.bytes) arg.bytes = arg.bytes > adv[a] ? arg.bytes - adv[a] : 4;
+        }
+        out.push_back(l);
+      }
+      continue;
+    }
+    if (c.loop_budget) {
+      const uint64_t n = loop_iterations(c, ins);
+      // Half the budget: the estimate leaves out a shader's small loops.
+      SY_CHECK(n <= c.loop_budget / 2, kernel_name(ins.kernel), "expected at most ",
+               c.loop_budget / 2, " loop iterations per invocation on ", c.device,
+               " (its driver ends a shader's loops after ", c.loop_budget,
+               " iterations in all and the result would be wrong), found about ", n,
+               " for this launch's sizes: split the tensor");
+    }
+    out.push_back({ins, 0});
+  }
+}
+
 }  // namespace switchyard::vk_impl

@@ -18,6 +18,7 @@ namespace switchyard::vk_impl {
 constexpr uint32_t kArgBindings = 5;            // descriptor bindings 0-4: buffer arguments
 constexpr uint32_t kStatusId = UINT32_MAX - 1;  // Range id of the status word
 constexpr uint32_t kSmallTiles = 128;           // gemm flag: the small tile set
+constexpr uint32_t kGemmAccumulate = 32;        // gemm flag: add to C (a later part of a K split)
 constexpr uint32_t kMaxGroups = 65535;          // workgroups per dimension we dispatch at most
 
 // Mirrors the uniform block OpBlock in shaders/common.glsl (std140). The
@@ -61,8 +62,29 @@ struct LaunchConfig {
                           gemm_small = {32, 32, 16, 4, 4};  // BM BN BK TM TN
   uint64_t max_range = 0;                                   // maxStorageBufferRange
   uint64_t storage_align = 4;                               // minStorageBufferOffsetAlignment
-  std::string device;                                       // for messages
+  // Loop iterations one invocation may run, all its loops together (0: no
+  // limit). Mesa's llvmpipe (lavapipe) ends every loop of an invocation
+  // after 65535 iterations in all, silently: a longer launch computes a
+  // wrong result.
+  uint64_t loop_budget = 0;
+  std::string device;  // for messages
 };
+
+// One dispatch: a Program's launch, or a part of one split to stay within
+// the device's loop budget (extra_flags: the part's role, kGemmAccumulate).
+struct Launch {
+  Instr ins;
+  uint32_t extra_flags = 0;
+};
+// The dispatches of a Program, into `out` (reused: no allocation once it
+// has grown). A GEMM whose K loop would run past the loop budget becomes
+// parts over ranges of K: the first adds the bias, the later ones add to C,
+// the last applies the activation. Any other launch whose loops would run
+// past it is an error that names the kernel and the sizes (never a silently
+// truncated result).
+void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launch>& out);
+// The K of each part of a split GEMM on this device (0: never split).
+int64_t gemm_k_part(const LaunchConfig& c);
 
 // The kernel's mode, as SPEC_OP documents it (shaders/common.glsl).
 int32_t spec_op(const Instr& ins);

@@ -129,8 +129,7 @@ uint64_t Recorder::table_space(uint64_t entries) {
   }
 }
 
-void Recorder::record(Frame& fr, const Program& prog, const std::vector<uint32_t>& key,
-                      int64_t query) {
+void Recorder::record(Frame& fr, size_t n, const std::vector<uint32_t>& key, int64_t query) {
   if (!fr.cb) {
     VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     ai.commandPool = c_.cmd_pool;
@@ -145,11 +144,11 @@ void Recorder::record(Frame& fr, const Program& prog, const std::vector<uint32_t
   t_.begin_cb(fr.cb);
   const uint32_t q = uint32_t(query);
   if (query >= 0) {
-    vk.vkCmdResetQueryPool(fr.cb, prof_.pool(), q, uint32_t(prog.instrs.size() + 1));
+    vk.vkCmdResetQueryPool(fr.cb, prof_.pool(), q, uint32_t(n + 1));
     vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, prof_.pool(), q);
   }
   VkPipeline bound = VK_NULL_HANDLE;
-  for (size_t j = 0; j < prog.instrs.size(); ++j) {
+  for (size_t j = 0; j < n; ++j) {
     const uint32_t* e = &key[j * 5];  // pipeline, gx, gy, gz, barrier
     if (e[4])
       Timeline::barrier(fr.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
@@ -174,8 +173,10 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
   if (prog.instrs.empty()) return;
   // This step's table entries and descriptors, and what the recording must
   // look like: per launch its pipeline, grid and whether a barrier (from
-  // read/write hazards on the ranges it touches) precedes it.
-  size_t n = prog.instrs.size();
+  // read/write hazards on the ranges it touches) precedes it. A launch may
+  // be several dispatches (plan_launches).
+  plan_launches(c_.lc, prog, launches_);
+  size_t n = launches_.size();
   ops_.resize(n);
   infos_.resize(n * kArgBindings);
   std::vector<uint32_t>& key = key_;
@@ -184,10 +185,11 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
   hz.seen.clear();
   Range ranges[kArgBindings + 1];
   for (size_t j = 0; j < n; ++j) {
-    const Instr& ins = prog.instrs[j];
+    const Instr& ins = launches_[j].ins;
     int nr = 0;
     ops_[j] =
         launch_params(c_.lc, alloc_.blocks(), ins, bind, &infos_[j * kArgBindings], ranges, nr);
+    ops_[j].flags |= launches_[j].extra_flags;
     bool conflict = false;
     for (int a = 0; a < nr; ++a) conflict = conflict || hz.conflict(ranges[a]);
     if (conflict) hz.seen.clear();
@@ -240,13 +242,13 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
   if (prof && t_.has_program()) t_.flush();
   int64_t query = prof ? prof_.reserve(uint32_t(n + 1)) : -1;
   if (query >= 0 || fr.profiled) fr.recorded = false;
-  if (!fr.recorded) record(fr, prog, key, query);
+  if (!fr.recorded) record(fr, n, key, query);
   fr.serial = t_.enqueue_program(fr.cb);
   if (query >= 0) {
     QueryTiming r;
     r.first = uint32_t(query), r.count = uint32_t(n + 1);
     r.kernels.reserve(n);
-    for (const Instr& ins : prog.instrs) r.kernels.push_back(ins.kernel);
+    for (const Launch& l : launches_) r.kernels.push_back(l.ins.kernel);
     t_.add_timing(std::move(r));
   }
   for (const Binding& b : bind)

@@ -74,7 +74,7 @@ class Recorder {
   void evict_lru();
   uint64_t table_space(uint64_t entries);
   // query >= 0: write timestamps into queries [query, query + launches + 1).
-  void record(Frame& fr, const Program& prog, const std::vector<uint32_t>& key, int64_t query);
+  void record(Frame& fr, size_t n, const std::vector<uint32_t>& key, int64_t query);
 
   Context& c_;
   Allocator& alloc_;
@@ -88,6 +88,7 @@ class Recorder {
   uint64_t step_ = 0;
   std::unordered_map<uint64_t, Recording> recordings_;
   // Reused every step: no allocation per step.
+  std::vector<Launch> launches_;  // the step's dispatches (plan_launches)
   std::vector<OpParams> ops_;
   std::vector<VkDescriptorBufferInfo> infos_;
   Hazards hazards_;
