@@ -728,10 +728,15 @@ int run(const std::vector<std::string>& args) {
       Result r;
       try {
         Prepared p = wd.prepare(*d);
+        struct Cleanup {
+          Prepared& p;
+          ~Cleanup() {
+            if (p.cleanup) p.cleanup();
+          }
+        } cleanup{p};
         Timing t = measure(*d, p.run, o);
-        if (p.cleanup) p.cleanup();
         r = summarize(wd, *d, t, p.work);
-      } catch (const Error& e) {  // a limit of this device: the others' figures stand
+      } catch (const DeviceLimit& e) {  // sizes this device cannot take: the others' figures stand
         std::fprintf(stderr, "bench: %s on %s not measured: %s\n", wd.name.c_str(),
                      d->str().c_str(), e.what());
         rep.not_measured.push_back({wd.name, d->str(), e.what()});

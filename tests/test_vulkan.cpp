@@ -6,6 +6,7 @@
 #include <cstdlib>
 
 #include "helpers.h"
+#include "switchyard/profile.h"
 
 // The first Vulkan device, or skip with the reason (a failure where
 // SWITCHYARD_REQUIRE_VULKAN=1, as ctest sets where the backend is built).
@@ -73,8 +74,8 @@ static void check_loop_budget(sy::BackendDevice& d, int64_t long_k, int64_t refu
       ASSERT_NEAR(g[i], w[i], 1e-5f * scale + 1e-6f) << what << " at " << i;
   };
   sy::manual_seed(7);
-  // linear: Y = X W^T + b through the fused GEMM, then relu; and its
-  // gradients, whose dW has K = the batch.
+  // linear: Y = X W^T + b through the fused GEMM, then relu; X^T G, the
+  // shape of a weight gradient (K = the batch); a batched product.
   sy::Tensor x = sy::randn({5, long_k}), w = sy::randn({7, long_k}), b = sy::randn({7});
   close(sy::relu(sy::linear(x.to(d), w.to(d), b.to(d))), sy::relu(sy::linear(x, w, b)),
         "relu(linear)");
@@ -86,15 +87,31 @@ static void check_loop_budget(sy::BackendDevice& d, int64_t long_k, int64_t refu
     sy::Tensor col = sy::rand({refused_len, 3});
     expect_error([&] { (void)sy::sum(col.to(d), 0).to_vector<float>(); },
                  {"reduce_sum", "loop iterations", d.str(), "split the tensor"});
+    EXPECT_THROW((void)sy::sum(col.to(d), 0).to_vector<float>(), sy::DeviceLimit);
   }
   // The device goes on working.
   close(sy::sum(sy::ones({100, 3}, d), 0), sy::full({3}, 100.f), "sum after");
+  // The profiler counts a split GEMM once, as the Program has it.
+  namespace prof = sy::profile;
+  prof::clear();
+  prof::set_enabled(true);
+  const uint64_t before = d.counters().launches_by_kernel[size_t(sy::Kernel::gemm)];
+  close(sy::matmul(xt.to(d), g.to(d), true, false), sy::matmul(xt, g, true, false), "profiled");
+  d.synchronize();
+  const uint64_t launched = d.counters().launches_by_kernel[size_t(sy::Kernel::gemm)] - before;
+  uint64_t events = 0;
+  for (const prof::Event& e : prof::events())
+    events += e.track == prof::Track::kernel && e.device == d.str() && e.name == "gemm";
+  prof::set_enabled(false);
+  prof::clear();
+  EXPECT_EQ(launched, 1u);
+  EXPECT_EQ(events, launched) << "one kernel event per launch";
 }
 
 TEST(Vulkan, LongLoopsAreSplitOrRefusedNeverCutShort) {
   VULKAN_OR_SKIP(d);
   if (std::getenv("SY_TEST_CHILD")) {
-    check_loop_budget(d, 1000, 5000);  // parts of K = 4096/256 * 16 = 256
+    check_loop_budget(d, 1000, 5000);  // parts of K = 336 (vk_launch.cpp's gemm_k_part)
     return;
   }
   const bool llvmpipe = d.info().name.rfind("llvmpipe", 0) == 0;

@@ -24,7 +24,8 @@ uint32_t groups_for(const LaunchConfig& c, uint64_t items) {
 }
 
 // Row kernels of two-dimensional dispatch: y over `rows` (the shader loops
-// past 65535), x over a row's `items`; at most grid_cap workgroups in all.
+// past 65535), x over a row's `items` (vec4s where the shader's vec4 path
+// runs, so no workgroup is left idle); at most grid_cap workgroups in all.
 void rows_by_items(const LaunchConfig& c, int64_t rows, int64_t items, uint32_t g[3]) {
   const uint64_t x = std::clamp<uint64_t>((uint64_t(std::max<int64_t>(items, 1)) + c.wg - 1) / c.wg,
                                           1, c.grid_cap);
@@ -151,12 +152,14 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
       return;
     case Kernel::channel_affine: {
       const auto q = params<Kernel::channel_affine>(p);
-      rows_by_items(c, q.outer * q.channels, q.inner, g);
+      rows_by_items(c, q.outer * q.channels,
+                    (flags & 1u) && q.inner % 4 == 0 ? q.inner / 4 : q.inner, g);
       return;
     }
     case Kernel::swap_axes: {
       const auto q = params<Kernel::swap_axes>(p);
-      rows_by_items(c, q.outer * q.b, q.a * q.inner, g);
+      rows_by_items(c, q.outer * q.b,
+                    (flags & 1u) && q.inner % 4 == 0 ? q.a * q.inner / 4 : q.a * q.inner, g);
       return;
     }
     case Kernel::im2col: {
@@ -299,10 +302,11 @@ OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, con
     uint64_t start = off & ~(align - 1);
     uint64_t end = std::min<uint64_t>((off + std::max<uint64_t>(len, 1) + 15) & ~uint64_t(15),
                                       blocks[al->block].size);
-    SY_CHECK(end - start <= c.max_range, kernel_name(ins.kernel),
-             "expected each argument to span at most ", mib(c.max_range),
-             " (maxStorageBufferRange of ", c.device, "), found ", end - start,
-             " bytes: split the tensor");
+    if (end - start > c.max_range)
+      throw DeviceLimit(detail::cat("[", kernel_name(ins.kernel),
+                                    "] expected each argument to span at most ", mib(c.max_range),
+                                    " (maxStorageBufferRange of ", c.device, "), found ",
+                                    end - start, " bytes: split the tensor"));
     desc[a] = {blocks[al->block].buf, start, end - start};
     o.off[a] = uint32_t(off - start);
     aligned = aligned && off % 16 == 0;
@@ -363,46 +367,60 @@ namespace {
 uint64_t ceil_div(uint64_t a, uint64_t b) { return b ? (a + b - 1) / b : a; }
 uint64_t u(int64_t v) { return uint64_t(std::max<int64_t>(v, 0)); }
 
+// Iterations of one workgroup reduction (reduce.glsl's wg_sum / wg_max): a
+// loop over the subgroups' partial results or a shared-memory tree, at
+// most WG / 4 steps on any subgroup size the backend takes.
+uint64_t wg_reduce(const LaunchConfig& c) { return c.wg / 4 + 8; }
+
 // The most loop iterations one invocation of the launch runs, all loops
-// together, from the shaders' loop structure (see each one's header); 0 for
-// kernels whose loops are bounded by a few window taps or by a grid-stride
-// count that cannot come near a budget.
+// together, from each shader's loop structure (its header says it): every
+// loop whose trip count depends on the sizes, counting the enclosing
+// grid-stride or row loop's own iterations too. Loops of a constant trip
+// count are unrolled by the driver and not counted.
 uint64_t loop_iterations(const LaunchConfig& c, const Instr& ins) {
   const KernelParams& p = ins.params;
   uint32_t g[3] = {1, 1, 1};
   launch_grid(c, ins, 0, g);
   const uint64_t inv = uint64_t(g[0]) * g[1] * g[2] * c.wg;  // invocations of the grid
-  auto by_rows = [&](int64_t rows, int64_t items) {          // rows_by_items' loops
-    return ceil_div(u(rows), g[1]) * ceil_div(u(items), uint64_t(g[0]) * c.wg);
+  const uint64_t red = wg_reduce(c);
+  auto items = [&](int64_t n, uint64_t per) {  // FOR_ITEMS over n, `per` iterations each
+    return ceil_div(u(n), inv) * (per + 1);
+  };
+  auto by_rows = [&](int64_t rows, int64_t per_row, uint64_t per) {  // rows_by_items' loops
+    return ceil_div(u(rows), g[1]) * (ceil_div(u(per_row), uint64_t(g[0]) * c.wg) * (per + 1) + 1);
   };
   auto rowwise = [&](const auto& q, uint64_t passes) {  // softmax: short rows or a workgroup's
-    if (q.cols > kShortRow) return ceil_div(u(q.rows), g[0]) * passes * ceil_div(u(q.cols), c.wg);
-    return ceil_div(u(q.rows), inv) * passes * u(q.cols);
+    if (q.cols > kShortRow)
+      return ceil_div(u(q.rows), g[0]) * (passes * (ceil_div(u(q.cols), c.wg) + red) + 1);
+    return items(q.rows, passes * u(q.cols));
   };
   auto per_channel = [&](const auto& q, uint64_t passes) {  // a workgroup per channel
-    return ceil_div(u(q.channels), g[0]) * passes * ceil_div(u(q.outer * q.inner), c.wg);
+    return ceil_div(u(q.channels), g[0]) *
+           (passes * (ceil_div(u(q.outer * q.inner), c.wg) + red) + 1);
   };
-  auto window = [&](const auto& q) {  // one output per invocation, its window's taps
-    return ceil_div(u(q.planes * q.out_h * q.out_w), inv) * u(q.kernel[0]) * u(q.kernel[1]);
+  auto taps = [](const auto& q) { return u(q.kernel[0]) * (u(q.kernel[1]) + 1); };
+  auto windows = [](const auto& q) {  // of a pooling backward's element, rows x (cols + 1)
+    return ceil_div(u(q.kernel[0]), u(q.stride[0])) *
+           (ceil_div(u(q.kernel[1]), u(q.stride[1])) + 1);
   };
   switch (ins.kernel) {
     case Kernel::argmax: {
       const auto q = params<Kernel::argmax>(p);
-      return ceil_div(u(q.rows), inv) * u(q.cols);
+      return items(q.rows, u(q.cols));
     }
-    case Kernel::cross_entropy: {  // one workgroup
+    case Kernel::cross_entropy: {  // one workgroup: rows t, t + WG, ...; then a sum
       const auto q = params<Kernel::cross_entropy>(p);
-      return ceil_div(u(q.rows), c.wg) * (2 * u(q.cols) + 1);
+      return ceil_div(u(q.rows), c.wg) * (2 * u(q.cols) + 1) + red;
     }
     case Kernel::cross_entropy_backward: {
       const auto q = params<Kernel::cross_entropy_backward>(p);
-      return ceil_div(u(q.rows), inv) * (3 * u(q.cols) + 1);
+      return items(q.rows, 3 * u(q.cols));
     }
     case Kernel::reduce_sum: {
       const auto q = params<Kernel::reduce_sum>(p);
       if (q.inner == 1 && q.len > kShortRow)  // a workgroup per row
-        return ceil_div(u(q.outer), g[0]) * ceil_div(u(q.len), c.wg);
-      return ceil_div(u(q.outer * q.inner), inv) * u(q.len);
+        return ceil_div(u(q.outer), g[0]) * (ceil_div(u(q.len), c.wg) + red + 1);
+      return items(q.outer * q.inner, u(q.len));
     }
     case Kernel::softmax:
       return rowwise(params<Kernel::softmax>(p), 3);
@@ -411,52 +429,81 @@ uint64_t loop_iterations(const LaunchConfig& c, const Instr& ins) {
     case Kernel::channel_stats:
       return per_channel(params<Kernel::channel_stats>(p), 2);
     case Kernel::channel_sums:
-      return per_channel(params<Kernel::channel_sums>(p), 1);
+      return per_channel(params<Kernel::channel_sums>(p), 2);
     case Kernel::channel_affine: {
       const auto q = params<Kernel::channel_affine>(p);
-      return by_rows(q.outer * q.channels, q.inner);
+      return by_rows(q.outer * q.channels, q.inner, 0);
     }
     case Kernel::swap_axes: {
       const auto q = params<Kernel::swap_axes>(p);
-      return by_rows(q.outer * q.b, q.a * q.inner);
+      return by_rows(q.outer * q.b, q.a * q.inner, 0);
     }
     case Kernel::embedding_backward: {
       const auto q = params<Kernel::embedding_backward>(p);
-      return ceil_div(u(q.ranges * q.dim), inv) * (u(q.n) + ceil_div(u(q.num), u(q.ranges)));
+      return items(q.ranges * q.dim, u(q.n) + ceil_div(u(q.num), u(q.ranges)));
     }
     case Kernel::im2col: {
       const auto q = params<Kernel::im2col>(p);
-      return by_rows(q.channels * q.kernel[0] * q.kernel[1] * q.batch, q.out_h * q.out_w);
+      return by_rows(q.channels * q.kernel[0] * q.kernel[1] * q.batch, q.out_h * q.out_w, 0);
     }
     case Kernel::col2im: {
       const auto q = params<Kernel::col2im>(p);
-      return by_rows(q.batch * q.channels, q.height * q.width) * u(q.kernel[0]) * u(q.kernel[1]);
+      return by_rows(q.batch * q.channels, q.height * q.width, taps(q));
     }
-    case Kernel::max_pool2d:
-      return window(params<Kernel::max_pool2d>(p));
-    case Kernel::avg_pool2d:
-      return window(params<Kernel::avg_pool2d>(p));
-    default:
+    case Kernel::max_pool2d: {
+      const auto q = params<Kernel::max_pool2d>(p);
+      return items(q.planes * q.out_h * q.out_w, taps(q));
+    }
+    case Kernel::avg_pool2d: {
+      const auto q = params<Kernel::avg_pool2d>(p);
+      return items(q.planes * q.out_h * q.out_w, taps(q));
+    }
+    case Kernel::max_pool2d_backward: {
+      const auto q = params<Kernel::max_pool2d_backward>(p);
+      return by_rows(q.planes, q.height * q.width, windows(q));
+    }
+    case Kernel::avg_pool2d_backward: {
+      const auto q = params<Kernel::avg_pool2d_backward>(p);
+      return items(q.planes * q.height * q.width, windows(q));
+    }
+    default:  // grid-stride loops over at most 2^32 items on grid_cap workgroups
       return 0;
   }
+}
+
+// Loop iterations of one BK step of the gemm shader with tiles t, the worst
+// of its transposes: the A and B tile loads (grid-stride over the tile's
+// entries, each up to 4 element loops of 4 when not vec4-aligned) and the
+// BK loop (the TM/TN loops inside have constant trip counts).
+uint64_t gemm_step_loops(const std::array<uint32_t, 5>& t, uint64_t wg) {
+  const uint64_t BM = t[0], BN = t[1], BK = t[2];
+  auto tile = [&](uint64_t B) {
+    return std::max(ceil_div(B * BK / 16, wg) * 17, ceil_div(B * BK / 4, wg) * 5);
+  };
+  return tile(BM) + tile(BN) + BK + 1;
 }
 
 }  // namespace
 
 int64_t gemm_k_part(const LaunchConfig& c) {
   if (c.loop_budget == 0) return 0;
-  // One step of BK through the gemm shader runs at most about 100 loop
-  // iterations on llvmpipe (measured: a K of 15,888 is the first to come
-  // out wrong with vec4 loads, 993 steps; 10,705 without, 669 steps);
-  // parts of budget/256 steps leave room for the rest.
-  const int64_t steps = std::max<int64_t>(1, int64_t(c.loop_budget / 256));
-  return steps * int64_t(std::min(c.gemm[2], c.gemm_small[2]));
+  // Half the budget per part (measured with the default llvmpipe tiles: 98
+  // iterations a step by this count, and a K of 669 steps was the first to
+  // come out wrong without vec4 loads, 993 with them).
+  int64_t part = INT64_MAX;
+  for (const auto* t : {&c.gemm, &c.gemm_small}) {
+    const uint64_t wg = uint64_t((*t)[0] / (*t)[3]) * ((*t)[1] / (*t)[4]);
+    const uint64_t steps = std::max<uint64_t>(1, c.loop_budget / 2 / gemm_step_loops(*t, wg));
+    part = std::min(part, int64_t(steps * (*t)[2]));
+  }
+  return part;
 }
 
 void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launch>& out) {
   out.clear();
   const int64_t part = gemm_k_part(c);
-  for (const Instr& ins : prog.instrs) {
+  for (uint32_t at = 0; at < prog.instrs.size(); ++at) {
+    const Instr& ins = prog.instrs[at];
     if (ins.kernel == Kernel::gemm && part > 0 && params<Kernel::gemm>(ins.params).k > part) {
       const GemmParams g = params<Kernel::gemm>(ins.params);
       const int64_t lda = g.lda ? g.lda : (g.trans_a ? g.m : g.k);
@@ -468,7 +515,7 @@ void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launc
         q.ldb = ldb;
         q.has_bias = g.has_bias && k0 == 0;
         if (k0 + q.k < g.k) q.act = Unary::none;
-        Launch l{ins, k0 == 0 ? 0u : kGemmAccumulate};
+        Launch l{ins, k0 == 0 ? 0u : kGemmAccumulate, at};
         l.ins.params = q;
         // A's (m, k) is at m*lda + k (k*lda + m transposed); B's (k, n) at
         // k*ldb + n (n*ldb + k transposed): the part's columns of K start
@@ -477,8 +524,10 @@ void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launc
                                  uint64_t(k0 * (g.trans_b ? 1 : ldb)) * 4};
         for (int a = 0; a < 2; ++a) {
           Arg& arg = l.ins.args[size_t(a + 1)];
+          SY_CHECK(arg.bytes == 0 || arg.bytes > adv[a], "gemm", "expected operand ", a ? "B" : "A",
+                   " to extend past K column ", k0, ", found ", arg.bytes, " bytes");
           arg.offset += adv[a];
-          if (arg.bytes) arg.bytes = arg.bytes > adv[a] ? arg.bytes - adv[a] : 4;
+          if (arg.bytes) arg.bytes -= adv[a];
         }
         out.push_back(l);
       }
@@ -486,14 +535,17 @@ void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launc
     }
     if (c.loop_budget) {
       const uint64_t n = loop_iterations(c, ins);
-      // Half the budget: the estimate leaves out a shader's small loops.
-      SY_CHECK(n <= c.loop_budget / 2, kernel_name(ins.kernel), "expected at most ",
-               c.loop_budget / 2, " loop iterations per invocation on ", c.device,
-               " (its driver ends a shader's loops after ", c.loop_budget,
-               " iterations in all and the result would be wrong), found about ", n,
-               " for this launch's sizes: split the tensor");
+      // A quarter of the budget is left for what the count leaves out.
+      const uint64_t most = c.loop_budget - c.loop_budget / 4;
+      if (n > most)
+        throw DeviceLimit(
+            detail::cat("[", kernel_name(ins.kernel), "] expected at most ", most,
+                        " loop iterations per invocation on ", c.device,
+                        " (its driver ends a shader's loops after ", c.loop_budget,
+                        " iterations in all and the result would be wrong), found about ", n,
+                        " for this launch's sizes: split the tensor"));
     }
-    out.push_back({ins, 0});
+    out.push_back({ins, 0, at});
   }
 }
 

@@ -75,6 +75,7 @@ struct LaunchConfig {
 struct Launch {
   Instr ins;
   uint32_t extra_flags = 0;
+  uint32_t instr = 0;  // the Program instruction it is (a part of)
 };
 // The dispatches of a Program, into `out` (reused: no allocation once it
 // has grown). A GEMM whose K loop would run past the loop budget becomes

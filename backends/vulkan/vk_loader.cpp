@@ -10,17 +10,31 @@ namespace switchyard::vk_impl {
 
 Api vk;
 
+// The names the platform's Vulkan loader goes by, the usual one first.
+#if defined(__APPLE__)
+constexpr const char* kLoaderNames[] = {"libvulkan.1.dylib", "libvulkan.dylib",
+                                        "libMoltenVK.dylib"};
+constexpr const char* kInstallHint = "install the Vulkan SDK or MoltenVK";
+#else
+constexpr const char* kLoaderNames[] = {"libvulkan.so.1", "libvulkan.so"};
+constexpr const char* kInstallHint =
+    "Debian/Ubuntu: apt-get install libvulkan1 mesa-vulkan-drivers";
+#endif
+
 bool load_loader(std::string& why) {
   static void* lib = nullptr;
   if (!lib) {
-    for (const char* name :
-         {"libvulkan.so.1", "libvulkan.so", "libvulkan.1.dylib", "libMoltenVK.dylib"})
+    std::string first_error;  // the usual name's: the one worth reporting
+    for (const char* name : kLoaderNames) {
       if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
+      if (first_error.empty()) {
+        const char* e = dlerror();
+        first_error = e ? e : std::string(name) + ": dlopen failed";
+      }
+    }
     if (!lib) {
-      const char* e = dlerror();
-      why = std::string("the Vulkan loader (libvulkan.so.1) is not installed: ") +
-            (e ? e : "dlopen failed") +
-            " (Debian/Ubuntu: apt-get install libvulkan1 mesa-vulkan-drivers)";
+      why = std::string("the Vulkan loader (") + kLoaderNames[0] +
+            ") is not installed: " + first_error + " (" + kInstallHint + ")";
       return false;
     }
   }

@@ -129,7 +129,8 @@ uint64_t Recorder::table_space(uint64_t entries) {
   }
 }
 
-void Recorder::record(Frame& fr, size_t n, const std::vector<uint32_t>& key, int64_t query) {
+void Recorder::record(Frame& fr, size_t instrs, const std::vector<uint32_t>& key, int64_t query) {
+  const size_t n = launches_.size();
   if (!fr.cb) {
     VkCommandBufferAllocateInfo ai{VK_STRUCTURE_TYPE_COMMAND_BUFFER_ALLOCATE_INFO};
     ai.commandPool = c_.cmd_pool;
@@ -144,7 +145,7 @@ void Recorder::record(Frame& fr, size_t n, const std::vector<uint32_t>& key, int
   t_.begin_cb(fr.cb);
   const uint32_t q = uint32_t(query);
   if (query >= 0) {
-    vk.vkCmdResetQueryPool(fr.cb, prof_.pool(), q, uint32_t(n + 1));
+    vk.vkCmdResetQueryPool(fr.cb, prof_.pool(), q, uint32_t(instrs + 1));
     vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, prof_.pool(), q);
   }
   VkPipeline bound = VK_NULL_HANDLE;
@@ -159,9 +160,11 @@ void Recorder::record(Frame& fr, size_t n, const std::vector<uint32_t>& key, int
     vk.vkCmdBindDescriptorSets(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, c_.pipe_layout, 0, 1,
                                &fr.sets[j], 0, nullptr);
     vk.vkCmdDispatch(fr.cb, e[1], e[2], e[3]);
-    if (query >= 0)
-      vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, prof_.pool(),
-                             q + uint32_t(j) + 1);
+    // One timestamp per Program instruction, after its last part: the
+    // profile counts kernels as the Program has them.
+    const uint32_t at = launches_[j].instr;
+    if (query >= 0 && (j + 1 == n || launches_[j + 1].instr != at))
+      vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, prof_.pool(), q + at + 1);
   }
   t_.end_cb(fr.cb);
   fr.recorded = true;
@@ -240,15 +243,16 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
   // runs as that serial.
   const bool prof = prof_.on();
   if (prof && t_.has_program()) t_.flush();
-  int64_t query = prof ? prof_.reserve(uint32_t(n + 1)) : -1;
+  const size_t instrs = prog.instrs.size();
+  int64_t query = prof ? prof_.reserve(uint32_t(instrs + 1)) : -1;
   if (query >= 0 || fr.profiled) fr.recorded = false;
-  if (!fr.recorded) record(fr, n, key, query);
+  if (!fr.recorded) record(fr, instrs, key, query);
   fr.serial = t_.enqueue_program(fr.cb);
   if (query >= 0) {
     QueryTiming r;
-    r.first = uint32_t(query), r.count = uint32_t(n + 1);
-    r.kernels.reserve(n);
-    for (const Launch& l : launches_) r.kernels.push_back(l.ins.kernel);
+    r.first = uint32_t(query), r.count = uint32_t(instrs + 1);
+    r.kernels.reserve(instrs);
+    for (const Instr& ins : prog.instrs) r.kernels.push_back(ins.kernel);
     t_.add_timing(std::move(r));
   }
   for (const Binding& b : bind)

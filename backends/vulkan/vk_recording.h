@@ -73,8 +73,9 @@ class Recorder {
   bool write_sets(Frame& fr, size_t n);
   void evict_lru();
   uint64_t table_space(uint64_t entries);
-  // query >= 0: write timestamps into queries [query, query + launches + 1).
-  void record(Frame& fr, size_t n, const std::vector<uint32_t>& key, int64_t query);
+  // Records launches_ (parts of `instrs` Program instructions); query >= 0:
+  // timestamps into queries [query, query + instrs + 1), one per instruction.
+  void record(Frame& fr, size_t instrs, const std::vector<uint32_t>& key, int64_t query);
 
   Context& c_;
   Allocator& alloc_;

@@ -18,6 +18,14 @@ class OutOfMemory : public Error {
   using Error::Error;
 };
 
+// Thrown when a launch's sizes are past a limit of the device (its
+// maxStorageBufferRange, a driver's loop budget): the same work in smaller
+// pieces runs.
+class DeviceLimit : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 template <class... A>
 std::string cat(const A&... a) {
