@@ -10,8 +10,11 @@
 #include "graph.h"
 #include "switchyard/error.h"
 #include "switchyard/profile.h"
+#include "switchyard/version.h"
 
 namespace switchyard {
+
+const char* version() { return SWITCHYARD_VERSION; }
 
 const char* device_type_name(DeviceType t) {
   switch (t) {

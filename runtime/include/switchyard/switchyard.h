@@ -8,3 +8,4 @@
 #include "switchyard/optim.h"
 #include "switchyard/serialize.h"
 #include "switchyard/tensor.h"
+#include "switchyard/version.h"

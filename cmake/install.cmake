@@ -1,0 +1,74 @@
+# Install rules: the public headers (the user API under include/switchyard/,
+# the backend API for plugin authors under include/switchyard/backend/), the
+# library (static, or shared with BUILD_SHARED_LIBS=ON), the CMake package
+# Switchyard::switchyard with its version file, a switchyard.pc for
+# pkg-config, and the switchyard command. The SPIR-V is compiled into the
+# library: nothing else to ship, and a consumer needs neither glslc nor nvcc.
+include(GNUInstallDirs)
+include(CMakePackageConfigHelpers)
+set(SY_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Switchyard)
+
+install(DIRECTORY runtime/include/switchyard DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
+        COMPONENT Development PATTERN backend EXCLUDE)
+install(DIRECTORY runtime/include/switchyard/backend
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/switchyard COMPONENT Backend)
+install(FILES ${PROJECT_BINARY_DIR}/runtime/include/switchyard/version.h
+        DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/switchyard COMPONENT Development)
+install(TARGETS switchyard EXPORT SwitchyardTargets
+        ARCHIVE DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT Development
+        LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT Runtime
+                NAMELINK_COMPONENT Development
+        INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+if(TARGET switchyard_cli)
+  install(TARGETS switchyard_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT Runtime)
+endif()
+install(EXPORT SwitchyardTargets NAMESPACE Switchyard:: DESTINATION ${SY_CMAKE_DIR}
+        COMPONENT Development)
+
+# What a consumer must find for the library's private dependencies: a
+# static library carries them (ZLIB, the CUDA runtime); a shared one does not.
+get_target_property(sy_type switchyard TYPE)
+set(SY_STATIC OFF)
+if(sy_type STREQUAL "STATIC_LIBRARY")
+  set(SY_STATIC ON)
+endif()
+set(SY_WITH_CUDA OFF)
+if(TARGET switchyard_cuda)
+  set(SY_WITH_CUDA ON)
+endif()
+configure_package_config_file(cmake/SwitchyardConfig.cmake.in
+  ${PROJECT_BINARY_DIR}/SwitchyardConfig.cmake INSTALL_DESTINATION ${SY_CMAKE_DIR})
+# 0.x: a minor version may break the API.
+write_basic_package_version_file(${PROJECT_BINARY_DIR}/SwitchyardConfigVersion.cmake
+  COMPATIBILITY SameMinorVersion)
+install(FILES ${PROJECT_BINARY_DIR}/SwitchyardConfig.cmake
+              ${PROJECT_BINARY_DIR}/SwitchyardConfigVersion.cmake
+        DESTINATION ${SY_CMAKE_DIR} COMPONENT Development)
+
+# pkg-config: the private libraries go in Libs of a static install (there is
+# nothing else to find them by) and in Libs.private of a shared one.
+set(sy_pc_deps "-lz")
+if(SWITCHYARD_HAVE_CBLAS)
+  get_filename_component(blas_dir ${SWITCHYARD_CBLAS_LIBRARY} DIRECTORY)
+  get_filename_component(blas_name ${SWITCHYARD_CBLAS_LIBRARY} NAME_WE)
+  string(REGEX REPLACE "^lib" "" blas_name ${blas_name})
+  string(APPEND sy_pc_deps " -L${blas_dir} -l${blas_name}")
+endif()
+if(SY_WITH_CUDA)
+  get_target_property(cudart_loc CUDA::cudart_static IMPORTED_LOCATION)
+  string(APPEND sy_pc_deps " ${cudart_loc} -lrt")
+endif()
+string(APPEND sy_pc_deps " ${CMAKE_DL_LIBS} -pthread")
+string(REGEX REPLACE " dl " " -ldl " sy_pc_deps "${sy_pc_deps} ")
+string(STRIP "${sy_pc_deps}" sy_pc_deps)
+if(SY_STATIC)
+  set(SY_PC_LIBS "-L\${libdir} -lswitchyard ${sy_pc_deps}")
+  set(SY_PC_LIBS_PRIVATE "")
+else()
+  set(SY_PC_LIBS "-L\${libdir} -lswitchyard")
+  set(SY_PC_LIBS_PRIVATE "${sy_pc_deps}")
+endif()
+file(RELATIVE_PATH SY_PC_UP /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)  # "../.." for lib/
+configure_file(cmake/switchyard.pc.in ${PROJECT_BINARY_DIR}/switchyard.pc @ONLY)
+install(FILES ${PROJECT_BINARY_DIR}/switchyard.pc
+        DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT Development)
