@@ -6,6 +6,8 @@
 #      Switchyard's code fails; driver leaks are suppressed by library
 #      (tests/sanitizers/lsan.supp, one comment per entry).
 #   3. The same build's libFuzzer targets, 30 s each from their seed corpora.
+#   Before 2: build-shared/, the shared library and the CLI, installed and
+#   used by the example app (tests/install_consumer.sh).
 # Options: --quick (step 1 only); --tsan (step 1, then a ThreadSanitizer build
 # of the thread, scheduler, data, device and files suites in build-tsan/).
 # Each step prints its time.
@@ -20,6 +22,15 @@ cmake --build build -j2
 ctest --test-dir build -j2 --output-on-failure
 step "Release build and ctest done"
 [[ $mode == --quick ]] && exit 0
+
+# The shared library (BUILD_SHARED_LIBS=ON): the library and the CLI only,
+# installed to a temporary prefix and used by samples/embed; its SONAME and
+# exported symbols checked (tests/install_consumer.sh).
+cmake -S . -B build-shared -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+  -DSWITCHYARD_TESTS=OFF -DSWITCHYARD_SAMPLES=OFF > /dev/null
+cmake --build build-shared -j2
+bash tests/install_consumer.sh build-shared .
+step "shared library: build, install, example app"
 
 SAN_SUITES=(test_data test_errors test_scheduler test_threads test_files test_serialize test_autograd test_device
             test_faults test_ops test_grad test_gpu test_vulkan)
