@@ -32,6 +32,7 @@ set(SY_STATIC OFF)
 if(sy_type STREQUAL "STATIC_LIBRARY")
   set(SY_STATIC ON)
 endif()
+set(SY_WITH_BLAS ${SWITCHYARD_HAVE_CBLAS})
 set(SY_WITH_CUDA OFF)
 if(TARGET switchyard_cuda)
   set(SY_WITH_CUDA ON)
@@ -49,14 +50,14 @@ install(FILES ${PROJECT_BINARY_DIR}/SwitchyardConfig.cmake
 # nothing else to find them by) and in Libs.private of a shared one.
 set(sy_pc_deps "-lz")
 if(SWITCHYARD_HAVE_CBLAS)
-  get_filename_component(blas_dir ${SWITCHYARD_CBLAS_LIBRARY} DIRECTORY)
   get_filename_component(blas_name ${SWITCHYARD_CBLAS_LIBRARY} NAME_WE)
   string(REGEX REPLACE "^lib" "" blas_name ${blas_name})
-  string(APPEND sy_pc_deps " -L${blas_dir} -l${blas_name}")
+  string(APPEND sy_pc_deps " -l${blas_name}")  # found on the linker's own path
 endif()
 if(SY_WITH_CUDA)
-  get_target_property(cudart_loc CUDA::cudart_static IMPORTED_LOCATION)
-  string(APPEND sy_pc_deps " ${cudart_loc} -lrt")
+  # The toolkit's own directory: a static install with CUDA needs the
+  # toolkit where it was at build time (the shared library does not).
+  string(APPEND sy_pc_deps " -L${CUDAToolkit_LIBRARY_DIR} -lcudart_static -lrt")
 endif()
 string(APPEND sy_pc_deps " ${CMAKE_DL_LIBS} -pthread")
 string(REGEX REPLACE " dl " " -ldl " sy_pc_deps "${sy_pc_deps} ")
@@ -69,6 +70,7 @@ else()
   set(SY_PC_LIBS_PRIVATE "${sy_pc_deps}")
 endif()
 file(RELATIVE_PATH SY_PC_UP /p/${CMAKE_INSTALL_LIBDIR}/pkgconfig /p)  # "../.." for lib/
+string(REGEX REPLACE "/$" "" SY_PC_UP "${SY_PC_UP}")
 configure_file(cmake/switchyard.pc.in ${PROJECT_BINARY_DIR}/switchyard.pc @ONLY)
 install(FILES ${PROJECT_BINARY_DIR}/switchyard.pc
         DESTINATION ${CMAKE_INSTALL_LIBDIR}/pkgconfig COMPONENT Development)

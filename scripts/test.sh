@@ -23,15 +23,6 @@ ctest --test-dir build -j2 --output-on-failure
 step "Release build and ctest done"
 [[ $mode == --quick ]] && exit 0
 
-# The shared library (BUILD_SHARED_LIBS=ON): the library and the CLI only,
-# installed to a temporary prefix and used by samples/embed; its SONAME and
-# exported symbols checked (tests/install_consumer.sh).
-cmake -S . -B build-shared -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
-  -DSWITCHYARD_TESTS=OFF -DSWITCHYARD_SAMPLES=OFF > /dev/null
-cmake --build build-shared -j2
-bash tests/install_consumer.sh build-shared .
-step "shared library: build, install, example app"
-
 SAN_SUITES=(test_data test_errors test_scheduler test_threads test_files test_serialize test_autograd test_device
             test_faults test_ops test_grad test_gpu test_vulkan)
 run_suites() {  # run_suites BUILD_DIR: each suite binary whole (one process each)
@@ -49,6 +40,15 @@ if [[ $mode == --tsan ]]; then
   step "ThreadSanitizer suites"
   exit 0
 fi
+
+# The shared library (BUILD_SHARED_LIBS=ON): the library and the CLI only,
+# installed to a temporary prefix and used by samples/embed; its SONAME and
+# exported symbols checked (tests/install_consumer.sh).
+cmake -S . -B build-shared -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+  -DSWITCHYARD_TESTS=OFF -DSWITCHYARD_SAMPLES=OFF > /dev/null
+cmake --build build-shared -j2
+bash tests/install_consumer.sh build-shared .
+step "shared library: build, install, example app"
 
 CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DSWITCHYARD_SANITIZE=address,undefined \

@@ -18,23 +18,35 @@ tmp=$(mktemp -d)
 trap 'rm -rf "$tmp"' EXIT
 fail() { echo "FAIL: $*"; exit 1; }
 
+run() {  # run LOG CMD...: the command's output goes to LOG, shown if it fails
+  local log=$1; shift
+  "$@" > "$log" 2>&1 || { cat "$log"; fail "$*"; }
+}
+
 echo "--- 1. install"
-cmake --install "$build" --prefix "$tmp/prefix" > "$tmp/install.log"
+libdir=$(sed -n 's/^CMAKE_INSTALL_LIBDIR:[A-Z]*=//p' "$build/CMakeCache.txt")
+libdir=${libdir:-lib}
+run "$tmp/install.log" cmake --install "$build" --prefix "$tmp/prefix"
 p="$tmp/prefix"
 shared=0
-[[ -e "$p/lib/libswitchyard.so" ]] && shared=1
-lib="$p/lib/libswitchyard.a"
-((shared)) && lib=$(readlink -f "$p/lib/libswitchyard.so")
+[[ -e "$p/$libdir/libswitchyard.so" ]] && shared=1
+lib="$p/$libdir/libswitchyard.a"
+((shared)) && lib=$(readlink -f "$p/$libdir/libswitchyard.so")
 for f in include/switchyard/switchyard.h include/switchyard/version.h \
          include/switchyard/backend/program.h "${lib#"$p/"}" \
-         lib/cmake/Switchyard/SwitchyardConfig.cmake lib/cmake/Switchyard/SwitchyardConfigVersion.cmake \
-         lib/cmake/Switchyard/SwitchyardTargets.cmake lib/pkgconfig/switchyard.pc bin/switchyard; do
+         "$libdir/cmake/Switchyard/SwitchyardConfig.cmake" "$libdir/cmake/Switchyard/SwitchyardConfigVersion.cmake" \
+         "$libdir/cmake/Switchyard/SwitchyardTargets.cmake" "$libdir/pkgconfig/switchyard.pc" bin/switchyard; do
   [[ -e "$p/$f" ]] || fail "$f not installed"
 done
 if find "$p" -name '*.spv' -o -name '*.comp' -o -name '*.glsl' | grep -q .; then
   fail "loose shader files installed: the SPIR-V belongs in the library"
 fi
 grep -q "SWITCHYARD_VERSION \"" "$p/include/switchyard/version.h" || fail "version.h has no version"
+# Relocatable: no path of this build or source tree, nor of a system library
+# directory, in the package files.
+if grep -nE "$build|$src|/usr/lib|/usr/local/lib" "$p/$libdir/cmake/Switchyard/"*.cmake "$p/$libdir/pkgconfig/switchyard.pc"; then
+  fail "absolute paths of this machine in the installed package files"
+fi
 echo "installed: $(find "$p" -type f | wc -l) files, library $(du -k "$lib" | cut -f1) KiB, CLI $(du -k "$p/bin/switchyard" | cut -f1) KiB"
 if ((shared)); then
   # The shared library exports namespace switchyard (by mangled name) and
@@ -47,30 +59,36 @@ if ((shared)); then
 fi
 
 echo "--- 2. samples/embed with find_package, against the prefix only"
-cmake -S "$src/samples/embed" -B "$tmp/embed" -DCMAKE_BUILD_TYPE=Release \
-      -DCMAKE_PREFIX_PATH="$p" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF > "$tmp/embed-configure.log"
-grep -q "$p/lib/cmake/Switchyard" "$tmp/embed/CMakeCache.txt" || fail "Switchyard not found in the prefix"
-cmake --build "$tmp/embed" > "$tmp/embed-build.log" || { cat "$tmp/embed-build.log"; fail "embed build"; }
-"$p/bin/switchyard" train --device cpu --epochs 1 --limit 5000 --save "$tmp/model.safetensors" --json > /dev/null
+run "$tmp/embed-configure.log" cmake -S "$src/samples/embed" -B "$tmp/embed" -DCMAKE_BUILD_TYPE=Release \
+    -DCMAKE_PREFIX_PATH="$p" -DCMAKE_FIND_USE_PACKAGE_REGISTRY=OFF
+grep -q "$p/$libdir/cmake/Switchyard" "$tmp/embed/CMakeCache.txt" || fail "Switchyard not found in the prefix"
+run "$tmp/embed-build.log" cmake --build "$tmp/embed"
+run "$tmp/train.log" "$p/bin/switchyard" train --device cpu --epochs 1 --limit 5000 \
+    --save "$tmp/model.safetensors" --json
 eval_acc=$("$p/bin/switchyard" eval --model "$tmp/model.safetensors" --device cpu --json |
            sed -n 's/.*"test_acc":\([0-9.]*\).*/\1/p')
-"$tmp/embed/classify" "$tmp/model.safetensors" /usr/share/datasets/fashion-mnist 50 | tee "$tmp/classify.out"
-app_acc=$(sed -n 's/^test accuracy on [^:]*: \([0-9.]*\) .*/\1/p' "$tmp/classify.out")
+# The app's best device is the cpu here (SWITCHYARD_DEVICE), as the eval's.
+SWITCHYARD_DEVICE=cpu "$tmp/embed/classify" "$tmp/model.safetensors" /usr/share/datasets/fashion-mnist 50 |
+  tee "$tmp/classify.out"
+app_acc=$(sed -n 's/^test accuracy on cpu: \([0-9.]*\) .*/\1/p' "$tmp/classify.out")
 [[ -n "$eval_acc" && -n "$app_acc" ]] || fail "no accuracy printed"
 python3 -c "import sys; sys.exit(abs($eval_acc - $app_acc) > 1e-4)" ||
   fail "classify's accuracy $app_acc differs from switchyard eval's $eval_acc"
 grep -q "^latency on cpu: " "$tmp/classify.out" || fail "no cpu latency"
 echo "example app: $(du -k "$tmp/embed/classify" | cut -f1) KiB"
-for d in $("$p/bin/switchyard" devices | awk 'NR > 1 && $2 != "-" && $1 ~ /:/ {print $1}'); do
+"$p/bin/switchyard" devices --json > "$tmp/devices.json" || fail "switchyard devices"
+for d in $(python3 -c 'import json, sys
+print(" ".join(d["device"] for d in json.load(open(sys.argv[1])) if d.get("available")))' "$tmp/devices.json"); do
   grep -q "^latency on $d: " "$tmp/classify.out" || fail "no latency on $d"
 done
 
 echo "--- 3. the same app with pkg-config"
-export PKG_CONFIG_PATH="$p/lib/pkgconfig"
+export PKG_CONFIG_PATH="$p/$libdir/pkgconfig"
 # shellcheck disable=SC2046
 g++ -std=c++20 -O2 "$src/samples/embed/classify.cpp" -o "$tmp/classify_pc" \
     $(pkg-config --cflags --libs switchyard)
-LD_LIBRARY_PATH="$p/lib" "$tmp/classify_pc" "$tmp/model.safetensors" /usr/share/datasets/fashion-mnist 5 |
+SWITCHYARD_DEVICE=cpu LD_LIBRARY_PATH="$p/$libdir" \
+  "$tmp/classify_pc" "$tmp/model.safetensors" /usr/share/datasets/fashion-mnist 5 |
   grep "^test accuracy on cpu: $app_acc " ||
   fail "the pkg-config build gives another accuracy"
 
@@ -82,13 +100,12 @@ project(parent LANGUAGES CXX)
 add_subdirectory("$src" switchyard)
 message(STATUS "parent build type: [\${CMAKE_BUILD_TYPE}]")
 add_executable(app "$src/samples/embed/classify.cpp")
-target_link_libraries(app PRIVATE switchyard)
+target_link_libraries(app PRIVATE Switchyard::switchyard)
 PARENT
-cmake -S "$tmp/parent" -B "$tmp/parent-build" -DSWITCHYARD_CUDA=OFF > "$tmp/parent.log" ||
-  { cat "$tmp/parent.log"; fail "configure as a subdirectory"; }
+run "$tmp/parent.log" env -u CMAKE_BUILD_TYPE cmake -S "$tmp/parent" -B "$tmp/parent-build"
 grep -q "parent build type: \[\]" "$tmp/parent.log" || fail "the parent's build type was changed"
 targets=$(cmake --build "$tmp/parent-build" --target help)
-for t in test_ops test_conformance sample_01_pick_device switchyard_cli bench_files_io; do
+for t in test_ops test_conformance sample_01_pick_device switchyard_cli bench_files_io switchyard_models; do
   if grep -qw "$t" <<< "$targets"; then fail "target $t made in a parent project"; fi
 done
 grep -qw switchyard <<< "$targets" || fail "no switchyard library target"
