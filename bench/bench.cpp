@@ -725,7 +725,8 @@ int run(const std::vector<std::string>& args) {
       std::string mode = transfer_mode(*d);
       if (auto p = wd.name.find("%MODE%"); p != std::string::npos) wd.name.replace(p, 6, mode);
       std::fprintf(stderr, "bench: %-40s on %s\n", wd.name.c_str(), d->str().c_str());
-      Result r;
+      if (std::find(rep.order.begin(), rep.order.end(), wd.name) == rep.order.end())
+        rep.order.push_back(wd.name);
       try {
         Prepared p = wd.prepare(*d);
         struct Cleanup {
@@ -735,18 +736,12 @@ int run(const std::vector<std::string>& args) {
           }
         } cleanup{p};
         Timing t = measure(*d, p.run, o);
-        r = summarize(wd, *d, t, p.work);
+        rep.results.push_back(summarize(wd, *d, t, p.work));
       } catch (const DeviceLimit& e) {  // sizes this device cannot take: the others' figures stand
         std::fprintf(stderr, "bench: %s on %s not measured: %s\n", wd.name.c_str(),
                      d->str().c_str(), e.what());
         rep.not_measured.push_back({wd.name, d->str(), e.what()});
-        if (std::find(rep.order.begin(), rep.order.end(), wd.name) == rep.order.end())
-          rep.order.push_back(wd.name);
-        continue;
       }
-      rep.results.push_back(r);
-      if (std::find(rep.order.begin(), rep.order.end(), wd.name) == rep.order.end())
-        rep.order.push_back(wd.name);
     }
   }
   profile::take();

@@ -111,7 +111,7 @@ static void check_loop_budget(sy::BackendDevice& d, int64_t long_k, int64_t refu
 TEST(Vulkan, LongLoopsAreSplitOrRefusedNeverCutShort) {
   VULKAN_OR_SKIP(d);
   if (std::getenv("SY_TEST_CHILD")) {
-    check_loop_budget(d, 1000, 5000);  // parts of K = 336 (vk_launch.cpp's gemm_k_part)
+    check_loop_budget(d, 1000, 5000);  // parts of K = 336 (gemm_k_part in vk_launch.cpp)
     return;
   }
   const bool llvmpipe = d.info().name.rfind("llvmpipe", 0) == 0;

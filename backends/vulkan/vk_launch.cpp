@@ -483,8 +483,7 @@ uint64_t gemm_step_loops(const std::array<uint32_t, 5>& t, uint64_t wg) {
   return tile(BM) + tile(BN) + BK + 1;
 }
 
-}  // namespace
-
+// The K of each part of a split GEMM on this device (0: never split).
 int64_t gemm_k_part(const LaunchConfig& c) {
   if (c.loop_budget == 0) return 0;
   // Half the budget per part (measured with the default llvmpipe tiles: 98
@@ -499,8 +498,12 @@ int64_t gemm_k_part(const LaunchConfig& c) {
   return part;
 }
 
-void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launch>& out) {
+}  // namespace
+
+void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launch>& out,
+                   std::vector<Instr>& parts) {
   out.clear();
+  parts.clear();
   const int64_t part = gemm_k_part(c);
   for (uint32_t at = 0; at < prog.instrs.size(); ++at) {
     const Instr& ins = prog.instrs[at];
@@ -515,21 +518,21 @@ void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launc
         q.ldb = ldb;
         q.has_bias = g.has_bias && k0 == 0;
         if (k0 + q.k < g.k) q.act = Unary::none;
-        Launch l{ins, k0 == 0 ? 0u : kGemmAccumulate, at};
-        l.ins.params = q;
+        Instr& part_ins = parts.emplace_back(ins);
+        part_ins.params = q;
         // A's (m, k) is at m*lda + k (k*lda + m transposed); B's (k, n) at
         // k*ldb + n (n*ldb + k transposed): the part's columns of K start
         // that many floats on.
         const uint64_t adv[2] = {uint64_t(k0 * (g.trans_a ? lda : 1)) * 4,
                                  uint64_t(k0 * (g.trans_b ? 1 : ldb)) * 4};
         for (int a = 0; a < 2; ++a) {
-          Arg& arg = l.ins.args[size_t(a + 1)];
+          Arg& arg = part_ins.args[size_t(a + 1)];
           SY_CHECK(arg.bytes == 0 || arg.bytes > adv[a], "gemm", "expected operand ", a ? "B" : "A",
                    " to extend past K column ", k0, ", found ", arg.bytes, " bytes");
           arg.offset += adv[a];
           if (arg.bytes) arg.bytes -= adv[a];
         }
-        out.push_back(l);
+        out.push_back({nullptr, k0 == 0 ? 0u : kGemmAccumulate, at});  // set below
       }
       continue;
     }
@@ -545,8 +548,12 @@ void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launc
                         " iterations in all and the result would be wrong), found about ", n,
                         " for this launch's sizes: split the tensor"));
     }
-    out.push_back({ins, 0, at});
+    out.push_back({&ins, 0, at});
   }
+  // The parts, in order, once `parts` has stopped growing.
+  size_t next = 0;
+  for (Launch& l : out)
+    if (!l.ins) l.ins = &parts[next++];
 }
 
 }  // namespace switchyard::vk_impl

@@ -70,22 +70,23 @@ struct LaunchConfig {
   std::string device;  // for messages
 };
 
-// One dispatch: a Program's launch, or a part of one split to stay within
-// the device's loop budget (extra_flags: the part's role, kGemmAccumulate).
+// One dispatch: a Program's instruction, or a part of one split to stay
+// within the device's loop budget (extra_flags: the part's role,
+// kGemmAccumulate).
 struct Launch {
-  Instr ins;
+  const Instr* ins = nullptr;  // the Program's, or one of plan_launches' parts
   uint32_t extra_flags = 0;
   uint32_t instr = 0;  // the Program instruction it is (a part of)
 };
-// The dispatches of a Program, into `out` (reused: no allocation once it
-// has grown). A GEMM whose K loop would run past the loop budget becomes
-// parts over ranges of K: the first adds the bias, the later ones add to C,
-// the last applies the activation. Any other launch whose loops would run
-// past it is an error that names the kernel and the sizes (never a silently
-// truncated result).
-void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launch>& out);
-// The K of each part of a split GEMM on this device (0: never split).
-int64_t gemm_k_part(const LaunchConfig& c);
+// The dispatches of a Program, into `out`, pointing at the Program's
+// instructions and, for split launches, at `parts` (both reused: nothing is
+// copied or allocated per step once they have grown). A GEMM whose K loop
+// would run past the loop budget becomes parts over ranges of K: the first
+// adds the bias, the later ones add to C, the last applies the activation.
+// Any other launch whose loops would run past it is an error that names the
+// kernel and the sizes (never a silently truncated result).
+void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launch>& out,
+                   std::vector<Instr>& parts);
 
 // The kernel's mode, as SPEC_OP documents it (shaders/common.glsl).
 int32_t spec_op(const Instr& ins);

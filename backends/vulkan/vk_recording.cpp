@@ -178,7 +178,7 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
   // look like: per launch its pipeline, grid and whether a barrier (from
   // read/write hazards on the ranges it touches) precedes it. A launch may
   // be several dispatches (plan_launches).
-  plan_launches(c_.lc, prog, launches_);
+  plan_launches(c_.lc, prog, launches_, parts_);
   size_t n = launches_.size();
   ops_.resize(n);
   infos_.resize(n * kArgBindings);
@@ -188,7 +188,7 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
   hz.seen.clear();
   Range ranges[kArgBindings + 1];
   for (size_t j = 0; j < n; ++j) {
-    const Instr& ins = launches_[j].ins;
+    const Instr& ins = *launches_[j].ins;
     int nr = 0;
     ops_[j] =
         launch_params(c_.lc, alloc_.blocks(), ins, bind, &infos_[j * kArgBindings], ranges, nr);

@@ -90,6 +90,7 @@ class Recorder {
   std::unordered_map<uint64_t, Recording> recordings_;
   // Reused every step: no allocation per step.
   std::vector<Launch> launches_;  // the step's dispatches (plan_launches)
+  std::vector<Instr> parts_;      // the split launches' parts they point at
   std::vector<OpParams> ops_;
   std::vector<VkDescriptorBufferInfo> infos_;
   Hazards hazards_;
