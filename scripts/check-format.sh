@@ -8,7 +8,7 @@ if ! command -v clang-format >/dev/null; then
   echo "check-format: clang-format is not installed (bash scripts/install-deps.sh installs it)" >&2
   exit 77
 fi
-mapfile -t files < <(git ls-files --cached --others --exclude-standard -- '*.cpp' '*.h' '*.cu' '*.cuh')
+mapfile -t files < <(git ls-files --cached --others --exclude-standard -- '*.cpp' '*.h' '*.c' '*.cu' '*.cuh')
 if [[ "${1:-}" == "--fix" ]]; then
   clang-format -i "${files[@]}"
   echo "check-format: formatted ${#files[@]} files"

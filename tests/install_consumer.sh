@@ -6,7 +6,9 @@
 #   2. samples/embed built in its own directory with find_package against
 #      that prefix only, run on a model file the installed CLI trained: its
 #      test accuracy equals `switchyard eval`'s, and it times every device;
-#   3. the same app built with g++ and `pkg-config --cflags --libs`;
+#   3. the same app built with g++ and `pkg-config --cflags --libs`, and the
+#      C example (samples/embed_c, the C API) with gcc -std=c99 -Wall
+#      -Werror and pkg-config: the same accuracy;
 #   4. Switchyard as a subdirectory of another project: the parent's build
 #      type stays as it was, and no test, sample or bench target is made.
 # A shared build (BUILD_SHARED_LIBS=ON) also has its SONAME and exported
@@ -32,7 +34,7 @@ shared=0
 [[ -e "$p/$libdir/libswitchyard.so" ]] && shared=1
 lib="$p/$libdir/libswitchyard.a"
 ((shared)) && lib=$(readlink -f "$p/$libdir/libswitchyard.so")
-for f in include/switchyard/switchyard.h include/switchyard/version.h \
+for f in include/switchyard/switchyard.h include/switchyard/version.h include/switchyard/switchyard_c.h \
          include/switchyard/backend/program.h "${lib#"$p/"}" \
          "$libdir/cmake/Switchyard/SwitchyardConfig.cmake" "$libdir/cmake/Switchyard/SwitchyardConfigVersion.cmake" \
          "$libdir/cmake/Switchyard/SwitchyardTargets.cmake" "$libdir/pkgconfig/switchyard.pc" bin/switchyard; do
@@ -77,8 +79,9 @@ python3 -c "import sys; sys.exit(abs($eval_acc - $app_acc) > 1e-4)" ||
 grep -q "^latency on cpu: " "$tmp/classify.out" || fail "no cpu latency"
 echo "example app: $(du -k "$tmp/embed/classify" | cut -f1) KiB"
 "$p/bin/switchyard" devices --json > "$tmp/devices.json" || fail "switchyard devices"
-for d in $(python3 -c 'import json, sys
-print(" ".join(d["device"] for d in json.load(open(sys.argv[1])) if d.get("available")))' "$tmp/devices.json"); do
+available=$(python3 -c 'import json, sys
+print(" ".join(d["device"] for d in json.load(open(sys.argv[1])) if d.get("available")))' "$tmp/devices.json")
+for d in $available; do
   grep -q "^latency on $d: " "$tmp/classify.out" || fail "no latency on $d"
 done
 
@@ -91,6 +94,19 @@ SWITCHYARD_DEVICE=cpu LD_LIBRARY_PATH="$p/$libdir" \
   "$tmp/classify_pc" "$tmp/model.safetensors" /usr/share/datasets/fashion-mnist 5 |
   grep "^test accuracy on cpu: $app_acc " ||
   fail "the pkg-config build gives another accuracy"
+
+echo "--- 3b. the C example: gcc -std=c99 -Wall -Werror with pkg-config"
+# shellcheck disable=SC2046
+run "$tmp/embed_c-build.log" gcc -std=c99 -Wall -Werror "$src/samples/embed_c/classify.c" \
+    -o "$tmp/classify_c" $(pkg-config --cflags --libs switchyard)
+SWITCHYARD_DEVICE=cpu LD_LIBRARY_PATH="$p/$libdir" \
+  "$tmp/classify_c" "$tmp/model.safetensors" /usr/share/datasets/fashion-mnist 20 | tee "$tmp/classify_c.out"
+grep -q "^test accuracy on cpu: $app_acc " "$tmp/classify_c.out" ||
+  fail "the C example gives another accuracy than switchyard eval ($eval_acc)"
+for d in $available; do
+  grep -q "^latency on $d: " "$tmp/classify_c.out" || fail "the C example: no latency on $d"
+done
+echo "C example app: $(du -k "$tmp/classify_c" | cut -f1) KiB"
 
 echo "--- 4. as a subdirectory of another project"
 mkdir -p "$tmp/parent"

@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "switchyard/error.h"
+#include "switchyard/settings.h"
 
 namespace switchyard::vk_impl {
 
@@ -68,10 +69,10 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityFlagBits
                                              const VkDebugUtilsMessengerCallbackDataEXT* data,
                                              void* user) {
   if (severity < VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) return VK_FALSE;
-  std::fprintf(stderr, "[vulkan validation] %s\n", data && data->pMessage ? data->pMessage : "?");
+  emit_message(cat("[vulkan validation] ", data && data->pMessage ? data->pMessage : "?"));
   if (auto* in = static_cast<Instance*>(user)) {
     std::lock_guard lock(in->mu);
-    if (in->counters.empty()) std::fprintf(stderr, "[vulkan validation] (outside any device)\n");
+    if (in->counters.empty()) emit_message("[vulkan validation] (outside any device)");
     for (uint64_t* c : in->counters)
       std::atomic_ref<uint64_t>(*c).fetch_add(1, std::memory_order_relaxed);
   }

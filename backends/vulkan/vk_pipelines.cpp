@@ -9,6 +9,7 @@
 #include <filesystem>
 
 #include "switchyard/backend/files.h"
+#include "switchyard/settings.h"
 #include "vk_spirv.h"
 
 namespace switchyard::vk_impl {
@@ -61,8 +62,7 @@ std::string_view cache_payload(const std::string& file) {
 void Pipelines::load_cache() {
   std::string file;
   std::string_view data;
-  if (std::string path = cache_path();
-      !path.empty() && !env_on("SWITCHYARD_VK_NO_PIPELINE_CACHE")) {
+  if (std::string path = cache_path(); !path.empty() && disk_cache_enabled()) {
     try {
       file = files::read_regular(path, kMaxCacheBytes, "vulkan pipeline cache").value_or("");
       data = cache_payload(file);
@@ -85,7 +85,7 @@ void Pipelines::load_cache() {
 // Written atomically (a full disk or a kill leaves the old file); a failure
 // only costs the next run its shader compilation.
 void Pipelines::save_cache() {
-  if (!cache_ || !grew_ || env_on("SWITCHYARD_VK_NO_PIPELINE_CACHE")) return;
+  if (!cache_ || !grew_ || !disk_cache_enabled()) return;
   std::string path = cache_path();
   if (path.empty()) return;
   size_t n = 0;

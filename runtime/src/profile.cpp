@@ -15,6 +15,7 @@
 #include "switchyard/backend/device.h"
 #include "switchyard/backend/files.h"
 #include "switchyard/error.h"
+#include "switchyard/settings.h"
 
 namespace switchyard::profile {
 namespace detail {
@@ -38,13 +39,16 @@ Store& store() {
 
 void report_at_exit() {
   auto ev = events();
-  std::fputs(format_summary(summarize(ev)).c_str(), stderr);
+  std::string summary = format_summary(summarize(ev));
+  const size_t first = summary.find_first_not_of('\n'), last = summary.find_last_not_of('\n');
+  emit_message(first == std::string::npos ? "" : summary.substr(first, last - first + 1));
   if (const char* t = std::getenv("SWITCHYARD_TRACE"); t && *t) {
     try {
       write_chrome_trace(t, ev);
-      std::fprintf(stderr, "profile: wrote Chrome trace %s (%zu events)\n", t, ev.size());
+      emit_message(
+          switchyard::detail::cat("profile: wrote Chrome trace ", t, " (", ev.size(), " events)"));
     } catch (const std::exception& e) {
-      std::fprintf(stderr, "profile: %s\n", e.what());
+      emit_message(switchyard::detail::cat("profile: ", e.what()));
     }
   }
 }

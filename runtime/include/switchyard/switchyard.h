@@ -7,5 +7,6 @@
 #include "switchyard/ops.h"
 #include "switchyard/optim.h"
 #include "switchyard/serialize.h"
+#include "switchyard/settings.h"
 #include "switchyard/tensor.h"
 #include "switchyard/version.h"
