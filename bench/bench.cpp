@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `switchyard bench`: kernels, transfers and the MLP on every device, with
 // wall time and device time, ceilings, and table/JSON/CSV/SVG output.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `switchyard bench`: the same workloads on every device, side by side.
 #pragma once
 #include <string>

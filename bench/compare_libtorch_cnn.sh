@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The CNN's (models/cnn.h) CPU training throughput at batch 128: Switchyard
 # against PyTorch's C++ frontend (Debian's libtorch-dev, 1.13) on the same
 # layers, Adam 1e-3 and one synthetic batch in memory, the loss read back

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Training throughput and peak memory: Switchyard's CPU backend against
 # PyTorch on the same machine, model (784-256-128-10 MLP), optimizer (Adam
 # 1e-3), data (Fashion-MNIST) and batch size, in one run. Runs alternate

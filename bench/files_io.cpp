@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Save and load throughput of safetensors files: one tensor of SIZE MiB
 // (default 128), saved (read back from the device, checksummed, written,
 // fsync'd, renamed) and loaded (mapped, checksum verified, uploaded), three

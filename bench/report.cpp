@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `switchyard bench`'s outputs: table, JSON, CSV and SVG.
 #include "report.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // `switchyard bench`'s figures and what it writes of them: the aligned table,
 // JSON, CSV (and back, for the staging re-run) and the SVG bar chart.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // PyTorch's C++ frontend (libtorch) training the same CNN as models/cnn.h,
 // for bench/compare_libtorch_cnn.sh: the same layers and initialization
 // scheme, Adam 1e-3, one synthetic batch in memory, the loss read back every

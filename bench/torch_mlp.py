@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """PyTorch reference for `switchyard train`: the same MLP, optimizer, batch
 size and data (Fashion-MNIST from the same IDX files, same normalization).
 Prints one JSON line per run with train samples/s, test accuracy and peak RSS.

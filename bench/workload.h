@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal to `switchyard bench`: a workload, and the layer workloads that
 // live in their own file (workloads_nn.cpp).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The layer workloads of `switchyard bench` (workload.h).
 #include <memory>
 

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # CUDA toolkit detection, done at the top level (enable_language must see the
 # whole project). Finds nvcc on PATH, under $CUDA_PATH or at /usr/local/cuda;
 # enables the CUDA language only when SWITCHYARD_CUDA is AUTO or ON and the

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Writes OUT: a C++ table of the SPIR-V modules in FILES, by file stem.
 set(body "")
 set(table "")

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Install rules: the public headers (the user API under include/switchyard/,
 # the backend API for plugin authors under include/switchyard/backend/), the
 # library (static, or shared with BUILD_SHARED_LIBS=ON), the CMake package
@@ -19,6 +20,7 @@ install(TARGETS switchyard EXPORT SwitchyardTargets
         LIBRARY DESTINATION ${CMAKE_INSTALL_LIBDIR} COMPONENT Runtime
                 NAMELINK_COMPONENT Development
         INCLUDES DESTINATION ${CMAKE_INSTALL_INCLUDEDIR})
+install(FILES LICENSE DESTINATION ${CMAKE_INSTALL_DOCDIR} COMPONENT Runtime)
 if(TARGET switchyard_cli)
   install(TARGETS switchyard_cli RUNTIME DESTINATION ${CMAKE_INSTALL_BINDIR} COMPONENT Runtime)
 endif()

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: the CLI's option parser (CLI11 and our checks) on any
 // command line. The input is the arguments separated by NUL bytes; parsing
 // stops before any command runs. Whatever the arguments, the parser returns

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: device names ("cpu", "vulkan:1", "auto", anything a user
 // or $SWITCHYARD_DEVICE may type). Either a device or a switchyard::Error.
 // The GPU drivers are kept out (no Vulkan ICD), so every run is the parser

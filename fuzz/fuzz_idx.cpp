@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: the IDX loader (gzip or plain) on any bytes. A clear
 // switchyard::Error is the expected answer to a bad file; a crash, a
 // sanitizer report, another exception or memory beyond libFuzzer's limit is

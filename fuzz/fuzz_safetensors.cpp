@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // libFuzzer target: safetensors files and model files on any bytes, through
 // the same path as a user's load (a mapped file, the header checks, the
 // dtype conversions, the recorded architecture and a strict

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Training checkpoints (see checkpoint.h).
 #include "checkpoint.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Training checkpoints: everything a run needs to continue exactly where it
 // stopped (model, optimizer state, epoch, step count, the generator's state
 // and the run's settings), one safetensors file per epoch, written

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // See cnn.h.
 #include "cnn.h"
 

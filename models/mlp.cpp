@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The MLP builder used by the CLI, samples, tests and benchmarks.
 #include "mlp.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // MLP builder: "784-256-128-10" -> Linear/ReLU stack (no activation at the end).
 #pragma once
 #include <memory>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Fashion-MNIST training loop, written the way a PyTorch user writes it.
 #include "trainer.h"
 

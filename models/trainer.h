@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Training a classifier (an MLP or a CNN) on Fashion-MNIST: the CLI's main job, also used
 // by tests and benchmarks.
 #pragma once

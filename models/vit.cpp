@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // See vit.h.
 #include "vit.h"
 

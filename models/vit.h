@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A small vision transformer for 28x28 single-channel images given as rows
 // of 784 pixels (Fashion-MNIST as the DataLoader yields it).
 #pragma once

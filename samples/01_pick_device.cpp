@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Sample 1: pick a device the way PyTorch users do, with fallback.
 //   PyTorch:  device = "cuda" if torch.cuda.is_available() else "cpu"
 #include <cstdio>

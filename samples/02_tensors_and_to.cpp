@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Sample 2: create tensors on a device, move existing ones and a whole model
 // with .to(device), and read results back.
 #include <cstdio>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Sample 3: the everyday PyTorch training loop, in C++. Each DataLoader batch
 // is moved to the device; the model and optimizer live there.
 //   usage: 03_train_loop [DATA_DIR] [EPOCHS] [LIMIT]

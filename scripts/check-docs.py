@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Checks the project's documentation: every relative link in README.md,
 docs/*.md and shaders/README.md resolves to a file in the repository (and a
 heading there, for #anchors), nothing points outside the repository, and the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Checks that the C++ and CUDA sources follow .clang-format (what CI runs as
 # the ctest entry format:check). With --fix, reformats them in place.
 #   bash scripts/check-format.sh [--fix]

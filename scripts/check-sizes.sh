@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Checks that no source file is over 800 lines (a file that grows past it is
 # split by concept; what CI runs as the ctest entry sources:size).
 #   bash scripts/check-sizes.sh [LIMIT]

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Runs the libFuzzer targets of a fuzz build, each for SECONDS, from its seed
 # corpus (fuzz/corpus/<target>); new inputs go to a scratch folder, findings
 # (crash-*, leak-*, oom-*, timeout-*) to fuzz-findings/. Prints executions per

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The first thing to run on a machine with an NVIDIA GPU, unattended:
 #   bash scripts/gpu-check.sh
 # 1. installs what is missing (the project's packages; the CUDA toolkit from

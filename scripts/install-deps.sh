@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Installs what Switchyard needs on Debian/Ubuntu, only when it is missing.
 #   bash scripts/install-deps.sh          build, tests (python3 checks the bench's and
 #                                         the profiler's outputs), Fashion-MNIST, and the Vulkan

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The whole test suite: the README's test command (.ci/run runs exactly this).
 #   1. build/: the Release build (GCC); every ctest entry.
 #   2. build-asan/: clang with AddressSanitizer and UndefinedBehaviorSanitizer;
@@ -53,7 +54,8 @@ step "shared library: build, install, example app"
 CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DSWITCHYARD_SANITIZE=address,undefined \
   -DSWITCHYARD_FUZZ=ON -DSWITCHYARD_CUDA=OFF
-cmake --build build-asan -j2 --target "${SAN_SUITES[@]}" fuzz_idx fuzz_device_name fuzz_cli fuzz_safetensors
+cmake --build build-asan -j2 --target "${SAN_SUITES[@]}" fuzz_idx fuzz_device_name fuzz_cli fuzz_safetensors \
+  switchyard_cli test_c_api
 step "ASan+UBSan build"
 # The Vulkan loader unloads the driver and the layer at exit, before
 # LeakSanitizer looks: preloaded, they stay mapped, so their leaks are named
@@ -73,6 +75,16 @@ LD_PRELOAD=$preload ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:allocator_may_r
   UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
   LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0" \
   run_suites build-asan "ASan+UBSan"
+# The C API from C (a small model trained by this build's CLI first).
+c_api=$(mktemp -d)
+build-asan/tools/switchyard train --device cpu --epochs 1 --limit 1000 --test-limit 1000 \
+  --save "$c_api/mlp.safetensors" --json > /dev/null
+LD_PRELOAD=$preload ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:allocator_may_return_null=1" \
+  UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+  LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0" \
+  SWITCHYARD_POISON=1 build-asan/tests/test_c_api "$c_api/mlp.safetensors" "$c_api" \
+  /usr/share/datasets/fashion-mnist || { echo "test.sh: test_c_api failed under ASan+UBSan" >&2; exit 1; }
+rm -rf "$c_api"
 step "ASan+UBSan suites"
 bash scripts/fuzz.sh build-asan 30
 step "fuzz smoke runs"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // adam_update, IN PLACE on p, m, v: Adam, or AdamW when `decoupled`. args
 // p, m, v, g, step[1] (f32, already incremented); AdamParams. One
 // invocation per 4 elements, vec4 when aligned. The bias corrections are

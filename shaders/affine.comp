@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // affine: out = scale*in + shift (AffineParams). One invocation per 4 elements.
 #version 450
 #include "common.glsl"

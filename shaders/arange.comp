@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // arange: out[k] = start + k*step, n elements of dtype (ArangeParams;
 // SPEC_OP = dtype). One invocation per element.
 #version 450

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // argmax: out[r] = index of the first maximum of row r (i32); ArgmaxParams.
 // One invocation per row.
 #version 450

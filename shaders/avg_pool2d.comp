@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // avg_pool2d: y[pl, oh, ow] = the window's sum over its divisor: the window
 // clipped to the padded plane when count_include_pad (PyTorch's default),
 // else its taps inside the plane (AvgPool2dParams). args y, x. One

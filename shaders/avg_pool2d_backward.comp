@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // avg_pool2d_backward: dx[pl, h, w] = the sum over the windows covering (h, w)
 // of dy over that window's divisor (AvgPool2dBackwardParams). args dx, dy.
 // One invocation per dx element, gathering in a fixed order.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // binary: out = a (op) b with broadcasting over up to 4 dims (BinaryParams:
 // out `dims`, element strides of a and b, 0 along a broadcast dimension;
 // SPEC_OP = op).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // cast: out = in converted from dtype `from` to `to` (0 f32, 1 i32, 2 u8,
 // 3 i64), n elements (CastParams; SPEC_OP = from*4 + to). One invocation per
 // element. Conversions as common.glsl's i64 helpers state.

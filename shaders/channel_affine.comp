@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // channel_affine: y = (a - k0[c]) * k1[c] + k2[c], plus (b - k3[c]) * k4[c]
 // when has_b, k_r being the rows of coef, over (outer, C, inner) tensors
 // (ChannelAffineParams): batch norm's normalization and its input gradient,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // channel_stats: out[c] = mean, out[C + c] = biased variance of channel c of x
 // (outer, C, inner) (ChannelStatsParams): batch norm's statistics. One
 // workgroup per channel (grid-stride over channels); the mean first, then

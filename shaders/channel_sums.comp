@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // channel_sums: out[c] = sum of a, out[C + c] = sum of a * (b - mean[c]) over
 // channel c of (outer, C, inner) tensors (ChannelSumsParams): batch norm's
 // backward. args out, a, b, mean. One

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // col2im: dx[n, c, h, w] = sum over the taps (kh, kw) of cols[(c, kh, kw),
 // (n, oh, ow)] where oh*s0 - p0 + kh*d0 = h and ow*s1 - p1 + kw*d1 = w
 // (Col2imParams): im2col's adjoint, the convolution's input gradient.

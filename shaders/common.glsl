@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Shared declarations for every Switchyard compute shader.
 //
 // Binding model: a launch gets one descriptor set. Bindings 0-4 are its

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // cross_entropy: loss[0] = mean_r (logsumexp(x_r) - x_r[label_r]). args loss,
 // x, labels (i32); CrossEntropyParams. One workgroup: each invocation takes
 // rows t, t+WG, ..., then a workgroup sum. A label outside [0, cols) sets the

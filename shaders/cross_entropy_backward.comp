@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // cross_entropy_backward: dx = (softmax(x) - onehot(label)) * dloss / rows.
 // args dx, x, labels (i32), dloss[1]; CrossEntropyBackwardParams. One invocation per
 // row. A bad label sets the status word and writes NaN.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // embedding: out[i, d] = weight[idx[i], d] (EmbeddingParams). args out,
 // weight, idx (i32). One invocation per output element; an index outside
 // [0, num) sets the status word and writes NaN.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // embedding_backward: dw[v, d] = the sum over i with idx[i] == v of dy[i, d],
 // added in the order of i (EmbeddingBackwardParams). args dw, dy, idx (i32).
 // One invocation per (range of rows, d): it zeroes its rows, then reads every

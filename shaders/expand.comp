@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // expand: out[o, l, i] = scale * in[o, i] over (outer, len, inner)
 // (ExpandParams). One invocation per output element.
 #version 450

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // fill: out = value, n elements of dtype (0 f32, 1 i32, 2 u8, 3 i64); FillParams.
 // One invocation per 4 elements (vec4 stores when aligned).
 #version 450

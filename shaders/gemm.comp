@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // gemm: C[M,N] = alpha * op(A) op(B) (+ bias[N]), then activation `act`
 // (SPEC_OP). args C, A, B[, bias]; GemmParams. A is [M,K] row-major, or [K,M] when
 // transposed; B is [K,N], or [N,K] when transposed. This covers the linear

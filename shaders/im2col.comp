@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // im2col: cols[(c, kh, kw), (n, oh, ow)] = x[n, c, oh*s0 - p0 + kh*d0,
 // ow*s1 - p1 + kw*d1], 0 outside the plane (Im2colParams): the convolution's
 // GEMM operand. Dispatch: y over the (row, sample) pairs (grid-stride), x over

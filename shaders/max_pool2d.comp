@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // max_pool2d: y[pl, oh, ow] = the maximum of the window (padding never
 // wins, a NaN wins: the last one, as PyTorch), idx = its h * width + w in the
 // plane, the first maximum in row-major order (MaxPool2dParams). args out, x: out holds the n maxima,

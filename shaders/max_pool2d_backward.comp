@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // max_pool2d_backward: dx[pl, h, w] = the sum of dy over the windows whose
 // idx is (h, w) (MaxPool2dBackwardParams). args dx, dy, idx (i32).
 // Dispatch: y over the planes (grid-stride), x over a plane's elements; each

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // pad: out = zeros(total) with out[begin .. begin+len) = in (f32); PadParams.
 // One invocation per output element.
 #version 450

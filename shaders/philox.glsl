@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Philox4x32-10 (Salmon et al. 2011), bit-identical to the CPU backend's.
 // Counter = (k lo, k hi, offset lo, offset hi), key = (seed lo, seed hi);
 // both 64-bit words arrive as uvec2(lo, hi).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Average pooling's divisor for output (oh, ow): the window clipped to the
 // padded plane when count_include_pad, else to the plane itself.
 float pool_divisor(int k0, int k1, int s0, int s1, int p0, int p1, int H, int W, bool include_pad,

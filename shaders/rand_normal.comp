@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // rand_normal: out = mean + std * N(0,1), Box-Muller on Philox, n elements
 // (RandNormalParams). One invocation per element.
 #version 450

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // rand_uniform: out = uniform in [low, high) from Philox, n elements
 // (RandUniformParams). One invocation per element.
 #version 450

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Workgroup reductions: subgroup arithmetic when built with SY_SUBGROUP (the
 // backend picks that build when the device supports it), shared memory
 // otherwise. Every invocation of the workgroup must call them.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // reduce_sum: out[o, i] = scale * sum_l in[o, l, i] over (outer, len, inner)
 // (ReduceSumParams). inner == 1 and rows longer than SY_SHORT_ROW: one workgroup
 // per row (grid-stride over rows), a workgroup reduction. Otherwise one

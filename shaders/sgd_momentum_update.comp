@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sgd_momentum_update, IN PLACE on p and buf: SGD with momentum, dampening,
 // weight decay and Nesterov (flags bit 6, specialized). args p, buf, g;
 // SgdMomentumParams (first_step: buf = d). One invocation per 4 elements,

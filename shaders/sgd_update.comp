@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // sgd_update, IN PLACE on p: p -= lr * (g + weight_decay * p). args p, g;
 // SgdParams. One invocation per 4 elements, vec4 when aligned.
 #version 450

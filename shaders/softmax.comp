@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // softmax, or log_softmax when `log` (SPEC_OP = 1), of each row;
 // SoftmaxParams. One workgroup per row (grid-stride over rows); max and sum are workgroup
 // reductions. Rows of at most SY_SHORT_ROW: one invocation per row (attention's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // softmax_backward: args dx, dy, y (y = forward output). softmax:
 // dx = y * (dy - sum(dy*y)); log_softmax (SPEC_OP = `log` = 1): dx = dy -
 // exp(y) * sum(dy). SoftmaxBackwardParams. One workgroup per row; one

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // swap_axes: out[o, j, i, e] = in[o, i, j, e] for in of (outer, a, b, inner)
 // 32-bit elements (SwapAxesParams): NCHW <-> CNHW around a convolution's GEMM,
 // and attention's head split. Dispatch: y over the outer * b output rows

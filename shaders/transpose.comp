@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // transpose: out[c, r] = in[r, c] for in of R rows and C cols of elem_size
 // bytes (8, 4, or 1 for u8; SPEC_OP = elem_size); TransposeParams. One invocation per output element;
 // consecutive invocations write consecutive outputs.

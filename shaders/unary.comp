@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // unary: out = op(in), n elements (UnaryParams; SPEC_OP = op). One
 // invocation per 4 elements.
 #version 450

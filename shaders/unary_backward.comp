@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // unary_backward: dx = dy * op'(x, y). args dx, dy, x, y (y = op(x)), n
 // elements (UnaryBackwardParams; SPEC_OP = op). One invocation per 4 elements.
 #version 450

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # sy_set_disk_cache(0) (switchyard::set_disk_cache(false)): a program that
 # compiles Vulkan pipelines leaves no file of Switchyard's in the user's
 # cache directory; the same program without the call writes its pipeline
@@ -12,7 +13,10 @@ trap 'rm -rf "$tmp"' EXIT
 unset SWITCHYARD_VK_PIPELINE_CACHE SWITCHYARD_VK_NO_PIPELINE_CACHE
 export HOME=$tmp/home XDG_CACHE_HOME=$tmp/cache
 mkdir -p "$HOME"
-XDG_CACHE_HOME=$tmp/off "$prog" --no-disk-cache || { echo "FAIL: the program failed"; exit 1; }
+XDG_CACHE_HOME=$tmp/off "$prog" --no-disk-cache
+rc=$?
+[[ $rc -eq 77 ]] && exit 77  # no Vulkan device, and none required
+[[ $rc -eq 0 ]] || { echo "FAIL: the program failed"; exit 1; }
 if [[ -e $tmp/off/switchyard ]] || [[ -n $(find "$HOME" -mindepth 1 -print -quit) ]]; then
   echo "FAIL: files written with the disk cache off:"; find "$tmp" -mindepth 1; exit 1
 fi

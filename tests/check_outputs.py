@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Checks what `switchyard bench` and the profiler write, with Python's own
 JSON, CSV and XML parsers:
 

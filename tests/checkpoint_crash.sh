@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Checkpoints survive kill -9 at any moment: a run saving a checkpoint every
 # few milliseconds (--limit 256: tiny epochs) is killed with SIGKILL at a
 # random time, TRIALS times, each run resuming what the last kill left. After each kill the newest checkpoint must read

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The conformance cases and their double-precision references (see
 // conformance_cases.h).
 #include "conformance_cases.h"

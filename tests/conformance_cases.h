@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The conformance suite's cases: per kernel of the table, its launches on
 // host data and the double-precision reference of what each writes
 // (conformance_cases.cpp). test_conformance.cpp runs them on every device.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Conformance cases of the layer kernels (conformance_util.h): swap_axes,
 // im2col and col2im over convolution geometries with every option, max and
 // average pooling forward and backward (ties, padding in the divisor or

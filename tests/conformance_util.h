@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal to the conformance suite: building cases (inputs, poisoned
 // outputs with their expected values) and the cases of the layer kernels
 // (conformance_cases_nn.cpp).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Shared test helpers: random data, double-precision comparisons, a second
 // (mock) device for mixed-device checks.
 #pragma once

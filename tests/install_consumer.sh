@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The installed package, used as an app developer uses it (issue: an app
 # embeds Switchyard from an install, never from its build tree):
 #   1. cmake --install to a temporary prefix; the layout (headers, library,
@@ -37,7 +38,8 @@ lib="$p/$libdir/libswitchyard.a"
 for f in include/switchyard/switchyard.h include/switchyard/version.h include/switchyard/switchyard_c.h \
          include/switchyard/backend/program.h "${lib#"$p/"}" \
          "$libdir/cmake/Switchyard/SwitchyardConfig.cmake" "$libdir/cmake/Switchyard/SwitchyardConfigVersion.cmake" \
-         "$libdir/cmake/Switchyard/SwitchyardTargets.cmake" "$libdir/pkgconfig/switchyard.pc" bin/switchyard; do
+         "$libdir/cmake/Switchyard/SwitchyardTargets.cmake" "$libdir/pkgconfig/switchyard.pc" bin/switchyard \
+         share/doc/switchyard/LICENSE; do
   [[ -e "$p/$f" ]] || fail "$f not installed"
 done
 if find "$p" -name '*.spv' -o -name '*.comp' -o -name '*.glsl' | grep -q .; then

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # A binary built with the CUDA backend, run where no CUDA toolkit exists: in a
 # private mount namespace with an empty /usr/local (where the toolkit lives),
 # `switchyard devices` still lists the devices and says why CUDA is

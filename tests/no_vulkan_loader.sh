@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # A binary built with the Vulkan backend, run where no Vulkan loader exists:
 # in a private mount namespace whose library directory holds everything but
 # libvulkan*, `switchyard devices` still lists the devices and says why

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Whatever sits at the Vulkan pipeline cache's path never stops vulkan:0 from
 # training, never hangs it and never costs more than the cache's size: a
 # directory, a FIFO, a link to /dev/zero, a corrupt or foreign file, a full

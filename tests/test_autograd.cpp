@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Autograd behaviour: accumulation, no-grad, shared subexpressions, errors.
 #include "helpers.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Cross-backend conformance, driven by the kernel table: every kernel, on
 // every available device, against a double-precision reference
 // (conformance_cases.cpp). Shapes go below, at and above the GEMM tile sizes, and through odd

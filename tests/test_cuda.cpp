@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CUDA backend. Some checks run everywhere it is built: its caching
 // allocator (driven by malloc here), loading cuBLAS/cuBLASLt by dlopen, and
 // the reason it gives when no GPU or driver is present. The rest need a CUDA

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // DataLoader and datasets: coverage, seeded order, last batch, IDX parsing.
 #include <sys/resource.h>
 #include <sys/stat.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device selection by name, the device list, transfers and counters.
 #include <cstdlib>
 

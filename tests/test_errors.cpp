@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Bad input: every error names the op, what was expected and what was found.
 #include "helpers.h"
 

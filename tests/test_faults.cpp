@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fault injection: every call of the device contract that a training run
 // makes (allocate, upload, download, copy, execute, synchronize) is made to
 // fail in turn. Each failure must be a clear exception (or be absorbed, as

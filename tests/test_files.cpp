@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Bounded reads and atomic writes (switchyard/backend/files.h): what the
 // pipeline cache, traces and bench reports are written with.
 #include <signal.h>

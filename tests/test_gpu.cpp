@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Every GPU backend against the same expectations: one queue submission and
 // nothing new per training step after warm-up, out-of-memory as a clear error,
 // transfers larger than a staging ring, odd views, bad input found on the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Every op's gradient against central finite differences. The forward runs in
 // f32, so differences use a step of 1e-2 (accumulated in double) and the bound
 // is a relative error below 1e-2; inputs avoid kinks (relu at 0).

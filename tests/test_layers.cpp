@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Layers beyond the MLP: convolution against a direct convolution in double,
 // pooling (shapes, ties, NaN), batch norm's training and evaluation
 // behaviour and running statistics, bmm, cat, transpose of any two dims,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Main for every test program: fails the run if any Vulkan device reported a
 // validation-layer message (ctest also fails a test whose output contains
 // "[vulkan validation]", which catches messages printed at exit).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Every op against a double-precision reference, on odd and tile-crossing
 // shapes. Bound: normalized squared error below 1e-10 unless stated.
 #include <sstream>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The profiler: on every device, the kernel events it records are exactly the
 // launches the device ran (by the device's own counters), transfers carry the
 // bytes that moved, and profiling leaves the replay path as it was. Plus the

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The scheduler: one submission and zero new allocations per training step
 // after warm-up, plan reuse, memory reuse, in-place update ordering.
 #include "cnn.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // safetensors files, state_dict and model files: round trips on every device,
 // the dtypes the format names, PyTorch's names, strict and non-strict loads,
 // and hostile files (each a clear error naming the file).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Several threads on one device: each trains its own model at the same time
 // and gets exactly the losses of a run on its own; threads share a model for
 // inference, and for training (taking turns, or getting a clear error). (Built and run under

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Training on real Fashion-MNIST data (a subset) reaches a stated accuracy,
 // and is reproducible for a seed.
 #include <unistd.h>

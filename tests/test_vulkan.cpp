@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan backend's own checks: device facts, how `auto` treats a
 // CPU-type Vulkan device, and settings read from the environment. The checks
 // every GPU backend shares (one submission per step, out-of-memory, large

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The PyTorch side of Switchyard's safetensors interop test (test_serialize).
 
   torch_interop.py make DIR    trains nothing: a seeded torch.nn.Sequential

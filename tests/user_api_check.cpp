@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Compiled, never run: the user-facing headers must not bring in the backend
 // contract (Program, execute(), buffers, counters). A user program that trains
 // a model includes only these.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Fails each Vulkan call of a short training run in turn, one process per
 # call, with VK_ERROR_OUT_OF_DEVICE_MEMORY and with VK_ERROR_DEVICE_LOST
 # (only where the specification allows each), in both memory modes

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The switchyard command: list devices, train an MLP on Fashion-MNIST, evaluate
 // and run saved models, inspect safetensors files.
 #include "switchyard/switchyard.h"

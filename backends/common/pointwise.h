@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The pointwise math of the kernel table's Unary and Binary codes, written
 // once for the CPU backend and for the CUDA kernels (which see it as
 // __host__ __device__ functions), so the two cannot drift apart. The Vulkan

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Bookkeeping the GPU backends share for memory the device reads or writes
 // asynchronously: a ring whose regions are in use until the submission that
 // uses them completes (Vulkan's and CUDA's staging rings, Vulkan's timestamp

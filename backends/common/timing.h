@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What a GPU backend measured of one submission while the profiler is on,
 // and how it becomes profiler events. Each backend takes its own timestamps
 // (Vulkan timestamp queries, CUDA events) and places them on the profiler's

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Byte counts as people read them, for backends' messages ("64 MiB",
 // "2.00 GiB"). Shared by the GPU backends.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CPU device: host memory buffers and synchronous execution of Programs.
 #include <unistd.h>
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CPU kernels: the reference implementation of every kernel in the table.
 // Elementwise work over large tensors is split across the thread pool.
 #include "cpu_kernels.h"

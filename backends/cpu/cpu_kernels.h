@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CPU kernel functions, one per entry of the kernel table.
 #pragma once
 #include "switchyard/backend/kernels.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CPU's layer kernels (see cpu_kernels_nn.h), over the thread pool.
 #include "cpu_kernels_nn.h"
 

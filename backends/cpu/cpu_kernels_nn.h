@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CPU's layer kernels (cpu_kernels_nn.cpp): layout passes, im2col and
 // col2im, pooling, batch norm's per-channel passes and embedding. Declared
 // here so that cpu_kernels.cpp's table dispatch finds them with the rest.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GEMM for the CPU backend: CBLAS (OpenBLAS) when the build found it, else a
 // portable blocked loop.
 #include <algorithm>

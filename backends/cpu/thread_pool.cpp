@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fork-join thread pool used by the CPU kernels.
 #include "thread_pool.h"
 

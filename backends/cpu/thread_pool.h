@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A small fork-join pool for the CPU backend. Workers spin briefly between
 // parallel regions (a training step issues many in a row) and then sleep.
 #pragma once

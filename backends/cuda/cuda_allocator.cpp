@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The caching allocator (see cuda_allocator.h for the policy).
 #include "cuda_allocator.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A caching allocator over a raw device allocator (cudaMalloc/cudaFree in the
 // CUDA backend; tests drive it with malloc). As PyTorch's: freed blocks are
 // kept and reused, so a training loop stops calling cudaMalloc (which is slow

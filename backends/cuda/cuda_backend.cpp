@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // CUDA device enumeration: cuda:i for each GPU the driver reports, or the
 // reason there is none (no driver, a driver too old for this runtime, no
 // device, no cuBLAS). Never throws. The CUDA runtime is linked statically and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // cuBLASLt / cuBLAS GEMM for the kernel table's row-major gemm.
 //
 // Row-major C (M x N) = op(A) op(B) is, read column-major, C^T (N x M) =

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // GEMM for the CUDA backend through cuBLASLt (cuBLAS as the fallback), both
 // opened with dlopen at run time: the binary does not link them, so it starts
 // on machines without the CUDA toolkit.

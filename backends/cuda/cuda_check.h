@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Error checking for the CUDA backend: every runtime call and every kernel
 // launch goes through one of these, and a failure becomes a switchyard::Error
 // naming the operation, the call and the API's error name and text.

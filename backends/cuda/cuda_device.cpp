@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CUDA device (see cuda_device.h), written against the device contract in
 // device.h:
 // - One non-blocking stream per device carries every copy and launch in

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CUDA device: one stream, a caching allocator over cudaMalloc, a pinned
 // staging ring for transfers, pinned host buffers for pin_memory(), and
 // CUDA-graph replay of repeated Programs.

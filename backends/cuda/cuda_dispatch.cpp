@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // See cuda_dispatch.h.
 #include "cuda_dispatch.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Kernel table -> CUDA launch: a switch generated from the kernel table
 // calls the launch() overload of each kernel's params (cuda_kernels.h), so a
 // kernel added to the table without its launch() fails to link.

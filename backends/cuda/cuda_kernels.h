@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Host-side entry points of the CUDA kernels (the .cu files), one per op of
 // the kernel table (switchyard/backend/kernels.h documents each kernel's
 // arguments and params). Each

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device-side helpers shared by the kernel files: the launch macro, grid
 // sizing for grid-stride loops, warp reductions, and the pointwise math of the
 // Unary and Binary codes (pointwise.h, the CPU backend's own formulas).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Convolution, pooling and batch-norm kernels (the shapes are in backend/kernels.h):
 //
 // swap_axes: out[o, j, i, e] = in[o, i, j, e] over (outer, a, b, inner)

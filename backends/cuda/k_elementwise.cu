@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Elementwise kernels: fill, arange, cast, affine, unary, unary_backward,
 // binary (with broadcasting) and the GEMM's bias+activation epilogue.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Layout kernels: transpose, pad and expand.
 //
 // transpose: out[c, r] = in[r, c] for an R x C row-major matrix (R = rows,

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Fused optimizer updates, in place, one pass over n parameters.
 //
 // sgd_update: w -= lr*(g + wd*w).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Random fills: rand_uniform and rand_normal, counter-based Philox4x32-10
 // (Salmon et al. 2011): the same 32-bit stream as the CPU and Vulkan backends,
 // so uniform values match them bit for bit; normal values agree to a few ulps

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // reduce_sum: out[o, i] = scale * sum_l in[o, l, i], over (outer, len,
 // inner). Sums are accumulated in double, as on the CPU (the
 // reduction is bound by memory bandwidth, not by FP64 throughput).

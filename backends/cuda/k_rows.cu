@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Row-wise kernels over a rows x cols row-major f32 matrix: softmax /
 // log_softmax (`log`), their backward,
 // cross-entropy loss and its backward, and argmax.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The CUDA backend's sources, listed once: the backend builds them with nvcc
 # (backends/cuda/CMakeLists.txt) and the tests build them as C++ against the
 # host emulation of CUDA (tests/CMakeLists.txt, test_cuda_emu).

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Build-time generator: writes the GLSL mirror of the kernel table (the
 // pointwise codes and one parameter struct and loader per kernel), so the
 // shaders read named fields that cannot drift from the C++ side.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan allocator: blocks, suballocation, deferred frees, budget
 // checks, host-visible helper buffers (see vk_allocator.h).
 #include "vk_allocator.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan allocator: device memory for tensors and host-visible helper
 // buffers. Tensors are suballocated from a few large blocks (one VkBuffer
 // and one vkAllocateMemory each; first-fit ranges in vk_memory.h), grown

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan context: the logical device, its queue, pools and layouts, and
 // the feature decisions made when it is created (see vk_context.h).
 #include "vk_context.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan backend's context: what every part of a VulkanDevice shares.
 // The physical device's facts, the logical device and its queue, the command
 // pool, the descriptor-set and pipeline layouts, the feature decisions made

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // VulkanDevice: the front end over the parts (see vk_device.h), and the
 // backend entry point (vulkan_backend) that lists the devices.
 #include "vk_device.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // VulkanDevice: the Vulkan backend's Device. Internal to backends/vulkan.
 //
 // A small front end (the Device overrides, the lock, set-up on first use and

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan instance and physical-device facts (see vk_instance.h).
 #include "vk_instance.h"
 
@@ -69,13 +70,19 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityFlagBits
                                              const VkDebugUtilsMessengerCallbackDataEXT* data,
                                              void* user) {
   if (severity < VK_DEBUG_UTILS_MESSAGE_SEVERITY_WARNING_BIT_EXT) return VK_FALSE;
-  emit_message(cat("[vulkan validation] ", data && data->pMessage ? data->pMessage : "?"));
+  bool outside = false;
   if (auto* in = static_cast<Instance*>(user)) {
     std::lock_guard lock(in->mu);
-    if (in->counters.empty()) emit_message("[vulkan validation] (outside any device)");
+    outside = in->counters.empty();
     for (uint64_t* c : in->counters)
       std::atomic_ref<uint64_t>(*c).fetch_add(1, std::memory_order_relaxed);
   }
+  // Emitted outside the lock: the app's handler may take locks of its own.
+  try {
+    emit_message(cat("[vulkan validation] ", data && data->pMessage ? data->pMessage : "?"));
+  } catch (...) {  // no memory for the message: counted, not printed
+  }
+  if (outside) emit_message("[vulkan validation] (outside any device)");
   return VK_FALSE;
 }
 

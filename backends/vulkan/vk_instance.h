@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan instance and the facts of physical devices: creating the
 // instance (portability enumeration, validation with synchronization checks),
 // querying devices, picking memory types, and what `switchyard devices` shows.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Launch translation (see vk_launch.h).
 #include "vk_launch.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // How a kernel-table launch (an Instr) becomes a Vulkan dispatch: its entry
 // in the launch table (OpParams), its descriptors and the memory ranges it
 // reads and writes (for barriers), its pipeline specialization and its grid.

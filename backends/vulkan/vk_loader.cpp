@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Run-time loading of the Vulkan loader (see vk_loader.h).
 #include "vk_loader.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Vulkan entry points, loaded at run time from the system's loader
 // (libvulkan.so.1). Linking against libvulkan would stop a binary from
 // starting on a machine without it; opening it here lets the backend report

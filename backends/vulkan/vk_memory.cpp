@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 #include "vk_memory.h"
 
 namespace switchyard::vk_impl {

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A first-fit range allocator with coalescing: suballocates tensors inside
 // large device-memory blocks (one vkAllocateMemory per block, not per tensor).
 #pragma once

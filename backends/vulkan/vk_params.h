@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Where each kernel parameter sits in the Vulkan launch table (OpParams in
 // vk_launch.h, OpBlock in shaders/common.glsl). Shared by the host-side
 // packer (vk_launch.cpp) and the generator of the shaders' parameter structs

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan pipelines and their on-disk cache (see vk_pipelines.h).
 #include "vk_pipelines.h"
 
@@ -63,6 +64,7 @@ void Pipelines::load_cache() {
   std::string file;
   std::string_view data;
   if (std::string path = cache_path(); !path.empty() && disk_cache_enabled()) {
+    disk_ = true;
     try {
       file = files::read_regular(path, kMaxCacheBytes, "vulkan pipeline cache").value_or("");
       data = cache_payload(file);
@@ -85,7 +87,7 @@ void Pipelines::load_cache() {
 // Written atomically (a full disk or a kill leaves the old file); a failure
 // only costs the next run its shader compilation.
 void Pipelines::save_cache() {
-  if (!cache_ || !grew_ || !disk_cache_enabled()) return;
+  if (!cache_ || !grew_ || !disk_ || !disk_cache_enabled()) return;
   std::string path = cache_path();
   if (path.empty()) return;
   size_t n = 0;

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan pipelines: one per kernel build (plain or subgroup), launch
 // mode and flags (SPEC_OP, SPEC_FLAGS in shaders/common.glsl), created when
 // first recorded, and a VkPipelineCache kept on disk so later runs skip
@@ -35,6 +36,7 @@ class Pipelines {
   Context& c_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;
   bool grew_ = false;
+  bool disk_ = false;  // the cache file was read at start: it may be written at exit
   std::vector<std::pair<uint64_t, VkPipeline>> pipelines_;  // key, pipeline
   std::unordered_map<uint64_t, uint32_t> index_;
 };

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan profiler hooks: timestamp queries around launches and copies,
 // read back when their submission completes (see vk_profiler.h).
 #include "vk_profiler.h"

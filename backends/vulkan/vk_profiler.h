@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan profiler hooks: while the profiler is on, every copy and every
 // launch writes timestamps into a ring of queries; they are read back when
 // their submission completes and become the profiler's transfer and kernel

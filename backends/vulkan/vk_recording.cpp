@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan recorder: launch tables, descriptor sets, barriers from
 // hazards, recorded command buffers replayed every step (see vk_recording.h).
 #include "vk_recording.h"

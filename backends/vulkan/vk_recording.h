@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan recorder: a Program becomes recorded command buffers that are
 // replayed every step.
 //

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The SPIR-V modules compiled from shaders/*.comp at build time, embedded.
 #pragma once
 #include <cstddef>

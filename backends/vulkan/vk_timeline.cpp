@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan timeline: command buffers and fences, the batch of work waiting
 // to be submitted, submission serials and their completion (see vk_timeline.h).
 #include "vk_timeline.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan timeline: submissions, their serials and their completion.
 //
 // Work is submitted in batches: the command buffers recorded since the last

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan transfers: zero-copy or through the staging ring (see
 // vk_transfer.h).
 #include "vk_transfer.h"

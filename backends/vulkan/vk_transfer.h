@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Vulkan transfers: uploads, downloads and copies. Where the device has
 // host-visible device-local memory (integrated GPUs, ReBAR, lavapipe) tensors
 // are mapped and transfers are plain memcpy ("zero-copy"); otherwise, or

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The autograd engine: walks GradFns from a root in reverse topological order,
 // calling each op's backward (written with ops, so it runs on every backend).
 #include <unordered_map>

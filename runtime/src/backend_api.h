@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: how the runtime finds backends. The CPU backend is always built
 // in; the GPU backends are the list SWITCHYARD_GPU_BACKENDS in the root
 // CMakeLists.txt, from which the build generates gpu_backends(). Each built

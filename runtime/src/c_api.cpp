@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The C API (switchyard/switchyard_c.h) over the C++ one. Every entry point
 // that can fail runs its body in guard(), which turns exceptions into a
 // status and this thread's last-error message: nothing is thrown across.
@@ -12,14 +13,28 @@
 #include <utility>
 #include <vector>
 
+#include "graph.h"
 #include "switchyard/switchyard.h"
 #include "switchyard/switchyard_c.h"
 
 namespace sy = switchyard;
 
+// The C enums carry the C++ values.
+static_assert(SY_F32 == int(switchyard::DType::f32) && SY_I32 == int(switchyard::DType::i32) &&
+              SY_U8 == int(switchyard::DType::u8) && SY_I64 == int(switchyard::DType::i64) &&
+              SY_I64 + 1 == switchyard::kNumDTypes);
+static_assert(SY_DEVICE_CPU == int(switchyard::DeviceType::cpu) &&
+              SY_DEVICE_INTEGRATED_GPU == int(switchyard::DeviceType::integrated_gpu) &&
+              SY_DEVICE_DISCRETE_GPU == int(switchyard::DeviceType::discrete_gpu) &&
+              SY_DEVICE_VIRTUAL_GPU == int(switchyard::DeviceType::virtual_gpu) &&
+              SY_DEVICE_OTHER == int(switchyard::DeviceType::other));
+
+// A device's facts are copied in: its strings outlive the runtime's
+// registry (an atexit handler may still ask).
 struct sy_device {
   sy::Device* d;
   std::string name;  // "vulkan:0"
+  sy::DeviceInfo info;
 };
 struct sy_tensor {
   sy::Tensor t;
@@ -98,7 +113,7 @@ sy_device* handle(sy::Device& d) {
   Interned& in = interned();
   std::lock_guard lock(in.mu);
   auto& h = in.devices[&d];
-  if (!h) h.reset(new sy_device{&d, d.str()});
+  if (!h) h.reset(new sy_device{&d, d.str(), d.info()});
   return h.get();
 }
 const char* intern(const std::string& s) {
@@ -115,12 +130,6 @@ sy::DType dtype_of(sy_dtype t, const char* op) {
 }
 
 sy_tensor* wrap(sy::Tensor t) { return new sy_tensor{std::move(t)}; }
-
-template <class T>
-void copy_out(const sy::Tensor& t, void* dst) {
-  auto v = t.to_vector<T>();
-  if (!v.empty()) std::memcpy(dst, v.data(), v.size() * sizeof(T));
-}
 
 // `out` is written last, so a failure leaves it as the caller had it.
 template <class T>
@@ -149,6 +158,8 @@ const char* sy_status_name(sy_status s) {
       return "SY_ERROR_DEVICE_LIMIT";
     case SY_ERROR_INTERNAL:
       return "SY_ERROR_INTERNAL";
+    case SY_STATUS_MAX_:
+      break;
   }
   return "SY_ERROR_UNKNOWN_STATUS";
 }
@@ -230,30 +241,24 @@ sy_status sy_device_default(sy_device** out) {
 }
 
 const char* sy_device_name(const sy_device* d) { return d ? d->name.c_str() : nullptr; }
-const char* sy_device_backend(const sy_device* d) {
-  return d ? d->d->info().backend.c_str() : nullptr;
-}
-const char* sy_device_description(const sy_device* d) {
-  return d ? d->d->info().name.c_str() : nullptr;
-}
-int sy_device_index(const sy_device* d) { return d ? d->d->info().index : 0; }
+const char* sy_device_backend(const sy_device* d) { return d ? d->info.backend.c_str() : nullptr; }
+const char* sy_device_description(const sy_device* d) { return d ? d->info.name.c_str() : nullptr; }
+int sy_device_index(const sy_device* d) { return d ? d->info.index : 0; }
 sy_device_type sy_device_kind(const sy_device* d) {
-  return d ? sy_device_type(d->d->info().type) : SY_DEVICE_OTHER;
+  return d ? sy_device_type(d->info.type) : SY_DEVICE_OTHER;
 }
 const char* sy_device_type_name(sy_device_type t) {
   return int(t) >= 0 && int(t) <= int(SY_DEVICE_OTHER) ? sy::device_type_name(sy::DeviceType(t))
                                                        : nullptr;
 }
-uint64_t sy_device_memory_bytes(const sy_device* d) { return d ? d->d->info().memory_bytes : 0; }
-size_t sy_device_property_count(const sy_device* d) {
-  return d ? d->d->info().properties.size() : 0;
-}
+uint64_t sy_device_memory_bytes(const sy_device* d) { return d ? d->info.memory_bytes : 0; }
+size_t sy_device_property_count(const sy_device* d) { return d ? d->info.properties.size() : 0; }
 
 sy_status sy_device_property(const sy_device* d, size_t index, const char** key,
                              const char** value) {
   return guard("sy_device_property", [&] {
     need(d, "sy_device_property", "a device");
-    const auto& props = d->d->info().properties;
+    const auto& props = d->info.properties;
     if (index >= props.size())
       throw InvalidArgument(sy::detail::cat("[sy_device_property] expected an index below ",
                                             props.size(), " for ", d->name, ", found ", index));
@@ -312,20 +317,7 @@ sy_status sy_tensor_read(const sy_tensor* t, void* dst, size_t dst_bytes) {
           "[", op, "] expected a buffer of ", bytes, " bytes for a ", sy::dtype_name(t->t.dtype()),
           " tensor of shape ", sy::shape_str(t->t.shape()), ", found ", dst_bytes));
     if (bytes) need(dst, op, "a destination buffer");
-    switch (t->t.dtype()) {
-      case sy::DType::f32:
-        copy_out<float>(t->t, dst);
-        break;
-      case sy::DType::i32:
-        copy_out<int32_t>(t->t, dst);
-        break;
-      case sy::DType::u8:
-        copy_out<uint8_t>(t->t, dst);
-        break;
-      case sy::DType::i64:
-        copy_out<int64_t>(t->t, dst);
-        break;
-    }
+    sy::detail::copy_to_host(t->t, dst);  // straight into the caller's buffer
   });
 }
 
@@ -467,7 +459,11 @@ sy_status sy_tensor_list_add(sy_tensor_list* l, const char* name, const sy_tenso
     need(l, op, "a tensor list");
     need(name, op, "a name");
     need(t, op, "a tensor");
-    if (!*name) throw InvalidArgument("[sy_tensor_list_add] expected a non-empty name, found \"\"");
+    if (!*name || std::strcmp(name, "__metadata__") == 0)
+      throw InvalidArgument(sy::detail::cat("[", op,
+                                            "] expected a non-empty name other than __metadata__, "
+                                            "found \"",
+                                            name, "\""));
     for (const auto& e : l->items)
       if (e.first == name)
         throw InvalidArgument(sy::detail::cat("[", op, "] expected a new name, found '", name,
@@ -478,8 +474,9 @@ sy_status sy_tensor_list_add(sy_tensor_list* l, const char* name, const sy_tenso
 
 const char* sy_tensor_list_metadata(const sy_tensor_list* l, const char* key) {
   if (!l || !key) return nullptr;
-  auto it = l->metadata.find(key);
-  return it == l->metadata.end() ? nullptr : it->second.c_str();
+  for (const auto& [k, v] : l->metadata)  // no temporary string: nothing can throw
+    if (k == key) return v.c_str();
+  return nullptr;
 }
 
 sy_status sy_tensor_list_set_metadata(sy_tensor_list* l, const char* key, const char* value) {
@@ -487,7 +484,8 @@ sy_status sy_tensor_list_set_metadata(sy_tensor_list* l, const char* key, const 
     need(l, "sy_tensor_list_set_metadata", "a tensor list");
     need(key, "sy_tensor_list_set_metadata", "a key");
     need(value, "sy_tensor_list_set_metadata", "a value");
-    l->metadata[key] = value;
+    std::string v = value;  // made before the map changes: a failure changes nothing
+    l->metadata.insert_or_assign(std::string(key), std::move(v));
   });
 }
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Datasets (TensorDataset, IDX files, Fashion-MNIST) and the DataLoader with a
 // background thread that prepares the next batch while the current one trains.
 #include "switchyard/data.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Device base class bookkeeping, the backend registry and device selection.
 #include <algorithm>
 #include <atomic>

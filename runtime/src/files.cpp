@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Bounded reads of regular files and atomic writes (see backend/files.h).
 #include "switchyard/backend/files.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: graph nodes, storages, per-device runtime state, tensor impls.
 // Nothing here is part of the public API.
 #pragma once

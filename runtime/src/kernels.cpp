@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The kernel table's run-time side: names, argument facts and parameter
 // layouts, generated from the lists in switchyard/backend/kernels.h.
 #include "switchyard/backend/kernels.h"

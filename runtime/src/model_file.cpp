@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Model files: a safetensors file with the architecture in its metadata, and
 // the registry of module types that nn::load builds from it.
 #include <mutex>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Modules: parameter registration, device moves, Linear and Sequential.
 #include "switchyard/nn.h"
 
@@ -58,18 +59,22 @@ std::vector<Tensor> Module::parameters() const {
 
 Module& Module::to(Device& d) {
   NoGradGuard no_grad;
+  // Every copy first, then the swaps: running out of memory on `d` halfway
+  // leaves the module whole where it was, never split across two devices.
+  struct Move {
+    Tensor target, value, grad;
+  };
+  std::vector<Move> moves;
   for (auto& [n, p] : named_parameters()) {
     if (&p.device() == &d) continue;
-    Tensor moved = p.detach().to(d);
     Tensor g = p.grad();
-    Tensor copy = p;  // shares the impl: the move keeps the parameter's identity
-    copy.set_data(moved);
-    if (g.defined()) copy.set_grad(g.to(d));
+    moves.push_back({p, p.detach().to(d), g.defined() ? g.to(d) : Tensor()});
   }
-  for (auto& [n, b] : named_buffers()) {
-    if (&b.device() == &d) continue;
-    Tensor copy = b;
-    copy.set_data(b.to(d));
+  for (auto& [n, b] : named_buffers())
+    if (&b.device() != &d) moves.push_back({b, b.to(d), Tensor()});
+  for (auto& m : moves) {  // `target` shares the impl: the parameter keeps its identity
+    m.target.set_data(m.value);
+    if (m.grad.defined()) m.target.set_grad(m.grad);
   }
   return *this;
 }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Ops: checks in the public function, a graph node, and the backward next to
 // the forward (written with ops, so autograd runs on every backend).
 #include "switchyard/ops.h"

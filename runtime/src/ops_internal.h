@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Internal: what every op file shares (ops.cpp, ops_nn.cpp): input checks,
 // graph nodes and the autograd record.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Layers beyond the MLP: batched matmul, convolution, pooling and batch norm.
 // Each checks its inputs, builds nodes of the kernel table and records its
 // backward next to the forward.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Optimizers: one fused in-place update kernel per parameter per step.
 #include "switchyard/optim.h"
 

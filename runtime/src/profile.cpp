@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The profiler's store, summary table and Chrome trace writer.
 #include "switchyard/profile.h"
 

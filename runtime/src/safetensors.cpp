@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The safetensors format: reading (mapped, every header field checked before
 // use) and writing (atomic). See switchyard/serialize.h.
 #include <zlib.h>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The Scheduler: turns the pending graph behind some tensors into a Program,
 // assigns buffers by lifetime, caches the plan by graph signature and hands
 // it to the device in one submission.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The library's messages and disk cache (see switchyard/settings.h).
 #include "switchyard/settings.h"
 
@@ -27,15 +28,21 @@ std::atomic<bool> g_disk_cache{true};
 
 }  // namespace
 
+// The old handler is released outside the lock (its destructor may emit).
 void set_message_handler(MessageHandler handler) {
   auto h = std::make_shared<const MessageHandler>(std::move(handler));
-  std::lock_guard lock(messages().mu);
-  messages().handler = std::move(h);
+  {
+    std::lock_guard lock(messages().mu);
+    messages().handler.swap(h);
+  }
 }
 
 void reset_message_handler() {
-  std::lock_guard lock(messages().mu);
-  messages().handler.reset();
+  std::shared_ptr<const MessageHandler> old;
+  {
+    std::lock_guard lock(messages().mu);
+    messages().handler.swap(old);
+  }
 }
 
 void emit_message(std::string_view message) noexcept {

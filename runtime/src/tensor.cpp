@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tensor handles, factories, views, transfers between devices and reading
 // values back.
 #include <algorithm>

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // classify: load a model file (switchyard train --save model.safetensors),
 // classify the Fashion-MNIST test set on the best device, and time one image
 // at a time on every device. Built against an installed Switchyard.

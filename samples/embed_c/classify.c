@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* classify (C): the embed example through the C API. Loads a model file
    (switchyard train --save model.safetensors), classifies the Fashion-MNIST
    test set on the best device, and times one image at a time on every
@@ -77,7 +78,7 @@ int main(int argc, char** argv) {
   snprintf(path, sizeof path, "%s/t10k-labels-idx1-ubyte.gz", dir);
   check(sy_read_idx(path, &ys), "test labels");
   n = sy_tensor_numel(ys);
-  if (sy_tensor_numel(xs) != n * PIXELS) {
+  if (n < 1 || sy_tensor_numel(xs) != n * PIXELS) {
     fprintf(stderr, "classify: expected %lld images of %d pixels\n", (long long)n, PIXELS);
     return 1;
   }

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // cuBLAS and cuBLASLt, emulated on the host for tests/cuda_emu: the entry
 // points the backend's GEMM uses, with their real signatures, computing in
 // double. They check what the backend passes (layouts against the operation's

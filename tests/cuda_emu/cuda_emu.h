@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A CPU emulation of the CUDA execution model, large enough to run
 // backends/cuda as C++ (tests/cuda_emu): kernels launched through SY_LAUNCH
 // (which is <<<...>>> under nvcc) run here on CPU threads, and the stream is

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The emulated CUDA runtime (see cudart_emu.h and cuda_emu.h).
 #include "cudart_emu.h"
 

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The CUDA runtime calls the backend makes, emulated on the host (see
 // cudart_emu.cpp), under their own names: the macros below send the backend's
 // calls here when it is compiled for tests/cuda_emu, so nothing collides with

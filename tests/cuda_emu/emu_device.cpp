@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // "cudaemu:0": the CUDA backend's own device class (CudaDevice: allocator,
 // staging ring, graph capture and replay, status words, cuBLASLt GEMM
 // mapping) and kernels, compiled against the emulated CUDA runtime and cuBLAS

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The emulated CUDA device (see emu_device.cpp). Compiled with
 // -Dcuda_impl=cuda_emu_impl, so nothing here collides with the real backend.
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The emulation's execution model itself (cuda_emu.h): __syncthreads and
 // shuffles wait for the whole block or warp; warps run ahead of each other,
 // so a missing barrier gives wrong data instead of passing by luck; a

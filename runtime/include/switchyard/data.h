@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Datasets and the DataLoader. Datasets return host (cpu) tensors; the
 // training loop moves each batch to its device.
 #pragma once

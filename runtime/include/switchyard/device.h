@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Devices as users see them: pick one by name ("cpu", "vulkan:1", "cuda",
 // "auto"), pass it to tensors and modules, wait for it. What a backend
 // implements is in switchyard/backend/device.h.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Element types and shapes.
 #pragma once
 #include <cstdint>

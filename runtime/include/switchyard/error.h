@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Errors: every failure is a switchyard::Error whose message starts with the
 // operation and says what was expected and what was found.
 #pragma once

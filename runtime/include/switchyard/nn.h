@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Modules: parameters, submodules and moving them between devices.
 #pragma once
 #include <functional>
@@ -47,6 +48,8 @@ class Module {
   std::vector<std::pair<std::string, Tensor>> named_parameters() const;
   // Moves parameters, their gradients and buffers to `d`, keeping their
   // identity, so an optimizer built before the move still updates them.
+  // All or nothing: every copy is made before any tensor is switched over,
+  // so a failure (out of memory on `d`) leaves the module where it was.
   Module& to(Device& d);
   Module& to(std::string_view device_name);
   void zero_grad();

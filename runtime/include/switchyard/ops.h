@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Ops: each checks shapes, dtypes and devices, builds a graph node and, when
 // an input requires grad, records its backward (written with ops).
 #pragma once

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Optimizers. Each step is one fused in-place update kernel per parameter,
 // recorded lazily and run with the rest of the training step.
 #pragma once

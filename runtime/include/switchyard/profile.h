@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The profiler: where a program's time goes, per kernel and per transfer kind,
 // measured by the device itself (Vulkan timestamp queries, CUDA events, the
 // CPU's clock around each kernel), plus host-side spans for planning and

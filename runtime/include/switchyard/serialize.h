@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tensors in files: the safetensors format (Hugging Face's; PyTorch, candle,
 // Burn, MLX and llama.cpp's converters read and write it). A file is an
 // 8-byte little-endian header length N, N bytes of JSON naming each tensor's

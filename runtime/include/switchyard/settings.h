@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // What the library does without being asked: the messages it prints and the
 // files it writes. By default, messages go to stderr (never stdout) and the
 // Vulkan backend keeps a pipeline cache under the user's cache directory

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Switchyard: the whole public API.
 #pragma once
 #include "switchyard/data.h"

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 /* Switchyard's C API: C99, for C programs and any language's FFI (C#,
    Swift, Rust, Python's ctypes). It covers what an app embedding a trained
    model needs: the library's version, the devices and why a backend is
@@ -14,9 +15,10 @@
      a *_create, *_load or *_get call and are released with the matching
      *_destroy (NULL is accepted there). sy_device handles belong to the
      library and stay valid until the process exits.
-   - Strings the library returns stay valid as long as the object they came
-     from (for devices and backends: until exit). Strings passed in are
-     UTF-8 and copied when kept.
+   - Strings the library returns: a device's and a backend's stay valid
+     until exit; a tensor list's names and metadata until that list is next
+     changed or destroyed; sy_last_error()'s until this thread's next failed
+     call. Strings passed in are UTF-8 and copied when kept.
    - A handle may be used by one thread at a time; different handles may be
      used from different threads at once, as the C++ API allows.
    - Tensors are dense and row-major (C order), as in the C++ API. */
@@ -34,7 +36,7 @@
 #else
 #define SY_API __declspec(dllimport)
 #endif
-#elif defined(__GNUC__)
+#elif defined(__GNUC__) && !defined(_WIN32)
 #define SY_API __attribute__((visibility("default")))
 #else
 #define SY_API
@@ -59,18 +61,26 @@ typedef enum sy_status {
      budget): the same work in smaller pieces runs. */
   SY_ERROR_DEVICE_LIMIT = 4,
   /* An unexpected failure inside the library: a bug to report. */
-  SY_ERROR_INTERNAL = 5
+  SY_ERROR_INTERNAL = 5,
+  SY_STATUS_MAX_ = 0x7fffffff /* keeps the enum 32-bit everywhere */
 } sy_status;
 
 /* Element types; the values are the C++ API's switchyard::DType. */
-typedef enum sy_dtype { SY_F32 = 0, SY_I32 = 1, SY_U8 = 2, SY_I64 = 3 } sy_dtype;
+typedef enum sy_dtype {
+  SY_F32 = 0,
+  SY_I32 = 1,
+  SY_U8 = 2,
+  SY_I64 = 3,
+  SY_DTYPE_MAX_ = 0x7fffffff /* keeps the enum 32-bit; not a dtype */
+} sy_dtype;
 
 typedef enum sy_device_type {
   SY_DEVICE_CPU = 0,
   SY_DEVICE_INTEGRATED_GPU = 1,
   SY_DEVICE_DISCRETE_GPU = 2,
   SY_DEVICE_VIRTUAL_GPU = 3,
-  SY_DEVICE_OTHER = 4
+  SY_DEVICE_OTHER = 4,
+  SY_DEVICE_TYPE_MAX_ = 0x7fffffff /* keeps the enum 32-bit; not a type */
 } sy_device_type;
 
 typedef struct sy_device sy_device;           /* the library's; valid until exit */
@@ -92,13 +102,17 @@ SY_API size_t sy_dtype_size(sy_dtype t);        /* bytes per element; 0 for a ba
 /* Receives each of the library's messages (the profiler's summary at exit,
    Vulkan validation messages: they go to stderr by default, never to
    stdout), with `user`. A NULL `fn` drops them. The handler may be called
-   from any thread, and at exit. */
+   from any thread (a driver's among them), two at once, and at exit (the
+   profiler's summary), so `user` must outlive it: a call already under way
+   may still finish after the handler is replaced. It must not call into
+   Switchyard (a message can come from inside a device's creation). */
 typedef void (*sy_message_fn)(const char* message, void* user);
 SY_API void sy_set_message_handler(sy_message_fn fn, void* user);
 SY_API void sy_reset_message_handler(void); /* back to stderr */
 /* Nonzero (the default): the Vulkan backend keeps its pipeline cache under
-   the user's cache directory. Zero: no file is read or written unasked. Set
-   it before the first device call for it to cover the cache's reading. */
+   the user's cache directory. Zero: no file of Switchyard's is read or
+   written unasked (a GPU driver's own shader cache is the driver's). Set it
+   before the first device call for it to cover the cache's reading. */
 SY_API void sy_set_disk_cache(int enabled);
 
 /* ---- backends and devices -------------------------------------------- */
@@ -126,7 +140,7 @@ SY_API const char* sy_device_backend(const sy_device* d);     /* "vulkan" */
 SY_API const char* sy_device_description(const sy_device* d); /* "NVIDIA GeForce RTX 4090" */
 SY_API int sy_device_index(const sy_device* d);
 SY_API sy_device_type sy_device_kind(const sy_device* d);
-SY_API const char* sy_device_type_name(sy_device_type t); /* "discrete_gpu" */
+SY_API const char* sy_device_type_name(sy_device_type t); /* "discrete-gpu" */
 SY_API uint64_t sy_device_memory_bytes(const sy_device* d);
 /* The backend's extra properties (driver version, limits), as strings. */
 SY_API size_t sy_device_property_count(const sy_device* d);
@@ -149,8 +163,9 @@ SY_API sy_status sy_tensor_to(const sy_tensor* t, sy_device* d, sy_tensor** out)
 /* Copies the values into `dst`, which has `dst_bytes` =
    sy_tensor_nbytes(t) bytes; waits for whatever computes them. */
 SY_API sy_status sy_tensor_read(const sy_tensor* t, void* dst, size_t dst_bytes);
-/* The number of dimensions, and the sizes if `dims` has room for them
-   (`capacity` entries). Either out-parameter may be NULL. */
+/* The number of dimensions into `ndim`, and the sizes into `dims`, which
+   has room for `capacity` of them (too little room: SY_ERROR_INVALID_ARGUMENT
+   and nothing written). Either out-parameter may be NULL. */
 SY_API sy_status sy_tensor_shape(const sy_tensor* t, size_t* ndim, int64_t* dims, size_t capacity);
 /* Facts of a tensor; 0, SY_F32 or NULL for a NULL tensor. */
 SY_API int64_t sy_tensor_numel(const sy_tensor* t);
@@ -171,7 +186,8 @@ SY_API void sy_model_destroy(sy_model* m);
    train` makes, the input is (batch, 784) f32 images normalized as
    sy_read_samples does, and the output (batch, 10) logits. */
 SY_API sy_status sy_model_forward(sy_model* m, const sy_tensor* input, sy_tensor** out);
-/* Moves the model's weights to `d`. */
+/* Moves the model's weights to `d`; when it fails (out of memory there), the
+   model stays whole where it was. */
 SY_API sy_status sy_model_to(sy_model* m, sy_device* d);
 SY_API sy_device* sy_model_device(const sy_model* m);
 /* Saves the model (weights and architecture) to `path`, atomically. */

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Tensor: a lazily evaluated, device-placed n-d array with autograd.
 // Ops only build graph nodes; values are computed when needed on the host
 // (item(), to_vector(), moving off the device) or on synchronize().

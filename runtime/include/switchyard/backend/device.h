@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The backend contract: what a device implementation provides (buffers,
 // transfers, Program execution) and the counters tests and benchmarks read.
 // User code does not need this header; backends and the runtime do.

@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // Files the runtime, its backends and tools read and write: caches, traces,
 // reports (and, later, model files). Reads are bounded and refuse what is not
 // a regular file; writes are atomic, so a crash, a kill or a full disk leaves

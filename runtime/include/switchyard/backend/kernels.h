@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // The kernel table: every kernel a backend implements, named once, with its
 // typed parameters and what a launch needs to know of it (which arguments it
 // writes, whether it reports bad input, whether it has a subgroup build).

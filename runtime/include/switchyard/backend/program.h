@@ -1,3 +1,4 @@
+// SPDX-License-Identifier: MIT
 // A Program is what the Scheduler hands to a Device: an ordered list of kernel
 // launches over numbered buffer slots. The same Program is replayed for every
 // training step with the same graph; only the slot bindings and the scalar
