@@ -333,18 +333,19 @@ std::vector<Workload> workloads(const BenchOptions& o) {
     }
   if (want("reduce"))
     for (int64_t n : elems({4 << 20, 16 << 20}, {16 << 20})) {
-      const int64_t rows = 4096, cols = std::max<int64_t>(n / rows, 1);
+      constexpr int64_t rows = 4096;  // a constant: used in the lambdas without capture
+      const int64_t cols = std::max<int64_t>(n / rows, 1);
       std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
       w.push_back({"reduce", "sum rows " + shape, "GB/s", 1e-9, 0,
                    [](BackendDevice&) { return true; },
-                   [rows, cols](BackendDevice& d) {
+                   [cols](BackendDevice& d) {
                      ReduceSumParams p{.outer = rows, .len = cols, .inner = 1, .scale = 1.f};
                      KernelCase kc{make(p), {size_t(rows * 4), size_t(rows * cols * 4)}, {}};
                      return prepare_kernel(d, kc, double(rows * cols) * 4);
                    }});
       w.push_back({"reduce", "sum cols " + shape, "GB/s", 1e-9, 0,
                    [](BackendDevice&) { return true; },
-                   [rows, cols](BackendDevice& d) {
+                   [cols](BackendDevice& d) {
                      ReduceSumParams p{.outer = 1, .len = rows, .inner = cols, .scale = 1.f};
                      KernelCase kc{make(p), {size_t(cols * 4), size_t(rows * cols * 4)}, {}};
                      return prepare_kernel(d, kc, double(rows * cols) * 4);
@@ -352,10 +353,11 @@ std::vector<Workload> workloads(const BenchOptions& o) {
     }
   if (want("softmax"))
     for (int64_t n : elems({4 << 20, 16 << 20}, {16 << 20})) {
-      const int64_t rows = 4096, cols = std::max<int64_t>(n / rows, 1);
+      constexpr int64_t rows = 4096;  // a constant: used in the lambdas without capture
+      const int64_t cols = std::max<int64_t>(n / rows, 1);
       w.push_back({"softmax", "softmax " + std::to_string(rows) + "x" + std::to_string(cols),
                    "GB/s", 1e-9, 0, [](BackendDevice&) { return true; },
-                   [rows, cols](BackendDevice& d) {
+                   [cols](BackendDevice& d) {
                      KernelCase kc{make(SoftmaxParams{.rows = rows, .cols = cols}),
                                    {size_t(rows * cols * 4), size_t(rows * cols * 4)},
                                    {}};

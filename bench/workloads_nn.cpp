@@ -64,10 +64,10 @@ std::vector<Workload> cnn_workloads() {
   const double conv1 = 2.0 * 32 * 784 * 9, conv2 = 2.0 * 64 * 196 * 288;
   const double conv3 = 2.0 * 128 * 49 * 576, fc = 2.0 * (1152 * 128 + 128 * 10);
   const double fwd_flop = conv1 + conv2 + conv3 + fc, train_flop = 3 * fwd_flop - conv1;
-  const int64_t batch = 128;
+  constexpr int64_t batch = 128;  // a constant: used in the lambda without capture
   w.push_back({"model", "cnn train step batch 128", "samples/s", 1.0, train_flop,
                [](BackendDevice&) { return true; },
-               [batch](BackendDevice& d) {
+               [](BackendDevice& d) {
                  manual_seed(1);
                  auto model = models::cnn();
                  model->to(d);

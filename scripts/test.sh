@@ -7,8 +7,9 @@
 #      Switchyard's code fails; driver leaks are suppressed by library
 #      (tests/sanitizers/lsan.supp, one comment per entry).
 #   3. The same build's libFuzzer targets, 30 s each from their seed corpora.
-#   Before 2: build-shared/, the shared library and the CLI, installed and
-#   used by the example app (tests/install_consumer.sh).
+#   Before 2: build-shared-clang/, the shared library and the CLI built with
+#   clang -Werror, installed and used by the example apps
+#   (tests/install_consumer.sh).
 # Options: --quick (step 1 only); --tsan (step 1, then a ThreadSanitizer build
 # of the thread, scheduler, data, device and files suites in build-tsan/).
 # Each step prints its time.
@@ -42,14 +43,15 @@ if [[ $mode == --tsan ]]; then
   exit 0
 fi
 
-# The shared library (BUILD_SHARED_LIBS=ON): the library and the CLI only,
-# installed to a temporary prefix and used by samples/embed; its SONAME and
-# exported symbols checked (tests/install_consumer.sh).
-cmake -S . -B build-shared -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
-  -DSWITCHYARD_TESTS=OFF -DSWITCHYARD_SAMPLES=OFF > /dev/null
-cmake --build build-shared -j2
-bash tests/install_consumer.sh build-shared .
-step "shared library: build, install, example app"
+# The shared library (BUILD_SHARED_LIBS=ON), built with clang and warnings
+# as errors (the library with every backend, the CLI and the bench): installed
+# to a temporary prefix and used by samples/embed and samples/embed_c; its
+# SONAME and exported symbols checked (tests/install_consumer.sh).
+CC=clang CXX=clang++ cmake -S . -B build-shared-clang -DCMAKE_BUILD_TYPE=Release -DBUILD_SHARED_LIBS=ON \
+  -DSWITCHYARD_TESTS=OFF -DSWITCHYARD_SAMPLES=OFF -DCMAKE_CXX_FLAGS=-Werror -DCMAKE_C_FLAGS=-Werror > /dev/null
+cmake --build build-shared-clang -j2
+bash tests/install_consumer.sh build-shared-clang .
+step "shared library (clang -Werror): build, install, example apps"
 
 CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
   -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DSWITCHYARD_SANITIZE=address,undefined \
