@@ -14,9 +14,6 @@
 // transfer events.
 #include "bench.h"
 
-#include <sys/wait.h>
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cerrno>
@@ -640,38 +637,21 @@ std::vector<Result> staging_rerun(const BenchOptions& o, const std::vector<Backe
       list += (list.empty() ? "" : ",") + d->str();
   const char* forced = std::getenv("SWITCHYARD_VK_FORCE_STAGING");  // read as the backend reads it
   if (list.empty() || (forced && *forced && std::string(forced) != "0")) return {};
-  char exe[4096];
-  ssize_t n = readlink("/proc/self/exe", exe, sizeof exe - 1);
-  if (n <= 0) return {};
-  exe[n] = 0;
-  // The child runs without the profiler: its report and trace would mix with
-  // (or overwrite) this process's.
-  std::string cmd =
-      std::string("env -u SWITCHYARD_PROFILE -u SWITCHYARD_TRACE SWITCHYARD_VK_FORCE_STAGING=1 '") +
-      exe + "' bench --staging-child --ops transfer --devices " + list + " --csv -" +
-      (o.quick ? " --quick" : "");
+  std::string args = "bench --staging-child --ops transfer --devices " + list + " --csv -" +
+                     (o.quick ? " --quick" : "");
   if (!o.sizes.empty()) {
-    cmd += " --sizes ";
-    for (size_t k = 0; k < o.sizes.size(); ++k) cmd += (k ? "," : "") + std::to_string(o.sizes[k]);
+    args += " --sizes ";
+    for (size_t k = 0; k < o.sizes.size(); ++k) args += (k ? "," : "") + std::to_string(o.sizes[k]);
   }
   std::fprintf(stderr, "bench: measuring the staging path of %s in a second process\n",
                list.c_str());
   // The rest of the benchmark stands without these figures if this fails.
-  auto skipped = [&](const std::string& why) {
-    std::fprintf(stderr, "bench: warning: the staging-path run %s, its figures are left out: %s\n",
-                 why.c_str(), cmd.c_str());
-    return std::vector<Result>{};
-  };
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return skipped(std::string("could not start (") + std::strerror(errno) + ")");
-  std::string out;
-  char buf[4096];
-  while (size_t k = std::fread(buf, 1, sizeof buf, p)) out.append(buf, k);
-  int st = pclose(p);
-  if (st == -1) return skipped("could not be waited for");
-  if (WIFSIGNALED(st)) return skipped("was killed by signal " + std::to_string(WTERMSIG(st)));
-  if (WEXITSTATUS(st) != 0)
-    return skipped("failed (exit code " + std::to_string(WEXITSTATUS(st)) + ")");
+  std::string out, why;
+  if (!rerun_with_staging(args, out, why)) {
+    std::fprintf(stderr, "bench: warning: the staging-path run %s, its figures are left out\n",
+                 why.c_str());
+    return {};
+  }
   std::vector<Result> rs;
   for (Result& x : from_csv(out))
     if (x.workload.find("staging") != std::string::npos) rs.push_back(x);

@@ -11,6 +11,12 @@ namespace switchyard::bench {
 // or a failing device.
 int run(const std::vector<std::string>& args);
 
+// Runs this program again (bench/rerun.cpp) as `switchyard ARGS` with
+// SWITCHYARD_VK_FORCE_STAGING=1 and without the profiler's variables (its
+// report and trace would mix with this process's); true with its stdout in
+// `out`, else false with `why` (on Windows it is not done).
+bool rerun_with_staging(const std::string& args, std::string& out, std::string& why);
+
 // The known option closest to a misspelt one (at most two edits away), or "".
 std::string closest_option(const std::string& word, const std::vector<std::string>& known);
 

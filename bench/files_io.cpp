@@ -24,8 +24,9 @@ int main(int argc, char** argv) {
       return 2;
     }
     const std::string path =
-        (argc > 3 ? std::filesystem::path(argv[3]) : std::filesystem::temp_directory_path()) /
-        "switchyard_bench_files_io.safetensors";
+        ((argc > 3 ? std::filesystem::path(argv[3]) : std::filesystem::temp_directory_path()) /
+         "switchyard_bench_files_io.safetensors")
+            .string();
     const int64_t n = mib << 18;  // floats
     sy::NamedTensors ts{{"w", sy::rand({n}, d)}};
     sy::eval({ts[0].second});

@@ -11,16 +11,23 @@
 #   bash scripts/install-deps.sh --torch  also PyTorch (python3-torch), for the
 #                                         safetensors interop tests (TorchInterop.*),
 #                                         which skip without it
+#   bash scripts/install-deps.sh --windows  also mingw-w64, its zlib, GoogleTest's
+#                                         sources and Wine, for the Windows
+#                                         cross-build in scripts/test.sh
+# Options combine (--bench --windows).
 set -euo pipefail
 
 pkgs=(cmake g++ make pkg-config libgtest-dev libopenblas-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
       dataset-fashion-mnist python3 clang-format clang libclang-rt-dev
       libvulkan1 libvulkan-dev glslc spirv-tools vulkan-validationlayers mesa-vulkan-drivers)
-if [[ "${1:-}" == "--bench" ]]; then
-  pkgs+=(python3-numpy python3-torch libtorch-dev libopenblas0-pthread)
-elif [[ "${1:-}" == "--torch" ]]; then
-  pkgs+=(python3-numpy python3-torch)
-fi
+for opt in "$@"; do
+  case $opt in
+    --bench) pkgs+=(python3-numpy python3-torch libtorch-dev libopenblas0-pthread) ;;
+    --torch) pkgs+=(python3-numpy python3-torch) ;;
+    --windows) pkgs+=(g++-mingw-w64-x86-64-posix libz-mingw-w64-dev googletest wine64) ;;
+    *) echo "install-deps: unknown option $opt (--bench, --torch, --windows)" >&2; exit 2 ;;
+  esac
+done
 
 missing=()
 for p in "${pkgs[@]}"; do

@@ -8,6 +8,7 @@
 #include <cmath>
 #include <cstring>
 #include <functional>
+#include <numbers>
 #include <numeric>
 
 #include "conformance_util.h"
@@ -164,9 +165,9 @@ std::vector<Case> cases_for(Kernel k) {
                              (k == Kernel::rand_normal)) /
                       16777216.0;
           double u2 = double(philox_word(uint64_t(j), 1234, 99, off, 1) >> 8) / 16777216.0;
-          e[size_t(j)] = k == Kernel::rand_uniform
-                             ? -2.0 + 4.0 * u1
-                             : 0.5 + 2.0 * std::sqrt(-2 * std::log(u1)) * std::cos(2 * M_PI * u2);
+          e[size_t(j)] = k == Kernel::rand_uniform ? -2.0 + 4.0 * u1
+                                                   : 0.5 + 2.0 * std::sqrt(-2 * std::log(u1)) *
+                                                               std::cos(2 * std::numbers::pi * u2);
         }
         const uint64_t seed = (uint64_t(99) << 32) | 1234;
         Case c = k == Kernel::rand_uniform

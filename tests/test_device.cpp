@@ -4,6 +4,7 @@
 
 #include "helpers.h"
 #include "serial_ring.h"
+#include "test_env.h"
 
 using sy::Tensor;
 
@@ -28,11 +29,11 @@ TEST(Device, AutoNeverPicksACpuTypeDevice) {
 }
 
 TEST(Device, EnvironmentOverridesTheDefault) {
-  setenv("SWITCHYARD_DEVICE", "mock:0", 1);
+  set_env("SWITCHYARD_DEVICE", "mock:0");
   EXPECT_EQ(&sy::backend_of(sy::default_device()), &mock_device());
-  setenv("SWITCHYARD_DEVICE", "nonsense", 1);
+  set_env("SWITCHYARD_DEVICE", "nonsense");
   expect_error([] { sy::backend_of(sy::default_device()); }, {"unknown device 'nonsense'"});
-  unsetenv("SWITCHYARD_DEVICE");
+  unset_env("SWITCHYARD_DEVICE");
   EXPECT_EQ(&sy::backend_of(sy::default_device()), &sy::backend_device("auto"));
 }
 
@@ -48,7 +49,7 @@ TEST(Device, IsAvailableAgreesWithTheBackendList) {
       EXPECT_EQ(sy::vulkan::device_count(), n);
     }
   }
-  if (std::getenv("SWITCHYARD_REQUIRE_VULKAN")) {
+  if (const char* r = std::getenv("SWITCHYARD_REQUIRE_VULKAN"); r && std::string(r) == "1") {
     EXPECT_TRUE(sy::vulkan::is_available());
   }
 }

@@ -9,6 +9,7 @@
 
 #include "switchyard/backend/device.h"
 #include "switchyard/switchyard.h"
+#include "test_env.h"
 
 #ifndef SWITCHYARD_TEST_ENV
 #define SWITCHYARD_TEST_ENV ""
@@ -24,7 +25,7 @@ __attribute__((constructor(101))) static void set_test_environment() {
     if (e == std::string::npos) e = env.size();
     std::string kv = env.substr(s, e - s);
     if (size_t eq = kv.find('='); eq != std::string::npos)
-      setenv(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), 0);
+      set_env(kv.substr(0, eq).c_str(), kv.substr(eq + 1).c_str(), /*overwrite=*/false);
     s = e + 1;
   }
 }

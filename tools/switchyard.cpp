@@ -3,9 +3,6 @@
 // and run saved models, inspect safetensors files.
 #include "switchyard/switchyard.h"
 
-#include <sys/resource.h>
-#include <unistd.h>
-
 #include <CLI/CLI.hpp>
 #include <algorithm>
 #include <cmath>
@@ -21,6 +18,7 @@
 #include "mlp.h"
 #include "switchyard/backend/device.h"
 #include "switchyard/backend/files.h"
+#include "switchyard/backend/platform.h"
 #include "switchyard/profile.h"
 #include "trainer.h"
 #include "vit.h"
@@ -35,11 +33,7 @@ double rounded(double v, int digits) {
   return std::round(v * scale) / scale;
 }
 
-double peak_rss_mb() {
-  rusage u{};
-  getrusage(RUSAGE_SELF, &u);
-  return double(u.ru_maxrss) / 1024.0;  // ru_maxrss is in KiB on Linux
-}
+double peak_rss_mb() { return double(sy::platform::peak_resident_bytes()) / (1024.0 * 1024.0); }
 
 int cmd_devices(bool as_json) {
   if (as_json) {
@@ -94,7 +88,7 @@ int cmd_train(TrainFlags& f) {
   cfg.hidden = f.hidden.empty() ? std::vector<int64_t>{} : sy::models::parse_sizes(f.hidden);
   const bool json = f.json, prof = f.prof || !f.trace.empty();
   const std::string& trace = f.trace;
-  bool tty = !json && isatty(STDERR_FILENO);
+  bool tty = !json && sy::platform::stderr_is_terminal();
   if (!json)
     std::printf("device %s (%s)  model %s  epochs %d  batch %lld  opt %s  lr %g\n",
                 sy::device(cfg.device).str().c_str(), sy::device(cfg.device).info().name.c_str(),

@@ -1,6 +1,5 @@
 // SPDX-License-Identifier: MIT
 // The CPU device: host memory buffers and synchronous execution of Programs.
-#include <unistd.h>
 
 #include <cstdlib>
 #include <cstring>
@@ -9,6 +8,7 @@
 
 #include "backend_api.h"
 #include "cpu_kernels.h"
+#include "switchyard/backend/platform.h"
 #include "switchyard/error.h"
 #include "switchyard/profile.h"
 #include "thread_pool.h"
@@ -33,8 +33,7 @@ DeviceInfo make_info(const std::string& backend = "cpu", int index = 0) {
   info.index = index;
   info.name = cpu_model();
   info.type = DeviceType::cpu;
-  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
-  info.memory_bytes = pages > 0 && page > 0 ? uint64_t(pages) * uint64_t(page) : 0;
+  info.memory_bytes = platform::physical_memory_bytes();
   std::string threads;
   try {
     threads = std::to_string(pool().size());
@@ -56,14 +55,14 @@ class CpuDevice final : public BackendDevice {
  private:
   Buffer allocate_impl(size_t bytes) override {
     size_t rounded = (bytes + 63) & ~size_t(63);
-    void* p = std::aligned_alloc(64, rounded);
+    void* p = platform::aligned_alloc(64, rounded);
     if (!p)
       throw OutOfMemory(detail::cat("[allocate] cannot allocate ", bytes,
                                     " bytes of host memory on cpu: expected ", bytes,
                                     " bytes free, found the allocator exhausted"));
     return {p, bytes};
   }
-  void release_impl(Buffer b) override { std::free(b.handle); }
+  void release_impl(Buffer b) override { platform::aligned_free(b.handle); }
   // The CPU's "device time" is its own clock around each memcpy and kernel
   // (execution is synchronous).
   void timed(profile::Track t, const char* name, size_t bytes, int64_t t0) {

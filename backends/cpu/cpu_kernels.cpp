@@ -56,7 +56,9 @@ constexpr float kTwoPow24 = 1.0f / 16777216.0f;
 #define SY_TSAN 1
 #endif
 #endif
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SY_TSAN)
+// (Windows has no ifunc, which target_clones needs.)
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__)) && !defined(SY_TSAN) && \
+    !defined(_WIN32)
 #define SY_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define SY_CLONES

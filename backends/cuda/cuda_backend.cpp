@@ -5,13 +5,13 @@
 // opens the driver (libcuda.so.1) itself, so this runs, and explains, on
 // machines without any NVIDIA software.
 #include <cuda_runtime_api.h>
-#include <dlfcn.h>
 
 #include <cstdlib>
 #include <mutex>
 
 #include "backend_api.h"
 #include "cuda_device.h"
+#include "switchyard/backend/platform.h"
 #include "switchyard/error.h"
 
 namespace switchyard::cuda_impl {
@@ -33,8 +33,8 @@ void shutdown_at_exit() {
 std::string no_driver_reason(cudaError_t e) {
   std::string why = detail::cat("no usable NVIDIA driver: cudaGetDeviceCount returned ",
                                 cudaGetErrorName(e), " (", cudaGetErrorString(e), ")");
-  dlerror();
-  if (void* h = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL)) {
+  std::string err;
+  if (void* h = platform::open_library("libcuda.so.1", &err, /*lazy=*/true)) {
     int drv = 0;
     if (cudaDriverGetVersion(&drv) == cudaSuccess && drv > 0) {
       int rt = 0;
@@ -42,8 +42,8 @@ std::string no_driver_reason(cudaError_t e) {
       why += detail::cat("; the driver supports CUDA ", version(drv),
                          ", this build's runtime is CUDA ", version(rt));
     }
-    dlclose(h);
-  } else if (const char* err = dlerror()) {
+    platform::close_library(h);
+  } else {
     why += detail::cat("; ", err);
   }
   return why;

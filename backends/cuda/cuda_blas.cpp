@@ -10,14 +10,13 @@
 // uses, and all backends must agree) run as our own pass over C.
 #include "cuda_blas.h"
 
-#include <dlfcn.h>
-
 #include <algorithm>
 #include <cstdlib>
 #include <mutex>
 #include <vector>
 
 #include "cuda_check.h"
+#include "switchyard/backend/platform.h"
 
 namespace switchyard::cuda_impl {
 namespace {
@@ -32,11 +31,12 @@ void* open_first(const std::string& soname, std::string& path, std::string& erro
   tries.push_back(std::string(SWITCHYARD_CUDA_TOOLKIT_LIB) + "/" + soname);
 #endif
   for (const std::string& t : tries) {
-    if (void* h = dlopen(t.c_str(), RTLD_NOW | RTLD_LOCAL)) {
+    std::string err;
+    if (void* h = platform::open_library(t.c_str(), &err)) {
       path = t;
       return h;
     }
-    if (errors.empty()) errors = dlerror();
+    if (errors.empty()) errors = err;
   }
   return nullptr;
 }
@@ -61,8 +61,8 @@ Loaded load() {
     return l;
   }
   std::string missing;
-#define SY_RESOLVE(lib, name)                                                   \
-  l.api.name = reinterpret_cast<decltype(l.api.name)>(dlsym(l.api.lib, #name)); \
+#define SY_RESOLVE(lib, name)                                                                      \
+  l.api.name = reinterpret_cast<decltype(l.api.name)>(platform::library_symbol(l.api.lib, #name)); \
   if (!l.api.name) missing += std::string(missing.empty() ? "" : ", ") + #name;
 #define SY_RESOLVE_CUBLAS(name) SY_RESOLVE(cublas_lib, name)
 #define SY_RESOLVE_LT(name) SY_RESOLVE(lt_lib, name)

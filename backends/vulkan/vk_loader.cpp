@@ -2,10 +2,10 @@
 // Run-time loading of the Vulkan loader (see vk_loader.h).
 #include "vk_loader.h"
 
-#include <dlfcn.h>
-
 #include <atomic>
 #include <cstdlib>
+
+#include "switchyard/backend/platform.h"
 
 namespace switchyard::vk_impl {
 
@@ -16,6 +16,9 @@ Api vk;
 constexpr const char* kLoaderNames[] = {"libvulkan.1.dylib", "libvulkan.dylib",
                                         "libMoltenVK.dylib"};
 constexpr const char* kInstallHint = "install the Vulkan SDK or MoltenVK";
+#elif defined(_WIN32)
+constexpr const char* kLoaderNames[] = {"vulkan-1.dll"};
+constexpr const char* kInstallHint = "it comes with the GPU vendor's driver";
 #else
 constexpr const char* kLoaderNames[] = {"libvulkan.so.1", "libvulkan.so"};
 constexpr const char* kInstallHint =
@@ -27,11 +30,9 @@ bool load_loader(std::string& why) {
   if (!lib) {
     std::string first_error;  // the usual name's: the one worth reporting
     for (const char* name : kLoaderNames) {
-      if ((lib = dlopen(name, RTLD_NOW | RTLD_LOCAL))) break;
-      if (first_error.empty()) {
-        const char* e = dlerror();
-        first_error = e ? e : std::string(name) + ": dlopen failed";
-      }
+      std::string error;
+      if ((lib = platform::open_library(name, &error))) break;
+      if (first_error.empty()) first_error = error;
     }
     if (!lib) {
       why = std::string("the Vulkan loader (") + kLoaderNames[0] +
@@ -39,8 +40,8 @@ bool load_loader(std::string& why) {
       return false;
     }
   }
-  vk.vkGetInstanceProcAddr =
-      reinterpret_cast<PFN_vkGetInstanceProcAddr>(dlsym(lib, "vkGetInstanceProcAddr"));
+  vk.vkGetInstanceProcAddr = reinterpret_cast<PFN_vkGetInstanceProcAddr>(
+      platform::library_symbol(lib, "vkGetInstanceProcAddr"));
   if (!vk.vkGetInstanceProcAddr) {
     why = "the Vulkan loader has no vkGetInstanceProcAddr";
     return false;

@@ -2,8 +2,6 @@
 // The Vulkan pipelines and their on-disk cache (see vk_pipelines.h).
 #include "vk_pipelines.h"
 
-#include <unistd.h>
-
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>

@@ -56,13 +56,21 @@ class InvalidArgument : public sy::Error {
   using Error::Error;
 };
 
-thread_local std::string t_last_error;
+// A plain buffer: a thread_local with a destructor can be torn down before
+// the thread's last use on some platforms (mingw-w64's emulated TLS), and
+// copying into it never allocates. Longer messages are cut, marked "...".
+thread_local char t_last_error[4096];
 
 sy_status fail(sy_status s, const char* what) noexcept {
-  try {
-    t_last_error = what;
-  } catch (...) {  // no memory even for the message: the status says enough
+  const size_t n = std::strlen(what), room = sizeof t_last_error - 1;
+  if (n <= room) {
+    std::memcpy(t_last_error, what, n + 1);
+    return s;
   }
+  size_t cut = room - 3;  // "..." after whole UTF-8 characters only
+  while (cut > 0 && (static_cast<unsigned char>(what[cut]) & 0xC0) == 0x80) --cut;
+  std::memcpy(t_last_error, what, cut);
+  std::memcpy(t_last_error + cut, "...", 4);
   return s;
 }
 
@@ -142,7 +150,7 @@ void give(T** out, T* value) {
 extern "C" {
 
 const char* sy_version(void) { return sy::version(); }
-const char* sy_last_error(void) { return t_last_error.c_str(); }
+const char* sy_last_error(void) { return t_last_error; }
 
 const char* sy_status_name(sy_status s) {
   switch (s) {

@@ -3,7 +3,6 @@
 // background thread that prepares the next batch while the current one trains.
 #include "switchyard/data.h"
 
-#include <unistd.h>
 #include <zlib.h>
 
 #include <algorithm>
@@ -92,7 +91,7 @@ class IdxReader {
     file_bytes_ = file.bytes;
     f_ = gzdopen(file.fd, "rb");  // owns fd from here
     if (!f_) {
-      ::close(file.fd);
+      files::close_file(file.fd);
       throw Error(detail::cat("[read_idx] cannot open ", path, ": out of memory in zlib"));
     }
   }

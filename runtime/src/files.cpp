@@ -3,27 +3,127 @@
 #include "switchyard/backend/files.h"
 
 #include <fcntl.h>
-#include <signal.h>
-#include <sys/mman.h>
 #include <sys/stat.h>
-#include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <cstring>
 #include <filesystem>
 
+#include "switchyard/backend/platform.h"
 #include "switchyard/error.h"
+
+#if defined(_WIN32)
+#include <io.h>
+#include <windows.h>
+#else
+#include <sys/mman.h>
+#include <unistd.h>
+#endif
 
 namespace switchyard::files {
 
 namespace {
 
-const char* kind_of(mode_t m) {
+// The system calls below, on POSIX and on Windows (its C runtime's
+// descriptors, in binary mode, not inherited by child processes).
+#if defined(_WIN32)
+using sys_stat_t = struct _stat64;  // 64-bit sizes
+int sys_fstat(int fd, sys_stat_t* st) { return ::_fstat64(fd, st); }
+int sys_stat(const char* path, sys_stat_t* st) { return ::_stat64(path, st); }
+constexpr int kReadFlags = _O_RDONLY | _O_BINARY | _O_NOINHERIT;
+constexpr int kWriteFlags = _O_WRONLY | _O_BINARY | _O_NOINHERIT;
+constexpr int kCreateFlags = kWriteFlags | _O_CREAT | _O_EXCL;
+int sys_fsync(int fd) { return ::_commit(fd); }
+// As pwrite: the file position is left where it was.
+ssize_t sys_pwrite(int fd, const void* p, size_t n, uint64_t off) {
+  const int64_t at = ::_telli64(fd);
+  if (at < 0 || ::_lseeki64(fd, int64_t(off), SEEK_SET) < 0) return -1;
+  ssize_t r = ::_write(fd, p, unsigned(n > (1u << 30) ? (1u << 30) : n));
+  int e = errno;
+  if (::_lseeki64(fd, at, SEEK_SET) < 0) return -1;
+  errno = e;
+  return r;
+}
+int errno_of(DWORD e) {
+  switch (e) {
+    case ERROR_FILE_NOT_FOUND:
+    case ERROR_PATH_NOT_FOUND:
+      return ENOENT;
+    case ERROR_DISK_FULL:
+    case ERROR_HANDLE_DISK_FULL:
+      return ENOSPC;
+    case ERROR_NOT_ENOUGH_MEMORY:
+    case ERROR_OUTOFMEMORY:
+      return ENOMEM;
+    default:
+      return EACCES;  // sharing violations, access denied
+  }
+}
+ssize_t sys_read(int fd, void* p, size_t n) {
+  return ::_read(fd, p, unsigned(n > (1u << 30) ? (1u << 30) : n));
+}
+ssize_t sys_write(int fd, const void* p, size_t n) {
+  return ::_write(fd, p, unsigned(n > (1u << 30) ? (1u << 30) : n));
+}
+// rename() of the C runtime refuses an existing target.
+int sys_rename(const char* from, const char* to) {
+  if (MoveFileExA(from, to, MOVEFILE_REPLACE_EXISTING | MOVEFILE_WRITE_THROUGH)) return 0;
+  errno = errno_of(GetLastError());
+  return -1;
+}
+void sync_dir(const std::string&) {}  // MOVEFILE_WRITE_THROUGH flushed the rename
+void* sys_map(int fd, size_t n, int* err) {
+  HANDLE m = CreateFileMappingA(reinterpret_cast<HANDLE>(::_get_osfhandle(fd)), nullptr,
+                                PAGE_READONLY, 0, 0, nullptr);
+  void* p = m ? MapViewOfFile(m, FILE_MAP_READ, 0, 0, n) : nullptr;
+  *err = p ? 0 : errno_of(GetLastError());
+  if (m) CloseHandle(m);  // the view keeps the mapping
+  return p;
+}
+void sys_unmap(const void* p, size_t) { UnmapViewOfFile(p); }
+#else
+using sys_stat_t = struct stat;
+int sys_fstat(int fd, sys_stat_t* st) { return ::fstat(fd, st); }
+int sys_stat(const char* path, sys_stat_t* st) { return ::stat(path, st); }
+constexpr int kReadFlags = O_RDONLY | O_NONBLOCK | O_CLOEXEC;  // a FIFO must not block the open
+constexpr int kWriteFlags = O_WRONLY | O_CLOEXEC;
+constexpr int kCreateFlags = kWriteFlags | O_CREAT | O_EXCL;
+int sys_fsync(int fd) { return ::fsync(fd); }
+ssize_t sys_pwrite(int fd, const void* p, size_t n, uint64_t off) {
+  return ::pwrite(fd, p, n, off_t(off));
+}
+ssize_t sys_read(int fd, void* p, size_t n) { return ::read(fd, p, n); }
+ssize_t sys_write(int fd, const void* p, size_t n) { return ::write(fd, p, n); }
+int sys_rename(const char* from, const char* to) { return ::rename(from, to); }
+// The rename itself survives a power cut once the directory is synced.
+void sync_dir(const std::string& dir) {
+  int dfd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (dfd >= 0) {
+    (void)::fsync(dfd);
+    ::close(dfd);
+  }
+}
+void* sys_map(int fd, size_t n, int* err) {
+  void* p = ::mmap(nullptr, n, PROT_READ, MAP_PRIVATE, fd, 0);
+  *err = errno;
+  return p == MAP_FAILED ? nullptr : p;
+}
+void sys_unmap(const void* p, size_t n) { ::munmap(const_cast<void*>(p), n); }
+#endif
+
+const char* kind_of(unsigned m) {
   if (S_ISDIR(m)) return "a directory";
+#if defined(S_ISFIFO)
   if (S_ISFIFO(m)) return "a FIFO";
-  if (S_ISCHR(m) || S_ISBLK(m)) return "a device";
+#endif
+  if (S_ISCHR(m)) return "a device";
+#if defined(S_ISBLK)
+  if (S_ISBLK(m)) return "a device";
+#endif
+#if defined(S_ISSOCK)
   if (S_ISSOCK(m)) return "a socket";
+#endif
   return "not a regular file";
 }
 
@@ -35,14 +135,13 @@ std::string dir_of(const std::string& path) {
 }  // namespace
 
 RegularFile open_regular(const std::string& path, const char* op) {
-  // O_NONBLOCK: opening a FIFO must not wait for a writer.
-  int fd = ::open(path.c_str(), O_RDONLY | O_NONBLOCK | O_CLOEXEC);
+  int fd = ::open(path.c_str(), kReadFlags);
   if (fd < 0) {
     if (errno == ENOENT) return {};
     throw Error(detail::cat("[", op, "] cannot open '", path, "': ", std::strerror(errno)));
   }
-  struct stat st {};
-  if (::fstat(fd, &st) != 0) {
+  sys_stat_t st{};
+  if (sys_fstat(fd, &st) != 0) {
     int e = errno;
     ::close(fd);
     throw Error(detail::cat("[", op, "] cannot stat '", path, "': ", std::strerror(e)));
@@ -55,16 +154,18 @@ RegularFile open_regular(const std::string& path, const char* op) {
   return {fd, uint64_t(st.st_size)};
 }
 
+void close_file(int fd) { ::close(fd); }
+
 MappedFile::MappedFile(const std::string& path, const char* op) {
   RegularFile f = open_regular(path, op);
   if (f.fd < 0)
     throw Error(detail::cat("[", op, "] cannot open '", path, "': ", std::strerror(ENOENT)));
   size_ = f.bytes;
   if (size_ > 0) {
-    void* p = ::mmap(nullptr, size_t(size_), PROT_READ, MAP_PRIVATE, f.fd, 0);
-    int e = errno;
+    int e = 0;
+    void* p = sys_map(f.fd, size_t(size_), &e);
     ::close(f.fd);
-    if (p == MAP_FAILED)
+    if (!p)
       throw Error(detail::cat("[", op, "] cannot map '", path, "' (", size_,
                               " bytes): ", std::strerror(e)));
     data_ = static_cast<const unsigned char*>(p);
@@ -74,7 +175,7 @@ MappedFile::MappedFile(const std::string& path, const char* op) {
 }
 
 MappedFile::~MappedFile() {
-  if (data_) ::munmap(const_cast<unsigned char*>(data_), size_t(size_));
+  if (data_) sys_unmap(data_, size_t(size_));
 }
 
 std::optional<std::string> read_regular(const std::string& path, size_t max_bytes, const char* op) {
@@ -91,7 +192,7 @@ std::optional<std::string> read_regular(const std::string& path, size_t max_byte
   std::string out(size_t(f.bytes), '\0');
   size_t got = 0;
   while (got < out.size()) {
-    ssize_t r = ::read(fd, out.data() + got, out.size() - got);
+    ssize_t r = sys_read(fd, out.data() + got, out.size() - got);
     if (r < 0 && errno == EINTR) continue;
     if (r < 0)
       throw Error(detail::cat("[", op, "] cannot read '", path, "': ", std::strerror(errno)));
@@ -112,17 +213,17 @@ AtomicFile::AtomicFile(std::string path, const char* op) : path_(std::move(path)
   }
   // Not a regular file (/dev/null, /dev/stdout, a FIFO): written in place,
   // never replaced by a file of ours.
-  struct stat st {};
-  if (::stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
+  sys_stat_t st{};
+  if (sys_stat(path_.c_str(), &st) == 0 && !S_ISREG(st.st_mode)) {
     direct_ = true;
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_CLOEXEC);
+    fd_ = ::open(path_.c_str(), kWriteFlags);
     if (fd_ < 0)
       throw Error(detail::cat("[", op_, "] cannot write '", path_, "': ", std::strerror(errno)));
     return;
   }
   static std::atomic<unsigned> counter{0};
-  tmp_ = detail::cat(path_, ".tmp.", ::getpid(), ".", counter++);
-  fd_ = ::open(tmp_.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  tmp_ = detail::cat(path_, ".tmp.", platform::process_id(), ".", counter++);
+  fd_ = ::open(tmp_.c_str(), kCreateFlags, 0644);
   if (fd_ < 0)
     throw Error(detail::cat("[", op_, "] cannot write '", path_, "': cannot create '", tmp_,
                             "': ", std::strerror(errno)));
@@ -145,7 +246,7 @@ void AtomicFile::fail(const char* what, int err) {
 void AtomicFile::flush() {
   size_t done = 0;
   while (done < buf_.size()) {
-    ssize_t r = ::write(fd_, buf_.data() + done, buf_.size() - done);
+    ssize_t r = sys_write(fd_, buf_.data() + done, buf_.size() - done);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) fail("write", r < 0 ? errno : ENOSPC);
     done += size_t(r);
@@ -163,7 +264,7 @@ void AtomicFile::write(const void* data, size_t n) {
   }
   flush();  // a large block goes to the file as it is, not through a copy
   for (size_t done = 0; done < n;) {
-    ssize_t r = ::write(fd_, static_cast<const char*>(data) + done, n - done);
+    ssize_t r = sys_write(fd_, static_cast<const char*>(data) + done, n - done);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) fail("write", r < 0 ? errno : ENOSPC);
     done += size_t(r);
@@ -176,8 +277,7 @@ void AtomicFile::write_at(uint64_t offset, const void* data, size_t n) {
   flush();
   size_t done = 0;
   while (done < n) {
-    ssize_t r =
-        ::pwrite(fd_, static_cast<const char*>(data) + done, n - done, off_t(offset + done));
+    ssize_t r = sys_pwrite(fd_, static_cast<const char*>(data) + done, n - done, offset + done);
     if (r < 0 && errno == EINTR) continue;
     if (r <= 0) fail("write", r < 0 ? errno : ENOSPC);
     done += size_t(r);
@@ -193,18 +293,13 @@ void AtomicFile::commit() {
     committed_ = true;
     return;
   }
-  if (::fsync(fd_) != 0) fail("fsync", errno);
+  if (sys_fsync(fd_) != 0) fail("fsync", errno);
   int fd = fd_;
   fd_ = -1;
   if (::close(fd) != 0) fail("close", errno);
-  if (::rename(tmp_.c_str(), path_.c_str()) != 0) fail("rename", errno);
+  if (sys_rename(tmp_.c_str(), path_.c_str()) != 0) fail("rename", errno);
   committed_ = true;
-  // The rename itself survives a power cut once the directory is synced.
-  int dfd = ::open(dir_of(path_).c_str(), O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    (void)::fsync(dfd);
-    ::close(dfd);
-  }
+  sync_dir(dir_of(path_));
 }
 
 void write_atomic(const std::string& path, std::string_view data, const char* op) {
@@ -225,7 +320,7 @@ int remove_stale_temporaries(const std::string& path) {
     long pid = std::strtol(name.c_str() + prefix.size(), &stop, 10);
     if (pid <= 0 || !stop || *stop != '.') continue;
     // Alive (or not ours to ask about): leave it; it may be mid-write.
-    if (pid == ::getpid() || ::kill(pid_t(pid), 0) == 0 || errno != ESRCH) continue;
+    if (pid == platform::process_id() || !platform::process_gone(pid)) continue;
     std::error_code rm;
     if (std::filesystem::remove(it->path(), rm)) ++removed;
   }

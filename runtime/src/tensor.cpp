@@ -33,32 +33,48 @@ void uncount(Node& n) {
   g_pending_ops.fetch_sub(1, std::memory_order_relaxed);
 }
 
+// Long chains are released iteratively, not by recursion: the outermost
+// destructor on a thread keeps a list that the ones it sets off append to.
+// The thread_local is a plain pointer to that list (on the outermost
+// destructor's stack): a thread_local with a destructor of its own can be
+// torn down before the thread's last tensors are (mingw-w64's emulated TLS
+// frees it first, a crash at thread exit on Windows).
 Node::~Node() {
   uncount(*this);
-  thread_local std::vector<NodePtr> pending;
-  thread_local bool draining = false;
+  thread_local std::vector<NodePtr>* outer = nullptr;
+  if (outer) {
+    for (auto& i : inputs) outer->push_back(std::move(i));
+    for (auto& d : deps) outer->push_back(std::move(d));
+    return;
+  }
+  if (inputs.empty() && deps.empty()) return;
+  std::vector<NodePtr> pending;
+  pending.reserve(inputs.size() + deps.size());
   for (auto& i : inputs) pending.push_back(std::move(i));
   for (auto& d : deps) pending.push_back(std::move(d));
-  if (draining) return;
-  draining = true;
+  outer = &pending;
   while (!pending.empty()) {
     NodePtr n = std::move(pending.back());
     pending.pop_back();
   }
-  draining = false;
+  outer = nullptr;
 }
 
 TensorImpl::~TensorImpl() {
-  thread_local std::vector<std::shared_ptr<GradFn>> pending;
-  thread_local bool draining = false;
-  if (grad_fn) pending.push_back(std::move(grad_fn));
-  if (draining) return;
-  draining = true;
+  thread_local std::vector<std::shared_ptr<GradFn>>* outer = nullptr;
+  if (!grad_fn) return;
+  if (outer) {
+    outer->push_back(std::move(grad_fn));
+    return;
+  }
+  std::vector<std::shared_ptr<GradFn>> pending;
+  pending.push_back(std::move(grad_fn));
+  outer = &pending;
   while (!pending.empty()) {
     std::shared_ptr<GradFn> f = std::move(pending.back());
     pending.pop_back();
   }
-  draining = false;
+  outer = nullptr;
 }
 
 void check_fresh(const char* op, const Node& in) {

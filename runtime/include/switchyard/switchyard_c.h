@@ -93,7 +93,8 @@ typedef struct sy_tensor_list sy_tensor_list; /* the caller's: sy_tensor_list_de
 /* The version of the library linked in ("0.1.0"); SWITCHYARD_VERSION is
    the headers'. */
 SY_API const char* sy_version(void);
-/* Why this thread's most recent failed call failed; "" when none has. */
+/* Why this thread's most recent failed call failed; "" when none has (at
+   most 4095 bytes: a longer message is cut and ends in "..."). */
 SY_API const char* sy_last_error(void);
 SY_API const char* sy_status_name(sy_status s); /* "SY_ERROR_OUT_OF_MEMORY" */
 SY_API const char* sy_dtype_name(sy_dtype t);   /* "f32"; NULL for a bad value */

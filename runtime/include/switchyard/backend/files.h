@@ -22,6 +22,8 @@ struct RegularFile {
   uint64_t bytes = 0;
 };
 RegularFile open_regular(const std::string& path, const char* op);
+// Closes a descriptor open_regular returned.
+void close_file(int fd);
 
 // A regular file mapped read-only, whole (open_regular's checks; a missing
 // file is an error here). The mapping is private: pages are read from disk
