@@ -90,6 +90,16 @@ LD_PRELOAD=$preload ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:allocator_may_r
   SWITCHYARD_POISON=1 build-asan/tests/test_c_api "$c_api/mlp.safetensors" "$c_api" \
   /usr/share/datasets/fashion-mnist || { echo "test.sh: test_c_api failed under ASan+UBSan" >&2; exit 1; }
 rm -rf "$c_api"
+# The simulated devices' memory paths: the mobile GPU's shadow copies of
+# non-coherent memory (also with the ring in it) and an APU's fallback heap.
+for sim in mobile mobile-staging apu; do
+  LD_PRELOAD=$preload ASAN_OPTIONS="detect_leaks=1:halt_on_error=1:allocator_may_return_null=1" \
+    UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1" \
+    LSAN_OPTIONS="suppressions=$PWD/tests/sanitizers/lsan.supp:print_suppressions=0" \
+    SWITCHYARD_VK_SIMULATE=${sim%-staging} SWITCHYARD_VK_FORCE_STAGING=$([[ $sim == *-staging ]] && echo 1 || echo 0) \
+    build-asan/tests/test_vulkan --gtest_brief=1 --gtest_filter='Vulkan.*-*LongLoops*' ||
+    { echo "test.sh: test_vulkan (simulated $sim) failed under ASan+UBSan" >&2; exit 1; }
+done
 step "ASan+UBSan suites"
 bash scripts/fuzz.sh build-asan 30
 step "fuzz smoke runs"

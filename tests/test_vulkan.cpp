@@ -8,6 +8,7 @@
 
 #include "helpers.h"
 #include "switchyard/profile.h"
+#include "trainer.h"
 
 // The first Vulkan device, or skip with the reason (a failure where
 // SWITCHYARD_REQUIRE_VULKAN=1, as ctest sets where the backend is built).
@@ -25,7 +26,8 @@ TEST(Vulkan, DeviceReportsItsProperties) {
     EXPECT_FALSE(device_property(d, k).empty()) << k;
   const char* staging = std::getenv("SWITCHYARD_VK_FORCE_STAGING");
   if (staging && std::string(staging) == "1") {
-    EXPECT_EQ(device_property(d, "memory"), "staging ring");
+    EXPECT_EQ(device_property(d, "memory").rfind("staging: ", 0), 0u)
+        << device_property(d, "memory");
   }
 }
 
@@ -122,4 +124,97 @@ TEST(Vulkan, LongLoopsAreSplitOrRefusedNeverCutShort) {
       ::testing::internal::GetArgvs()[0] +
       " --gtest_filter=Vulkan.LongLoopsAreSplitOrRefusedNeverCutShort > /dev/null 2>&1";
   EXPECT_EQ(std::system(cmd.c_str()), 0) << "the child's checks failed: run " << cmd;
+}
+
+// ---- memory policy (vk_memory_policy.h) ----------------------------------------------
+// ctest runs these with SWITCHYARD_VK_SIMULATE set to each profile
+// (vulkan_sim:* entries): lavapipe then makes the decisions of a discrete
+// GPU with and without resizable BAR, an APU and a mobile GPU, and runs them.
+
+namespace {
+std::string simulated_profile() {
+  const char* e = std::getenv("SWITCHYARD_VK_SIMULATE");
+  return e ? e : "";
+}
+}  // namespace
+
+TEST(Vulkan, MemoryFollowsTheDevicesPolicy) {
+  VULKAN_OR_SKIP(d);
+  const std::string sim = simulated_profile(), mem = device_property(d, "memory");
+  const char* forced = std::getenv("SWITCHYARD_VK_FORCE_STAGING");
+  // Discrete GPUs stage; CPU drivers and integrated GPUs map (other kinds
+  // depend on their heaps: vk_memory_policy.cpp).
+  const auto type = d.info().type;
+  if ((forced && std::string(forced) == "1") || type == sy::DeviceType::discrete_gpu) {
+    EXPECT_EQ(mem.rfind("staging: ", 0), 0u) << mem;
+  } else if (type == sy::DeviceType::cpu || type == sy::DeviceType::integrated_gpu) {
+    EXPECT_EQ(mem.rfind("zero-copy: ", 0), 0u) << mem;
+  }
+  if (!sim.empty()) {
+    EXPECT_EQ(sim.rfind("discrete", 0) == 0, type == sy::DeviceType::discrete_gpu);
+  }
+  if (!sim.empty()) {
+    EXPECT_NE(mem.find("simulated: " + sim + " ("), std::string::npos) << mem;
+  }
+  // A few training steps and an evaluation: the host never reads
+  // transferred data from memory it does not cache (an APU's uncached
+  // device-local tensors are read through the cached ring), and the
+  // simulated mobile GPU's non-coherent memory is flushed and invalidated.
+  const sy::Counters c0 = d.counters();
+  sy::models::TrainConfig cfg;
+  cfg.device = d.str();
+  cfg.epochs = 1;
+  cfg.limit = 128 * 4;
+  cfg.test_limit = 256;
+  auto r = sy::models::train_fashion_mnist(cfg);
+  EXPECT_GT(r.test_acc, 0.3);
+  const sy::Counters c1 = d.counters();
+  EXPECT_EQ(c1.uncached_host_reads - c0.uncached_host_reads, 0u);
+  if (sim == "mobile") {
+    EXPECT_GT(c1.memory_flushes - c0.memory_flushes, 0u);
+    EXPECT_GT(c1.memory_invalidates - c0.memory_invalidates, 0u);
+  } else if (!sim.empty()) {
+    EXPECT_EQ(c1.memory_flushes - c0.memory_flushes, 0u) << "coherent memory needs no flush";
+  }
+}
+
+// The device writes a buffer, then the host writes 4 bytes inside it and
+// reads all of it back. On non-coherent memory (the mobile profile emulates
+// it strictly: the host writes a shadow copy) the host must invalidate the
+// atoms it writes partially, or its flush would put stale bytes over the
+// device's; and invalidate before reading, or it would read stale bytes.
+TEST(Vulkan, PartialHostWritesKeepTheDevicesBytes) {
+  VULKAN_OR_SKIP(d);
+  const size_t n = 4096;
+  sy::Buffer a = d.allocate(n), b = d.allocate(n);
+  std::vector<unsigned char> first(n, 0x11), second(n, 0x22), back(n);
+  d.upload(b, 0, first.data(), n);
+  d.upload(a, 0, second.data(), n);
+  d.copy(a, 0, b, 0, n);  // the device writes b
+  const uint32_t word = 0x33333333;
+  d.upload(b, 100, &word, sizeof word);  // inside the first atom
+  d.download(b, 0, back.data(), n);
+  d.synchronize();
+  std::vector<unsigned char> want(second);
+  std::fill_n(want.begin() + 100, sizeof word, 0x33);
+  EXPECT_EQ(back, want);
+  d.release(a);
+  d.release(b);
+}
+
+// An APU's device-local carve-out (256 MiB in the profile) fills up; later
+// tensors go to system memory and compute as before.
+TEST(Vulkan, TensorsPastTheHeapBudgetGoToTheFallbackHeap) {
+  VULKAN_OR_SKIP(d);
+  if (simulated_profile() != "apu")
+    GTEST_SKIP() << "runs with SWITCHYARD_VK_SIMULATE=apu (ctest vulkan_sim:apu)";
+  const uint64_t f0 = d.counters().fallback_blocks;
+  const int64_t len = int64_t(10) << 20;  // 40 MiB each, 320 MiB in all
+  std::vector<sy::Tensor> ts;
+  for (int i = 0; i < 8; ++i) ts.push_back(sy::full({len}, float(i + 1), d) * 2.f);
+  for (int i = 0; i < 8; ++i) {
+    const float m = sy::mean(ts[i]).item();
+    EXPECT_NEAR(m, 2.f * float(i + 1), 1e-4) << "tensor " << i;
+  }
+  EXPECT_GT(d.counters().fallback_blocks - f0, 0u);
 }

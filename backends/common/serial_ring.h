@@ -66,7 +66,14 @@ class DeferredCopies {
     q_.push_back({serial, static_cast<const char*>(src), dst, bytes});
   }
   void run_through(uint64_t done) {
+    run_through(done, [](const char*, size_t) {});
+  }
+  // `before(src, bytes)` runs before each copy (an invalidate of
+  // non-coherent memory).
+  template <class Before>
+  void run_through(uint64_t done, Before before) {
     while (!q_.empty() && q_.front().serial <= done) {
+      before(q_.front().src, q_.front().bytes);
       std::memcpy(q_.front().dst, q_.front().src, q_.front().bytes);
       q_.pop_front();
     }

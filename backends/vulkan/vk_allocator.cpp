@@ -3,9 +3,50 @@
 // checks, host-visible helper buffers (see vk_allocator.h).
 #include "vk_allocator.h"
 
+#include <algorithm>
+#include <cstring>
+#include <new>
+#include <utility>
+
 #include "units.h"
 
 namespace switchyard::vk_impl {
+
+namespace {
+
+// The atom-aligned range of a mapping that covers [off, off + n): whole
+// atoms, clipped to the allocation.
+std::pair<uint64_t, uint64_t> atoms(uint64_t atom, uint64_t bytes, uint64_t off, uint64_t n) {
+  atom = std::max<uint64_t>(atom, 1);
+  uint64_t begin = off / atom * atom;
+  uint64_t end = std::min<uint64_t>((off + n + atom - 1) / atom * atom, bytes);
+  return {begin, end};
+}
+
+}  // namespace
+
+void Allocator::sync_range(VkDeviceMemory mem, char* mapped, char* real, uint64_t bytes,
+                           uint64_t off, uint64_t n, bool to_device) {
+  if (n == 0) return;
+  auto [begin, end] = atoms(c_.p.props.limits.nonCoherentAtomSize, bytes, off, n);
+  // The emulation: the shadow reaches the device's memory only here, and
+  // the device's writes reach the shadow only here, whole atoms at a time.
+  if (real) {
+    if (to_device)
+      std::memcpy(real + begin, mapped + begin, end - begin);
+    else
+      std::memcpy(mapped + begin, real + begin, end - begin);
+  }
+  VkMappedMemoryRange r{VK_STRUCTURE_TYPE_MAPPED_MEMORY_RANGE};
+  r.memory = mem;
+  r.offset = begin;
+  r.size = end == bytes ? VK_WHOLE_SIZE : end - begin;
+  VkResult res = to_device ? vk.vkFlushMappedMemoryRanges(c_.dev, 1, &r)
+                           : vk.vkInvalidateMappedMemoryRanges(c_.dev, 1, &r);
+  c_.check(res, to_device ? "flush" : "invalidate",
+           to_device ? "vkFlushMappedMemoryRanges" : "vkInvalidateMappedMemoryRanges");
+  bump(to_device ? c_.counters.memory_flushes : c_.counters.memory_invalidates);
+}
 
 template <class PickType>
 bool Allocator::create_memory(uint64_t size, PickType type, bool map, bool budget, Block& b,
@@ -22,6 +63,8 @@ bool Allocator::create_memory(uint64_t size, PickType type, bool map, bool budge
     return false;
   }
   auto fail = [&](std::string w) {
+    if (b.real) delete[] b.mapped;
+    b.mapped = b.real = nullptr;
     if (b.mem) vk.vkFreeMemory(c_.dev, b.mem, nullptr);
     vk.vkDestroyBuffer(c_.dev, b.buf, nullptr);
     b.buf = VK_NULL_HANDLE, b.mem = VK_NULL_HANDLE;
@@ -30,16 +73,23 @@ bool Allocator::create_memory(uint64_t size, PickType type, bool map, bool budge
   };
   VkMemoryRequirements req;
   vk.vkGetBufferMemoryRequirements(c_.dev, b.buf, &req);
-  int t = type(req.memoryTypeBits);
+  // The types the buffer may use, as the device's (or the simulated
+  // device's) type indices.
+  uint32_t allowed = 0;
+  for (uint32_t t = 0; t < c_.p.mem.memoryTypeCount; ++t)
+    if (req.memoryTypeBits & (1u << c_.p.real_type[t])) allowed |= 1u << t;
+  int t = type(allowed);
   if (t < 0) return fail("no suitable memory type");
+  const VkMemoryPropertyFlags flags = c_.p.mem.memoryTypes[t].propertyFlags;
   b.heap = c_.p.mem.memoryTypes[t].heapIndex;
-  uint64_t heap_size = c_.p.mem.memoryHeaps[b.heap].size;
-  if (budget && heap_used_[b.heap] + req.size > heap_size)
-    return fail(cat("heap ", b.heap, " holds ", mib(heap_size), " and ", mib(heap_used_[b.heap]),
-                    " are in use"));
+  b.coherent = flags & VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
+  b.cached = flags & VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+  if (budget && !within_budget(b.heap, req.size))
+    return fail(cat("heap ", b.heap, " has a budget of ", mib(budget_[b.heap]), " and ",
+                    mib(heap_used_[b.heap]), " are in use"));
   VkMemoryAllocateInfo ai{VK_STRUCTURE_TYPE_MEMORY_ALLOCATE_INFO};
   ai.allocationSize = req.size;
-  ai.memoryTypeIndex = uint32_t(t);
+  ai.memoryTypeIndex = c_.p.real_type[t];
   r = vk.vkAllocateMemory(c_.dev, &ai, nullptr, &b.mem);
   if (r != VK_SUCCESS) {
     b.mem = VK_NULL_HANDLE;
@@ -53,6 +103,15 @@ bool Allocator::create_memory(uint64_t size, PickType type, bool map, bool budge
     r = vk.vkMapMemory(c_.dev, b.mem, 0, VK_WHOLE_SIZE, 0, &ptr);
     if (r != VK_SUCCESS) return fail(cat("vkMapMemory failed: ", result_name(r)));
     b.mapped = static_cast<char*>(ptr);
+    if (c_.p.emulate_noncoherent & (1u << t)) {  // the host gets a shadow
+      b.real = b.mapped;
+      b.mapped = new (std::nothrow) char[req.size];
+      if (!b.mapped) {
+        b.real = nullptr;
+        return fail(cat("no host memory for a ", mib(req.size), " shadow"));
+      }
+      std::memcpy(b.mapped, b.real, req.size);
+    }
   }
   b.size = size;
   b.bytes = req.size;
@@ -60,41 +119,27 @@ bool Allocator::create_memory(uint64_t size, PickType type, bool map, bool budge
   return true;
 }
 
-HostBuf Allocator::host_buffer(uint64_t size, bool want_device_local) {
+bool Allocator::within_budget(uint32_t heap, uint64_t bytes) {
+  // Read at every new block (a cheap query): other processes' use changes.
+  query_budget(c_.p, heap_used_, budget_);
+  return heap_used_[heap] + bytes <= budget_[heap];
+}
+
+HostBuf Allocator::host_buffer(uint64_t size, MemRole role) {
   Block b;
   std::string why;
-  auto type = [&](uint32_t bits) {
-    return pick_type(c_.p.mem, bits,
-                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                     want_device_local ? VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT
-                                       : VK_MEMORY_PROPERTY_HOST_CACHED_BIT,
-                     want_device_local ? 0 : VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
-  };
+  auto type = [&](uint32_t allowed) { return pick_memory(c_.p, c_.zero_copy, role, allowed); };
   if (!create_memory(size, type, true, false, b, why))
     throw OutOfMemory(
         cat("[allocate] host-visible buffer of ", mib(size), " on ", c_.name(), ": ", why));
-  return {b.mem, b.buf, size, b.mapped};
+  return {b.mem, b.buf, size, b.mapped, b.real, b.bytes, b.coherent, b.cached};
 }
 
 void Allocator::free(HostBuf& h) {
+  if (h.real) delete[] h.mapped;
   if (h.buf) vk.vkDestroyBuffer(c_.dev, h.buf, nullptr);
   if (h.mem) vk.vkFreeMemory(c_.dev, h.mem, nullptr);
   h = HostBuf{};
-}
-
-int Allocator::block_type(uint32_t bits, bool host) const {
-  if (host)  // pinned host memory: system memory the device reaches, cached for reads
-    return pick_type(c_.p.mem, bits,
-                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT | VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                     VK_MEMORY_PROPERTY_HOST_CACHED_BIT, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT);
-  if (c_.zero_copy)
-    return pick_type(c_.p.mem, bits,
-                     VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT | VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                         VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
-                     VK_MEMORY_PROPERTY_HOST_CACHED_BIT, 0);
-  int t = pick_type(c_.p.mem, bits, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0,
-                    VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT);
-  return t >= 0 ? t : pick_type(c_.p.mem, bits, 0, VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT, 0);
 }
 
 uint64_t Allocator::block_cap() const {
@@ -104,13 +149,18 @@ uint64_t Allocator::block_cap() const {
   return cap & ~(kAlign - 1);
 }
 
-bool Allocator::create_block(uint32_t k, uint64_t size, bool dedicated, bool host,
+bool Allocator::create_block(uint32_t k, uint64_t size, bool dedicated, bool host, MemRole role,
                              std::string& why) {
   Block b;
   b.dedicated = dedicated;
   b.host = host;
-  auto type = [&](uint32_t bits) { return block_type(bits, host); };
+  const int tensor_heap =
+      c_.mem.tensor >= 0 ? int(c_.p.mem.memoryTypes[c_.mem.tensor].heapIndex) : -1;
+  auto type = [&](uint32_t allowed) {
+    return pick_memory(c_.p, c_.zero_copy, role, allowed, tensor_heap);
+  };
   if (!create_memory(size, type, c_.zero_copy || host, true, b, why)) return false;
+  if (role == MemRole::tensor_fallback) bump(c_.counters.fallback_blocks);
   b.ranges = RangeAllocator(size);
   if (!host) bump(c_.counters.bytes_reserved, b.bytes);
   blocks_[k] = std::move(b);
@@ -119,6 +169,7 @@ bool Allocator::create_block(uint32_t k, uint64_t size, bool dedicated, bool hos
 
 void Allocator::destroy_block(uint32_t k) {
   Block& b = blocks_[k];
+  if (b.real) delete[] b.mapped;
   vk.vkDestroyBuffer(c_.dev, b.buf, nullptr);
   vk.vkFreeMemory(c_.dev, b.mem, nullptr);
   heap_used_[b.heap] -= b.bytes;
@@ -163,11 +214,28 @@ Alloc* Allocator::try_allocate(uint64_t bytes, bool host, std::string& why) {
     size = std::max(size, std::min(cap, last ? 2 * last : host ? kFirstBlock / 4 : kFirstBlock));
   }
   // Near the heap's end a grown block may not fit: halve it, down to the
-  // allocation itself.
-  uint64_t least = (bytes + (1ull << 16) - 1) & ~((1ull << 16) - 1);
-  while (!create_block(uint32_t(slot), size, dedicated, host, why)) {
-    if (dedicated || size <= least) return nullptr;
-    size = std::max(least, size / 2);
+  // allocation itself. Tensors then go to the fallback heap, if any (an
+  // APU's system memory past its device-local carve-out).
+  const uint64_t least = (bytes + (1ull << 16) - 1) & ~((1ull << 16) - 1);
+  const MemRole roles[2] = {host ? MemRole::pinned : MemRole::tensor, MemRole::tensor_fallback};
+  const int passes = !host && c_.mem.tensor_fallback >= 0 ? 2 : 1;
+  bool made = false;
+  std::string first_why;
+  for (int pass = 0; pass < passes && !made; ++pass) {
+    for (uint64_t s = size;;) {
+      if (create_block(uint32_t(slot), s, dedicated, host, roles[pass], why)) {
+        made = true;
+        size = s;
+        break;
+      }
+      if (dedicated || s <= least) break;
+      s = std::max(least, s / 2);
+    }
+    if (pass == 0) first_why = why;
+  }
+  if (!made) {
+    if (passes == 2) why = cat(first_why, "; the fallback heap: ", why);
+    return nullptr;
   }
   if (dedicated) {
     blocks_[slot].ranges.allocate(bytes, kAlign);
@@ -206,6 +274,7 @@ void Allocator::destroy() {
   for (Alloc* a : deferred_) delete a;
   deferred_.clear();
   for (auto& b : blocks_) {
+    if (b.real) delete[] b.mapped;
     if (b.buf) vk.vkDestroyBuffer(c_.dev, b.buf, nullptr);
     if (b.mem) vk.vkFreeMemory(c_.dev, b.mem, nullptr);
   }

@@ -4,12 +4,13 @@
 // and one vkAllocateMemory each; first-fit ranges in vk_memory.h), grown
 // 64 MiB (pinned host blocks: 16 MiB), then twice the last, up to the block
 // cap (1 GiB, or less where maxMemoryAllocationSize says so); a tensor over
-// half the cap gets a dedicated block. The memory type follows the device (vk_instance.h's
-// pick_type): device-local, mapped as well in the zero-copy mode; pinned
-// host blocks are host-visible and cached. Each heap has a budget (its
-// size), so running out is an OutOfMemory naming the heap, not a driver
-// failure later. A tensor released while queued work still uses it is freed
-// when that work completes (retire_through).
+// half the cap gets a dedicated block. Memory types follow the device's
+// memory policy (vk_memory_policy.h): tensors' type, mapped in the
+// zero-copy mode, then a fallback heap's once the first is over its budget;
+// pinned host blocks are host-visible, coherent and preferably cached. Each
+// heap has a budget (VK_EXT_memory_budget's, else its size), so running out
+// is an OutOfMemory naming the heap, not a driver failure later. A tensor released while queued
+// work still uses it is freed when that work completes (retire_through).
 #pragma once
 #include <span>
 #include <string>
@@ -28,10 +29,24 @@ class Allocator {
  public:
   explicit Allocator(Context& c) : c_(c) {}
 
-  // A mapped, coherent buffer outside the budget; device-local when asked
-  // and the device has such memory. Throws OutOfMemory.
-  HostBuf host_buffer(uint64_t size, bool want_device_local);
+  // A mapped buffer outside the budget, of the memory the policy gives
+  // `role` (vk_memory_policy.h). Throws OutOfMemory.
+  HostBuf host_buffer(uint64_t size, MemRole role);
   void free(HostBuf& h);
+
+  // Non-coherent memory: makes the host's writes to [off, off + n) visible
+  // to the device (flush) or the device's writes visible to the host
+  // (invalidate), in whole nonCoherentAtomSize atoms; nothing for coherent
+  // memory. An invalidate drops unflushed host writes in those atoms, so a
+  // partial write of an atom invalidates it first.
+  template <class B>
+  void flush(const B& b, uint64_t off, uint64_t n) {
+    if (!b.coherent) sync_range(b.mem, b.mapped, b.real, b.bytes, off, n, true);
+  }
+  template <class B>
+  void invalidate(const B& b, uint64_t off, uint64_t n) {
+    if (!b.coherent) sync_range(b.mem, b.mapped, b.real, b.bytes, off, n, false);
+  }
 
   // A suballocation of `bytes` (pinned host memory when `host`), or nullptr
   // and `why` when no block has room and the device refuses a new one.
@@ -61,16 +76,20 @@ class Allocator {
   template <class PickType>
   bool create_memory(uint64_t size, PickType type, bool map, bool budget, Block& b,
                      std::string& why);
-  int block_type(uint32_t bits, bool host) const;
+  void sync_range(VkDeviceMemory mem, char* mapped, char* real, uint64_t bytes, uint64_t off,
+                  uint64_t n, bool to_device);
+  bool within_budget(uint32_t heap, uint64_t bytes);
   uint64_t block_cap() const;  // blocks are bound by range, so may exceed maxStorageBufferRange
-  bool create_block(uint32_t k, uint64_t size, bool dedicated, bool host, std::string& why);
+  bool create_block(uint32_t k, uint64_t size, bool dedicated, bool host, MemRole role,
+                    std::string& why);
   void destroy_block(uint32_t k);
   void free_alloc(Alloc* a);
 
   Context& c_;
   std::vector<Block> blocks_;
   uint64_t heap_used_[VK_MAX_MEMORY_HEAPS] = {};
-  std::vector<Alloc*> deferred_;  // released while queued work uses them
+  uint64_t budget_[VK_MAX_MEMORY_HEAPS] = {};  // query_budget's, read at each new block
+  std::vector<Alloc*> deferred_;               // released while queued work uses them
   bool dead_dedicated_ = false;
 };
 

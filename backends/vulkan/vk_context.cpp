@@ -165,8 +165,9 @@ void Context::choose_tiles() {
   // error: a GEMM with K above about 15,000 came out wrong. Launches are
   // planned within the budget (plan_launches). SWITCHYARD_VK_LOOP_BUDGET
   // sets another (tests use a small one to run the split paths on small
-  // sizes; 0: none).
-  lc.loop_budget = cpu_like && std::strncmp(p.props.deviceName, "llvmpipe", 8) == 0 ? 65535 : 0;
+  // sizes; 0: none). A property of the driver, so it holds under
+  // SWITCHYARD_VK_SIMULATE too (which changes the device's type, not its name).
+  lc.loop_budget = std::strncmp(p.props.deviceName, "llvmpipe", 8) == 0 ? 65535 : 0;
   if (const char* lb = std::getenv("SWITCHYARD_VK_LOOP_BUDGET")) {
     char* end = nullptr;
     lc.loop_budget = uint64_t(std::strtoull(lb, &end, 10));

@@ -17,6 +17,7 @@
 #include "vk_instance.h"
 #include "vk_launch.h"
 #include "vk_loader.h"
+#include "vk_memory_policy.h"
 
 namespace switchyard::vk_impl {
 
@@ -32,27 +33,35 @@ inline void bump(uint64_t& c, uint64_t n = 1) {
 }
 
 // A host-visible helper buffer (staging ring, launch table, status word).
+// Non-coherent memory is flushed and invalidated through the allocator;
+// `real` is the driver's mapping when `mapped` is an emulation's shadow
+// (vk_memory_policy.h).
 struct HostBuf {
   VkDeviceMemory mem = VK_NULL_HANDLE;
   VkBuffer buf = VK_NULL_HANDLE;
   uint64_t size = 0;
   char* mapped = nullptr;
+  char* real = nullptr;
+  uint64_t bytes = 0;  // of device memory
+  bool coherent = true, cached = true;
 };
 
 struct Context {
   Context(const BackendDevice& owner, Counters& counters, std::shared_ptr<Instance> in, Physical p,
-          bool zero_copy)
+          const MemoryPolicy& mem)
       : owner(owner),
         counters(counters),
         in(std::move(in)),
         p(std::move(p)),
-        zero_copy(zero_copy) {}
+        mem(mem),
+        zero_copy(mem.zero_copy) {}
 
   const BackendDevice& owner;  // for messages (owner.str()) and profiler events
   Counters& counters;
   std::shared_ptr<Instance> in;
   const Physical p;
-  const bool zero_copy;  // tensors live in mapped memory; transfers are memcpy
+  const MemoryPolicy mem;  // which memory types hold what (vk_memory_policy.h)
+  const bool zero_copy;    // tensors live in mapped memory; transfers are memcpy
 
   VkDevice dev = VK_NULL_HANDLE;
   VkQueue queue = VK_NULL_HANDLE;

@@ -7,9 +7,10 @@
 
 namespace switchyard::vk_impl {
 
-VulkanDevice::VulkanDevice(std::shared_ptr<Instance> in, Physical p, int index, bool zero_copy)
-    : BackendDevice(make_info(p, index, zero_copy)),
-      c_(*this, counters_, std::move(in), std::move(p), zero_copy) {
+VulkanDevice::VulkanDevice(std::shared_ptr<Instance> in, Physical p, int index,
+                           const MemoryPolicy& mp)
+    : BackendDevice(make_info(p, index, mp)),
+      c_(*this, counters_, std::move(in), std::move(p), mp) {
   // When submissions complete: the profiler reads their timestamps, then
   // downloads are copied out and the staging ring freed, released tensors
   // are freed, and the status word is read.
@@ -60,10 +61,11 @@ void VulkanDevice::destroy() {
   ready_ = false;
   if (!c_.dev) return;
   if (c_.queue) {
-    try {
-      timeline_.flush();  // work still waiting in the batch completes before teardown
-    } catch (...) {
-    }
+    // What is still waiting in the batch (uploads, copies into buffers that
+    // die with the device) is not submitted: nothing can observe it, and at
+    // exit the validation layer's state may already be torn down (a submit
+    // from this atexit handler crashed in it in about one run of ten of
+    // the staging suites). Submitted work completes first.
     vk.vkDeviceWaitIdle(c_.dev);
   }
   xfer_.drop_host_copies();  // downloads nobody waited for: their targets may be gone
@@ -88,6 +90,14 @@ void* VulkanDevice::host_pointer(Buffer b) {
   if (!b) return nullptr;
   std::lock_guard lock(mu_);
   if (!c_.dev) return nullptr;
+  // Only memory the host may use as its own: coherent (no flush or
+  // invalidate between its users' reads and writes) and, for tensors'
+  // blocks, cached (no uncached reads); callers then fall back to upload and
+  // download. Pinned blocks are coherent (the policy's), cached where the
+  // device has such memory (a mobile GPU may offer only write-combined
+  // coherent memory: the host writes a batch there, the device copies it).
+  const Block& blk = alloc_.block(static_cast<Alloc*>(b.handle));
+  if (!blk.coherent || (!blk.cached && !blk.host)) return nullptr;
   return alloc_.mapped(static_cast<Alloc*>(b.handle));
 }
 
@@ -231,9 +241,15 @@ BackendEntry vulkan_backend() {
       skipped += cat(skipped.empty() ? "" : "; ", p.props.deviceName, ": ", u);
       continue;
     }
-    bool zero_copy = !force_staging && has_zero_copy(p.mem);
+    try {
+      apply_simulation(p);
+    } catch (const Error& x) {
+      skipped += cat(skipped.empty() ? "" : "; ", p.props.deviceName, ": ", x.what());
+      continue;
+    }
+    const MemoryPolicy mp = choose_memory(p, force_staging);
     e.devices.push_back(
-        std::make_shared<VulkanDevice>(in, std::move(p), int(e.devices.size()), zero_copy));
+        std::make_shared<VulkanDevice>(in, std::move(p), int(e.devices.size()), mp));
   }
   live = new Live;
   live->instance = in;

@@ -35,7 +35,7 @@ namespace switchyard::vk_impl {
 
 class VulkanDevice final : public BackendDevice {
  public:
-  VulkanDevice(std::shared_ptr<Instance> in, Physical p, int index, bool zero_copy);
+  VulkanDevice(std::shared_ptr<Instance> in, Physical p, int index, const MemoryPolicy& mp);
   ~VulkanDevice() override;
 
   // At exit (see shutdown_at_exit): everything Vulkan is destroyed; later

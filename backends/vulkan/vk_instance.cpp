@@ -10,6 +10,7 @@
 
 #include "switchyard/error.h"
 #include "switchyard/settings.h"
+#include "vk_memory_policy.h"
 
 namespace switchyard::vk_impl {
 
@@ -223,6 +224,8 @@ Physical query(VkPhysicalDevice pd, uint32_t instance_api) {
       best = int(q);
   }
   p.queue_family = best < 0 ? UINT32_MAX : uint32_t(best);
+  p.budget_ext = has_ext(p.exts, "VK_EXT_memory_budget");
+  for (uint32_t t = 0; t < VK_MAX_MEMORY_TYPES; ++t) p.real_type[t] = t;
   p.subgroup_arith = (p.subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
                      (p.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_ARITHMETIC_BIT) &&
                      (p.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_BASIC_BIT);
@@ -259,40 +262,7 @@ DeviceType device_type(VkPhysicalDeviceType t) {
 
 }  // namespace
 
-// Memory type in `bits` with all of `need`, preferring more of `want` and
-// none of `avoid`. -1 if none.
-int pick_type(const VkPhysicalDeviceMemoryProperties& m, uint32_t bits, VkMemoryPropertyFlags need,
-              VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid) {
-  int best = -1, best_score = -1;
-  for (uint32_t t = 0; t < m.memoryTypeCount; ++t) {
-    if (!(bits & (1u << t))) continue;
-    VkMemoryPropertyFlags f = m.memoryTypes[t].propertyFlags;
-    if ((f & need) != need) continue;
-    int score = 2 * __builtin_popcount(f & want) + (f & avoid ? 0 : 1);
-    if (score > best_score) best = int(t), best_score = score;
-  }
-  return best;
-}
-
-// Zero-copy when a host-visible, coherent type lives in the largest
-// device-local heap (integrated GPUs, ReBAR, CPU drivers), not in a small BAR
-// window.
-bool has_zero_copy(const VkPhysicalDeviceMemoryProperties& m) {
-  uint64_t largest = 0;
-  for (uint32_t h = 0; h < m.memoryHeapCount; ++h)
-    if (m.memoryHeaps[h].flags & VK_MEMORY_HEAP_DEVICE_LOCAL_BIT)
-      largest = std::max<uint64_t>(largest, m.memoryHeaps[h].size);
-  const VkMemoryPropertyFlags need = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT |
-                                     VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT |
-                                     VK_MEMORY_PROPERTY_HOST_COHERENT_BIT;
-  for (uint32_t t = 0; t < m.memoryTypeCount; ++t)
-    if ((m.memoryTypes[t].propertyFlags & need) == need &&
-        m.memoryHeaps[m.memoryTypes[t].heapIndex].size * 2 >= largest)
-      return true;
-  return false;
-}
-
-DeviceInfo make_info(const Physical& p, int index, bool zero_copy) {
+DeviceInfo make_info(const Physical& p, int index, const MemoryPolicy& mp) {
   DeviceInfo info;
   info.backend = "vulkan";
   info.index = index;
@@ -307,6 +277,14 @@ DeviceInfo make_info(const Physical& p, int index, bool zero_copy) {
       info.memory_bytes = std::max<uint64_t>(info.memory_bytes, p.mem.memoryHeaps[h].size);
     }
   }
+  // What tensors can use: on a device whose tensors spill to another heap
+  // past their own (an APU), both.
+  if (mp.tensor >= 0) {
+    const uint32_t h = p.mem.memoryTypes[mp.tensor].heapIndex;
+    info.memory_bytes = p.mem.memoryHeaps[h].size;
+    if (mp.tensor_fallback >= 0)
+      info.memory_bytes += p.mem.memoryHeaps[p.mem.memoryTypes[mp.tensor_fallback].heapIndex].size;
+  }
   info.properties = {
       {"vendor", vendor_name(p.props.vendorID)},
       {"type", device_type_name(info.type)},
@@ -314,7 +292,7 @@ DeviceInfo make_info(const Physical& p, int index, bool zero_copy) {
                                     : std::to_string(p.props.driverVersion)},
       {"api", version_str(p.props.apiVersion)},
       {"heaps", heaps},
-      {"memory", zero_copy ? "zero-copy (host-visible device-local)" : "staging ring"},
+      {"memory", mp.describe(p)},
       {"subgroup",
        cat(p.subgroup.subgroupSize, p.subgroup_arith ? " (arithmetic)" : " (no arithmetic)")},
       {"max_storage_buffer", mib(L.maxStorageBufferRange)},

@@ -50,18 +50,21 @@ struct Physical {
   std::vector<VkExtensionProperties> exts;
   uint32_t queue_family = 0;
   bool subgroup_arith = false;
+  // Memory facts (vk_memory_policy.h). Under SWITCHYARD_VK_SIMULATE, props'
+  // type and nonCoherentAtomSize and `mem` are the simulated device's, and
+  // real_type maps each simulated memory type to the driver's.
+  bool budget_ext = false;  // VK_EXT_memory_budget
+  std::string simulated;    // the profile's name, or ""
+  uint32_t real_type[VK_MAX_MEMORY_TYPES] = {};
+  uint64_t sim_budget[VK_MAX_MEMORY_HEAPS] = {};  // simulated heaps' budgets
+  uint32_t emulate_noncoherent = 0;  // simulated non-coherent types, emulated by a shadow copy
 };
 
 Physical query(VkPhysicalDevice pd, uint32_t instance_api);
 // Why this device cannot run Switchyard's shaders (which need
 // `storage_buffers` per stage), or "".
 std::string unsupported(const Physical& p, uint32_t storage_buffers);
-// Memory type in `bits` with all of `need`, preferring more of `want` and
-// none of `avoid`. -1 if none.
-int pick_type(const VkPhysicalDeviceMemoryProperties& m, uint32_t bits, VkMemoryPropertyFlags need,
-              VkMemoryPropertyFlags want, VkMemoryPropertyFlags avoid);
-// Whether a host-visible coherent type lives in the largest device-local heap.
-bool has_zero_copy(const VkPhysicalDeviceMemoryProperties& m);
-DeviceInfo make_info(const Physical& p, int index, bool zero_copy);
+struct MemoryPolicy;
+DeviceInfo make_info(const Physical& p, int index, const MemoryPolicy& mp);
 
 }  // namespace switchyard::vk_impl

@@ -36,6 +36,8 @@ namespace switchyard::vk_impl {
   X(vkAllocateMemory)                         \
   X(vkFreeMemory)                             \
   X(vkMapMemory)                              \
+  X(vkFlushMappedMemoryRanges)                \
+  X(vkInvalidateMappedMemoryRanges)           \
   X(vkUnmapMemory)                            \
   X(vkCreateBuffer)                           \
   X(vkDestroyBuffer)                          \

@@ -37,6 +37,10 @@ struct Block {
   bool host = false;  // pinned host memory (allocate_host), always mapped
   uint32_t heap = 0;
   uint64_t bytes = 0;  // of device memory
+  // The memory type's nature (the simulated type's under
+  // SWITCHYARD_VK_SIMULATE); `real` as in HostBuf.
+  bool coherent = true, cached = true;
+  char* real = nullptr;
 };
 
 // A suballocation: what a Buffer's handle points at.

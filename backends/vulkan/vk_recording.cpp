@@ -123,7 +123,8 @@ uint64_t Recorder::table_space(uint64_t entries) {
     }
     t_.wait_idle();
     uint64_t size = std::max<uint64_t>(table_.size * 2, entries * op_stride_ * 2);
-    HostBuf bigger = alloc_.host_buffer(size, true);  // first: if it throws, nothing changed
+    HostBuf bigger =
+        alloc_.host_buffer(size, MemRole::table);  // first: if it throws, nothing changed
     alloc_.free(table_);
     table_ = bigger;
     table_ranges_ = RangeAllocator(size / op_stride_);
@@ -235,6 +236,9 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
   t_.wait_for(fr.serial);  // its table entries, sets and command buffer are free again
   for (size_t j = 0; j < n; ++j)
     std::memcpy(table_.mapped + (fr.op_base + j) * op_stride_, &ops_[j], sizeof(OpParams));
+  // The table is only written by the host, so flushing whole atoms around
+  // these entries writes back nothing stale.
+  alloc_.flush(table_, fr.op_base * op_stride_, n * op_stride_);
   if (fr.sets.size() != n) allocate_sets(fr, n);
   // Without update-after-bind, writing a set invalidates the recording.
   if (write_sets(fr, n) && !c_.uab) fr.recorded = false;
@@ -261,12 +265,13 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
 }
 
 void Recorder::create() {
-  status_ = alloc_.host_buffer(256, true);
+  status_ = alloc_.host_buffer(256, MemRole::status);
   std::memset(status_.mapped, 0, 256);
+  alloc_.flush(status_, 0, 256);
   // Table entries sit at uniform-buffer offset alignment.
   uint64_t ua = std::max<uint64_t>(c_.p.props.limits.minUniformBufferOffsetAlignment, 16);
   op_stride_ = (sizeof(OpParams) + ua - 1) / ua * ua;
-  table_ = alloc_.host_buffer(1 << 20, true);
+  table_ = alloc_.host_buffer(1 << 20, MemRole::table);
   table_ranges_ = RangeAllocator(table_.size / op_stride_);
 }
 
@@ -278,10 +283,18 @@ void Recorder::drop_all() {
 void Recorder::check_status() {
   if (!status_.mapped) return;
   // The status word is read and reset only when nothing that might set it
-  // is in flight (the host's atomics do not order with the device's).
-  std::atomic_ref<uint32_t> status(*reinterpret_cast<uint32_t*>(status_.mapped));
-  if (t_.idle() && status.load() != 0) {
-    uint32_t bits = status.exchange(0);
+  // is in flight, with plain loads and stores (host atomics on mapped memory
+  // do not order with the device's, and may not work at all on uncached
+  // memory): the fence wait made the device's write available, and the
+  // invalidate makes it visible on non-coherent memory.
+  if (!t_.idle()) return;
+  alloc_.invalidate(status_, 0, sizeof(uint32_t));
+  uint32_t bits = 0;
+  std::memcpy(&bits, status_.mapped, sizeof bits);
+  if (bits != 0) {
+    const uint32_t zero = 0;
+    std::memcpy(status_.mapped, &zero, sizeof zero);
+    alloc_.flush(status_, 0, sizeof(uint32_t));
     if (bits & 1u)
       c_.pending_error =
           cat("[cross_entropy] expected labels in [0, classes), found a label outside that "

@@ -3,6 +3,7 @@
 // vk_transfer.h).
 #include "vk_transfer.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace switchyard::vk_impl {
@@ -16,8 +17,11 @@ Range range_of(const Alloc* a, uint64_t off, uint64_t n, bool write) {
 }  // namespace
 
 uint64_t Transfer::ring_reserve(uint64_t n) {
-  if (!ring_.buf) ring_ = alloc_.host_buffer(kRingBytes, false);
-  n = (n + 15) & ~uint64_t(15);
+  if (!ring_.buf) ring_ = alloc_.host_buffer(kRingBytes, MemRole::staging);
+  // Regions in whole atoms: a flush of one never writes back another's
+  // bytes (non-coherent memory).
+  const uint64_t unit = std::max<uint64_t>(16, c_.p.props.limits.nonCoherentAtomSize);
+  n = (n + unit - 1) / unit * unit;
   for (;;) {
     auto [begin, wait] = ring_regions_.probe(n);
     if (!wait) {
@@ -55,10 +59,14 @@ void Transfer::record_copy(VkBuffer src, Range rs, VkBuffer dst, Range rd, const
 }
 
 void Transfer::upload(Alloc* a, size_t off, const void* src, size_t n) {
-  if (c_.zero_copy) {
+  const Block& b = alloc_.block(a);
+  if (b.mapped) {
     t_.wait_for(a->last_use);  // queued readers and writers of it first
     int64_t t0 = profile::enabled() ? profile::now_ns() : -1;
-    std::memcpy(alloc_.mapped(a) + off, src, n);
+    const uint64_t at = a->offset + off;
+    alloc_.invalidate(b, at, n);  // the device's bytes around a partial atom
+    std::memcpy(b.mapped + at, src, n);
+    alloc_.flush(b, at, n);
     if (t0 >= 0) prof_.host_transfer("upload (zero-copy)", n, t0);
     return;
   }
@@ -67,6 +75,7 @@ void Transfer::upload(Alloc* a, size_t off, const void* src, size_t n) {
     size_t c = std::min<size_t>(kRingChunk, n - done);
     uint64_t r = ring_reserve(c);
     std::memcpy(ring_.mapped + r, s + done, c);
+    alloc_.flush(ring_, r, c);
     record_copy(ring_.buf, {kRingId, r, r + c, false}, alloc_.block(a).buf,
                 range_of(a, off + done, c, true), "upload (staging)");
     a->last_use = t_.next_serial();
@@ -76,11 +85,17 @@ void Transfer::upload(Alloc* a, size_t off, const void* src, size_t n) {
 }
 
 void Transfer::download(Alloc* a, size_t off, void* dst, size_t n) {
-  if (c_.zero_copy) {
+  const Block& b = alloc_.block(a);
+  // Mapped memory the host does not cache (an APU's write-combined
+  // device-local memory) is read through the staging ring when the ring is
+  // cached (it would gain nothing where it is not).
+  if (b.mapped && (b.cached || !ring_cached())) {
     t_.wait_for(a->last_use);
     c_.throw_pending();
     int64_t t0 = profile::enabled() ? profile::now_ns() : -1;
-    std::memcpy(dst, alloc_.mapped(a) + off, n);
+    if (!b.cached) bump(c_.counters.uncached_host_reads);
+    alloc_.invalidate(b, a->offset + off, n);
+    std::memcpy(dst, b.mapped + a->offset + off, n);
     if (t0 >= 0) prof_.host_transfer("download (zero-copy)", n, t0);
     return;
   }
@@ -124,7 +139,10 @@ void Transfer::copy(Alloc* s, size_t so, Alloc* d, size_t dof, size_t n) {
 }
 
 void Transfer::retire_through(uint64_t done) {
-  host_copies_.run_through(done);
+  host_copies_.run_through(done, [&](const char* src, size_t n) {
+    if (!ring_.cached) bump(c_.counters.uncached_host_reads);
+    alloc_.invalidate(ring_, uint64_t(src - ring_.mapped), n);
+  });
   ring_regions_.retire_through(done);
 }
 

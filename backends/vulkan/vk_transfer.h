@@ -1,13 +1,14 @@
 // SPDX-License-Identifier: MIT
-// The Vulkan transfers: uploads, downloads and copies. Where the device has
-// host-visible device-local memory (integrated GPUs, ReBAR, lavapipe) tensors
-// are mapped and transfers are plain memcpy ("zero-copy"); otherwise, or
-// with SWITCHYARD_VK_FORCE_STAGING=1, they go through a persistently mapped
-// staging ring and vkCmdCopyBuffer in 8 MiB chunks (a transfer of several
-// chunks submits each one when recorded, so the next memcpy overlaps its
-// copy). A
-// staged download lands in the ring; its copy into the caller's memory is
-// made when the submission completes.
+// The Vulkan transfers: uploads, downloads and copies. Where the memory
+// policy maps tensors (CPU drivers, integrated GPUs: vk_memory_policy.h)
+// transfers are plain memcpy ("zero-copy"), with flushes and invalidates
+// where the memory is not coherent, and downloads from memory the host does
+// not cache go through the ring; otherwise (discrete GPUs, or with
+// SWITCHYARD_VK_FORCE_STAGING=1) they go through a persistently mapped,
+// host-cached staging ring and vkCmdCopyBuffer in 8 MiB chunks (a transfer
+// of several chunks submits each one when recorded, so the next memcpy
+// overlaps its copy). A staged download lands in the ring; its copy into the
+// caller's memory is made when the submission completes.
 #pragma once
 #include "serial_ring.h"
 #include "vk_allocator.h"
@@ -39,6 +40,10 @@ class Transfer {
 
  private:
   uint64_t ring_reserve(uint64_t n);
+  bool ring_cached() const {
+    return c_.mem.staging >= 0 && (c_.p.mem.memoryTypes[c_.mem.staging].propertyFlags &
+                                   VK_MEMORY_PROPERTY_HOST_CACHED_BIT);
+  }
   // A vkCmdCopyBuffer in the transfer command buffer, after a barrier if it
   // touches what earlier copies there wrote or read.
   void record_copy(VkBuffer src, Range rs, VkBuffer dst, Range rd, const char* kind);

@@ -42,6 +42,14 @@ struct Counters {
   // reuse (CUDA's caching allocator, Vulkan's blocks).
   uint64_t bytes_reserved = 0;
   uint64_t launches_by_kernel[size_t(kNumKernels)] = {};  // indexed by Kernel
+  // Vulkan memory (docs/vulkan.md): flushes and invalidates of non-coherent
+  // mapped memory, blocks placed in the fallback heap once the first was
+  // over its budget, and host reads of transferred data (downloads, the
+  // ring) from mapped memory that is not host-cached.
+  uint64_t memory_flushes = 0;
+  uint64_t memory_invalidates = 0;
+  uint64_t fallback_blocks = 0;
+  uint64_t uncached_host_reads = 0;
 };
 
 // Public non-virtual methods check arguments and keep the counters; the

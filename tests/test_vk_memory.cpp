@@ -1,0 +1,167 @@
+// SPDX-License-Identifier: MIT
+// The Vulkan backend's memory decisions (backends/vulkan/vk_memory_policy.h)
+// for the devices its users have and this machine does not: a discrete GPU
+// with and without resizable BAR, an APU with a small device-local
+// carve-out, a mobile GPU whose cached memory is non-coherent, and lavapipe.
+// These check the policy as a function of the device's facts; the same
+// profiles run the Vulkan suites end to end on lavapipe through
+// SWITCHYARD_VK_SIMULATE (ctest's vulkan_sim:* entries).
+#include <gtest/gtest.h>
+
+#include <cstdio>
+#include <string>
+
+#include "switchyard/error.h"
+#include "vk_instance.h"
+#include "vk_memory_policy.h"
+
+namespace vi = switchyard::vk_impl;
+
+namespace {
+
+constexpr VkMemoryPropertyFlags DL = VK_MEMORY_PROPERTY_DEVICE_LOCAL_BIT,
+                                HV = VK_MEMORY_PROPERTY_HOST_VISIBLE_BIT,
+                                HC = VK_MEMORY_PROPERTY_HOST_COHERENT_BIT,
+                                CACHED = VK_MEMORY_PROPERTY_HOST_CACHED_BIT;
+
+// lavapipe's facts as it reports them: a CPU device with one 2 GiB heap and
+// one memory type that is everything.
+vi::Physical lavapipe() {
+  vi::Physical p;
+  std::snprintf(p.props.deviceName, sizeof p.props.deviceName, "llvmpipe");
+  p.props.deviceType = VK_PHYSICAL_DEVICE_TYPE_CPU;
+  p.props.limits.nonCoherentAtomSize = 64;
+  p.mem.memoryHeapCount = 1;
+  p.mem.memoryHeaps[0] = {2ull << 30, VK_MEMORY_HEAP_DEVICE_LOCAL_BIT};
+  p.mem.memoryTypeCount = 1;
+  p.mem.memoryTypes[0] = {DL | HV | HC | CACHED, 0};
+  for (uint32_t t = 0; t < VK_MAX_MEMORY_TYPES; ++t) p.real_type[t] = t;
+  return p;
+}
+
+vi::Physical simulated(const char* profile) {
+  vi::Physical p = lavapipe();
+  vi::simulate(p, profile);
+  return p;
+}
+
+struct Expect {
+  bool zero_copy;
+  int tensor, fallback, staging, table, status, pinned;
+};
+
+void expect_policy(const vi::Physical& p, bool force_staging, Expect e) {
+  const vi::MemoryPolicy m = vi::choose_memory(p, force_staging);
+  EXPECT_EQ(m.zero_copy, e.zero_copy);
+  EXPECT_EQ(m.tensor, e.tensor) << "tensors";
+  EXPECT_EQ(m.tensor_fallback, e.fallback) << "tensors past the budget";
+  EXPECT_EQ(m.staging, e.staging) << "staging ring";
+  EXPECT_EQ(m.table, e.table) << "launch table";
+  EXPECT_EQ(m.status, e.status) << "status word";
+  EXPECT_EQ(m.pinned, e.pinned) << "pinned host memory";
+}
+
+VkMemoryPropertyFlags flags(const vi::Physical& p, int t) {
+  return p.mem.memoryTypes[t].propertyFlags;
+}
+
+}  // namespace
+
+TEST(VulkanMemoryPolicy, LavapipeMapsTensorsAndForcedStagingDoesNot) {
+  expect_policy(lavapipe(), false, {true, 0, -1, 0, 0, 0, 0});
+  expect_policy(lavapipe(), true, {false, 0, -1, 0, 0, 0, 0});
+}
+
+// Without resizable BAR: tensors in VRAM the host cannot map, the ring in
+// cached system memory, the launch table and the status word in the 256 MiB
+// BAR window; past the VRAM budget, out-of-memory (no silent spill to system
+// memory).
+TEST(VulkanMemoryPolicy, DiscreteGpuStagesThroughCachedSystemMemory) {
+  vi::Physical p = simulated("discrete");
+  expect_policy(p, false, {false, 0, -1, 2, 3, 3, 2});
+  EXPECT_FALSE(flags(p, 0) & HV);
+  EXPECT_TRUE(flags(p, 2) & CACHED);
+}
+
+// With resizable BAR all of VRAM is host-visible, yet tensors are not mapped:
+// a download would be an uncached read across PCIe. BAR memory holds only
+// the launch table and the status word.
+TEST(VulkanMemoryPolicy, ResizableBarIsNotZeroCopy) {
+  vi::Physical p = simulated("discrete-rebar");
+  expect_policy(p, false, {false, 0, -1, 3, 2, 2, 3});
+  EXPECT_TRUE(flags(p, 2) & DL);
+  EXPECT_TRUE(flags(p, 2) & HV);
+  EXPECT_FALSE(flags(p, 3) & DL);
+  // A driver that offers VRAM only as host-visible memory: tensors still go
+  // there, unmapped, through the ring.
+  vi::Physical q = p;
+  const uint32_t no_plain_vram = 0b1110;
+  EXPECT_EQ(vi::pick_memory(q, false, vi::MemRole::tensor, no_plain_vram), 2);
+}
+
+// An APU maps its tensors (device memory is system memory), in the
+// device-local carve-out first, then in cached system memory past its
+// budget; its device-local memory is not host-cached, so downloads go
+// through the cached ring (checked end to end in test_gpu's simulated runs).
+TEST(VulkanMemoryPolicy, ApuMapsTensorsAndFallsBackToSystemMemory) {
+  vi::Physical p = simulated("apu");
+  expect_policy(p, false, {true, 2, 3, 3, 2, 3, 3});
+  EXPECT_FALSE(flags(p, 2) & CACHED);
+  uint64_t ours[VK_MAX_MEMORY_HEAPS] = {}, budget[VK_MAX_MEMORY_HEAPS] = {};
+  vi::query_budget(p, ours, budget);
+  EXPECT_EQ(budget[0], 256ull << 20);
+  EXPECT_EQ(budget[1], 12ull << 30);
+}
+
+// A mobile GPU's cached memory is non-coherent: chosen for tensors (the host
+// reads them back fast) and used through flush and invalidate; pinned host
+// memory must be coherent.
+TEST(VulkanMemoryPolicy, MobileGpuUsesNonCoherentCachedMemory) {
+  vi::Physical p = simulated("mobile");
+  expect_policy(p, false, {true, 2, -1, 2, 1, 2, 1});
+  EXPECT_FALSE(flags(p, 2) & HC);
+  EXPECT_EQ(p.emulate_noncoherent, 1u << 2);
+  EXPECT_EQ(p.props.limits.nonCoherentAtomSize, 256u);
+  // Every simulated type is backed by the driver's one type.
+  for (uint32_t t = 0; t < p.mem.memoryTypeCount; ++t) EXPECT_EQ(p.real_type[t], 0u);
+}
+
+// A discrete GPU whose heaps are all device-local and mappable is still not
+// zero-copy; an integrated GPU whose mappable device-local heap is a small
+// window beside a larger carve-out stages rather than live in the window.
+TEST(VulkanMemoryPolicy, ZeroCopyOnlyWhereMappedMemoryIsTheDevicesMemory) {
+  vi::Physical p = simulated("discrete-rebar");
+  p.mem.memoryHeaps[1].flags = VK_MEMORY_HEAP_DEVICE_LOCAL_BIT;
+  EXPECT_FALSE(vi::choose_memory(p, false).zero_copy);
+  vi::Physical q = simulated("discrete");  // 8 GiB carve-out, 256 MiB window
+  q.props.deviceType = VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
+  const vi::MemoryPolicy m = vi::choose_memory(q, false);
+  EXPECT_FALSE(m.zero_copy);
+  EXPECT_EQ(m.tensor, 0);
+}
+
+TEST(VulkanMemoryPolicy, BuffersOnlyGetTypesTheDriverAllows) {
+  vi::Physical p = simulated("discrete");
+  // Without system memory the ring falls back to the BAR window.
+  EXPECT_EQ(vi::pick_memory(p, false, vi::MemRole::staging, 0b1001), 3);
+  EXPECT_EQ(vi::pick_memory(p, false, vi::MemRole::staging, 0b0001), -1);
+  // The fallback never lands in the tensor heap.
+  vi::Physical a = simulated("apu");
+  EXPECT_EQ(vi::pick_memory(a, true, vi::MemRole::tensor_fallback, 0b0101, 0), -1);
+  EXPECT_EQ(vi::pick_memory(a, true, vi::MemRole::tensor_fallback, 0b0111, 0), 1);
+}
+
+TEST(VulkanMemoryPolicy, SimulationRefusesUnknownProfilesAndUnfitDrivers) {
+  vi::Physical p = lavapipe();
+  try {
+    vi::simulate(p, "voodoo");
+    ADD_FAILURE() << "no error";
+  } catch (const switchyard::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("discrete-rebar"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("voodoo"), std::string::npos) << e.what();
+  }
+  vi::Physical q = lavapipe();
+  q.mem.memoryTypes[0].propertyFlags = DL;  // nothing the host can map
+  EXPECT_THROW(vi::simulate(q, "mobile"), switchyard::Error);
+  EXPECT_EQ(vi::simulation_profiles().size(), 4u);
+}
