@@ -128,7 +128,7 @@ bool Allocator::within_budget(uint32_t heap, uint64_t bytes) {
 HostBuf Allocator::host_buffer(uint64_t size, MemRole role) {
   Block b;
   std::string why;
-  auto type = [&](uint32_t allowed) { return pick_memory(c_.p, c_.zero_copy, role, allowed); };
+  auto type = [&](uint32_t allowed) { return pick_memory(c_.p, c_.mem.zero_copy, role, allowed); };
   if (!create_memory(size, type, true, false, b, why))
     throw OutOfMemory(
         cat("[allocate] host-visible buffer of ", mib(size), " on ", c_.name(), ": ", why));
@@ -157,9 +157,9 @@ bool Allocator::create_block(uint32_t k, uint64_t size, bool dedicated, bool hos
   const int tensor_heap =
       c_.mem.tensor >= 0 ? int(c_.p.mem.memoryTypes[c_.mem.tensor].heapIndex) : -1;
   auto type = [&](uint32_t allowed) {
-    return pick_memory(c_.p, c_.zero_copy, role, allowed, tensor_heap);
+    return pick_memory(c_.p, c_.mem.zero_copy, role, allowed, tensor_heap);
   };
-  if (!create_memory(size, type, c_.zero_copy || host, true, b, why)) return false;
+  if (!create_memory(size, type, c_.mem.zero_copy || host, true, b, why)) return false;
   if (role == MemRole::tensor_fallback) bump(c_.counters.fallback_blocks);
   b.ranges = RangeAllocator(size);
   if (!host) bump(c_.counters.bytes_reserved, b.bytes);

@@ -49,19 +49,15 @@ struct HostBuf {
 struct Context {
   Context(const BackendDevice& owner, Counters& counters, std::shared_ptr<Instance> in, Physical p,
           const MemoryPolicy& mem)
-      : owner(owner),
-        counters(counters),
-        in(std::move(in)),
-        p(std::move(p)),
-        mem(mem),
-        zero_copy(mem.zero_copy) {}
+      : owner(owner), counters(counters), in(std::move(in)), p(std::move(p)), mem(mem) {}
 
   const BackendDevice& owner;  // for messages (owner.str()) and profiler events
   Counters& counters;
   std::shared_ptr<Instance> in;
   const Physical p;
-  const MemoryPolicy mem;  // which memory types hold what (vk_memory_policy.h)
-  const bool zero_copy;    // tensors live in mapped memory; transfers are memcpy
+  // Which memory types hold what (vk_memory_policy.h); mem.zero_copy:
+  // tensors live in mapped memory and transfers are memcpy.
+  const MemoryPolicy mem;
 
   VkDevice dev = VK_NULL_HANDLE;
   VkQueue queue = VK_NULL_HANDLE;

@@ -64,7 +64,13 @@ void Transfer::upload(Alloc* a, size_t off, const void* src, size_t n) {
     t_.wait_for(a->last_use);  // queued readers and writers of it first
     int64_t t0 = profile::enabled() ? profile::now_ns() : -1;
     const uint64_t at = a->offset + off;
-    alloc_.invalidate(b, at, n);  // the device's bytes around a partial atom
+    // On non-coherent memory the flush writes whole atoms: the atoms this
+    // write covers only in part get the device's bytes first. Whole atoms
+    // in between are overwritten, so they need no invalidate.
+    if (!b.coherent && n) {
+      alloc_.invalidate(b, at, 1);
+      alloc_.invalidate(b, at + n - 1, 1);
+    }
     std::memcpy(b.mapped + at, src, n);
     alloc_.flush(b, at, n);
     if (t0 >= 0) prof_.host_transfer("upload (zero-copy)", n, t0);
