@@ -18,8 +18,18 @@ if(NOT CMAKE_CUDA_COMPILER)
   set(SWITCHYARD_CUDA_WHY "not built: nvcc not found (on PATH, in $CUDA_PATH/bin or /usr/local/cuda/bin)")
 elseif(NOT CMAKE_CUDA_ARCHITECTURES)
   # SASS for Turing, Ampere (A100, RTX 30), Ada (RTX 40, L4) and Hopper, and
-  # compute_90 PTX that the driver compiles for newer cards (Blackwell).
-  set(CMAKE_CUDA_ARCHITECTURES "75-real;80-real;86-real;89-real;90" CACHE STRING "CUDA architectures")
+  # compute_90 PTX that the driver compiles for any newer card. Toolkits from
+  # CUDA 12.8 on also get SASS for Blackwell (sm_100: B200, GB200; sm_120:
+  # RTX 50, RTX PRO), which would otherwise JIT every kernel at start-up;
+  # 10.3 and 12.1 run those too. (Thor, 11.0, JITs the PTX.) GPUs older than
+  # Turing are left out at enumeration with the reason (cuda_arch.cpp).
+  execute_process(COMMAND ${CMAKE_CUDA_COMPILER} --version OUTPUT_VARIABLE nvcc_out ERROR_QUIET)
+  string(REGEX MATCH "release ([0-9]+\\.[0-9]+)" _ "${nvcc_out}")
+  set(archs "75-real;80-real;86-real;89-real;90")
+  if(CMAKE_MATCH_1 AND CMAKE_MATCH_1 VERSION_GREATER_EQUAL 12.8)
+    list(APPEND archs "100-real;120-real")
+  endif()
+  set(CMAKE_CUDA_ARCHITECTURES "${archs}" CACHE STRING "CUDA architectures")
 endif()
 if(CMAKE_CUDA_COMPILER)
   # nvcc gets C++17 (CMake 3.25 has no C++20 flag for it); the .cu files

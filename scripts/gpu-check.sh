@@ -5,25 +5,37 @@
 # 1. installs what is missing (the project's packages; the CUDA toolkit from
 #    the distribution when nvcc is nowhere to be found),
 # 2. builds everything with the CUDA backend required (build-gpu/),
-# 3. runs the whole test suite with CUDA and Vulkan required, so every GPU
-#    case runs on cuda:0 and on vulkan:0 (the same card through Vulkan, under
-#    the validation layer) and a missing device is a failure, not a skip,
-# 4. trains on Fashion-MNIST on cpu, cuda:0 and vulkan:0 and compares
-#    accuracy (CUDA must be within 0.5 points of the CPU),
-# 5. runs the backend benchmark on all three,
-# then prints one summary table. Logs go to build-gpu/gpu-check/. Exit status
-# 0 only when every step passed.
-#   EPOCHS=5 (training epochs), BUILD_DIR=build-gpu, CUDA_ARCHS (default: the
-#   project's list; "native" builds for this card only, faster).
+# 3. runs the whole test suite with each GPU backend the machine has required
+#    (CUDA when cuda:0 is there; Vulkan when vulkan:0 is a GPU, not the
+#    llvmpipe CPU driver), so every GPU case runs on cuda:0 and on vulkan:0
+#    (the same card through Vulkan, under the validation layer) and a device
+#    that vanishes is a failure, not a skip; ctest runs CTEST_J tests at a
+#    time (default 4: each test process opens its own CUDA context),
+# 4. trains on Fashion-MNIST on cpu and on each GPU device, and compares the
+#    first 50 step losses with the CPU's (relative 1e-3: the training's
+#    sensitivity to rounding is measured in docs/design-choices.md); the
+#    test accuracies are reported, not judged (two runs differ by a few
+#    tenths of a point),
+# 5. runs the backend benchmark on the devices present,
+# then prints one summary table. Logs go to build-gpu/gpu-check/. What the
+# machine lacks (no NVIDIA driver, no Vulkan GPU: a headless server, or this
+# script run on a machine without a GPU) is reported as "not checked" and is
+# not a failure; the exit status is non-zero only when something that ran
+# failed.
+#   EPOCHS=5 (training epochs), BUILD_DIR=build-gpu, CTEST_J=4, CUDA_ARCHS
+#   (default: the project's list; "native" builds for this card only,
+#   faster), CTEST_ARGS (extra ctest arguments, e.g. "-R cuda" for a subset).
 set -uo pipefail
 cd "$(dirname "$0")/.."
 BUILD_DIR=${BUILD_DIR:-build-gpu}
 EPOCHS=${EPOCHS:-5}
+CTEST_J=${CTEST_J:-4}
 LOG=$BUILD_DIR/gpu-check
 mkdir -p "$LOG"
 declare -a rows=()
 status=0
-row() { rows+=("$(printf '%-28s %-8s %s' "$1" "$2" "$3")"); [[ "$2" == FAIL ]] && status=1; }
+row() { rows+=("$(printf '%-28s %-12s %s' "$1" "$2" "$3")"); [[ "$2" == FAIL ]] && status=1; }
+skip="not checked"
 secs() { echo $(( $(date +%s) - $1 )); }
 
 echo "== GPU"
@@ -31,7 +43,7 @@ if command -v nvidia-smi >/dev/null; then
   gpu=$(nvidia-smi --query-gpu=name,driver_version,memory.total --format=csv,noheader | head -1)
   row "nvidia-smi" ok "$gpu"
 else
-  row "nvidia-smi" FAIL "not found: is the NVIDIA driver installed?"
+  row "nvidia-smi" "$skip" "not found: no NVIDIA driver, so nothing on CUDA is checked"
 fi
 
 echo "== dependencies"
@@ -64,15 +76,33 @@ cli=$BUILD_DIR/tools/switchyard
 "$cli" devices | tee "$LOG/devices.log"
 vk_name=$(awk '$1=="vulkan:0"{for(i=5;i<=NF;i++) if ($i ~ /=/) break; else printf "%s ", $i}' "$LOG/devices.log")
 cuda_name=$(awk '$1=="cuda:0"{for(i=5;i<=NF;i++) if ($i ~ /=/) break; else printf "%s ", $i}' "$LOG/devices.log")
-if grep -q '^cuda:0' "$LOG/devices.log"; then row "cuda:0" ok "$cuda_name"; else row "cuda:0" FAIL "$(grep '^cuda' "$LOG/devices.log")"; fi
-if grep -q '^vulkan:0' "$LOG/devices.log"; then row "vulkan:0" ok "$vk_name"; else row "vulkan:0" FAIL "$(grep '^vulkan' "$LOG/devices.log")"; fi
+# The GPU devices to check: cuda:0 when the driver shows it; vulkan:0 when it
+# is a GPU (llvmpipe, the CPU driver, is what CI already runs).
+gpus=()
+if grep -q '^cuda:0' "$LOG/devices.log"; then
+  row "cuda:0" ok "$cuda_name"
+  gpus+=(cuda:0)
+elif command -v nvidia-smi >/dev/null; then
+  row "cuda:0" FAIL "nvidia-smi sees a GPU but: $(grep '^cuda' "$LOG/devices.log")"
+else
+  row "cuda:0" "$skip" "$(grep '^cuda' "$LOG/devices.log")"
+fi
+if grep -q '^vulkan:0' "$LOG/devices.log" && ! grep -q '^vulkan:0 .*llvmpipe' "$LOG/devices.log"; then
+  row "vulkan:0" ok "$vk_name"
+  gpus+=(vulkan:0)
+else
+  row "vulkan:0" "$skip" "no Vulkan GPU ($(grep '^vulkan' "$LOG/devices.log" | head -1 | tr -s ' '))"
+fi
 
-echo "== tests (CUDA and Vulkan required)"
+echo "== tests (${gpus[*]:-no GPU} required)"
 t=$(date +%s)
-SWITCHYARD_REQUIRE_CUDA=1 SWITCHYARD_REQUIRE_VULKAN=1 \
-  ctest --test-dir "$BUILD_DIR" -j"$(nproc)" --output-on-failure >"$LOG/ctest.log" 2>&1
+req=(SWITCHYARD_REQUIRE_CUDA=0 SWITCHYARD_REQUIRE_VULKAN=0)
+for g in "${gpus[@]}"; do [[ $g == cuda:0 ]] && req[0]=SWITCHYARD_REQUIRE_CUDA=1; [[ $g == vulkan:0 ]] && req[1]=SWITCHYARD_REQUIRE_VULKAN=1; done
+# shellcheck disable=SC2086
+env "${req[@]}" ctest --test-dir "$BUILD_DIR" -j"$CTEST_J" --output-on-failure ${CTEST_ARGS:-} >"$LOG/ctest.log" 2>&1
 count() { grep -E "Test +#[0-9]+: .*$1" "$LOG/ctest.log" | grep -c -E "$2" || true; }
 for dev in cuda_0 vulkan_0; do
+  if [[ " ${gpus[*]} " != *" ${dev/_/:} "* ]]; then row "tests on ${dev/_/:}" "$skip" "no such GPU here"; continue; fi
   p=$(count "$dev" " Passed"); f=$(count "$dev" "Failed|\\*\\*\\*Exception|Timeout"); s=$(count "$dev" "Skipped")
   res=ok; { [[ $f -gt 0 || $s -gt 0 || $p -eq 0 ]]; } && res=FAIL
   row "tests on ${dev/_/:}" "$res" "$p passed, $f failed, $s skipped"
@@ -81,29 +111,39 @@ summary=$(grep -E "tests passed|tests failed" "$LOG/ctest.log" | tail -1)
 if grep -q "100% tests passed" "$LOG/ctest.log"; then row "whole suite" ok "$summary ($(secs "$t") s)"; else row "whole suite" FAIL "$summary: see $LOG/ctest.log"; fi
 
 echo "== training (Fashion-MNIST, $EPOCHS epochs)"
-declare -A acc=()
-for dev in cpu cuda:0 vulkan:0; do
+for dev in cpu "${gpus[@]}"; do
   out="$LOG/train-${dev/:/}.json"
-  if "$cli" train --device "$dev" --epochs "$EPOCHS" --batch 128 --opt adam --lr 1e-3 --hidden 256,128 --json \
-       >"$out" 2>"$LOG/train-${dev/:/}.err"; then
+  if "$cli" train --device "$dev" --epochs "$EPOCHS" --batch 128 --opt adam --lr 1e-3 --hidden 256,128 \
+       --seed 0 --losses 50 --json >"$out" 2>"$LOG/train-${dev/:/}.err"; then
     line=$(tail -1 "$out")
     a=$(sed -E 's/.*"test_acc":([0-9.]+).*/\1/' <<<"$line")
     sps=$(sed -E 's/.*"train_samples_per_s":([0-9.]+).*/\1/' <<<"$line")
-    acc[$dev]=$a
     row "train $dev" ok "test_acc $a, $sps samples/s"
   else
     row "train $dev" FAIL "see $LOG/train-${dev/:/}.err"
   fi
 done
-if [[ -n "${acc[cpu]:-}" && -n "${acc[cuda:0]:-}" ]]; then
-  d=$(awk -v a="${acc[cuda:0]}" -v b="${acc[cpu]}" 'BEGIN{d=(a-b)*100; printf "%.2f", (d<0?-d:d)}')
-  res=$(awk -v d="$d" 'BEGIN{print (d<=0.5)?"ok":"FAIL"}')
-  row "cuda:0 vs cpu accuracy" "$res" "$d points apart (limit 0.5)"
-fi
+# Step for step against the CPU: the first 50 losses, relative 1e-3.
+for dev in "${gpus[@]}"; do
+  [[ -s "$LOG/train-${dev/:/}.json" && -s "$LOG/train-cpu.json" ]] || continue
+  cmp=$(python3 - "$LOG/train-cpu.json" "$LOG/train-${dev/:/}.json" <<'PY'
+import json, sys
+a, b = (json.loads(open(f).read().strip().splitlines()[-1]).get("first_losses", []) for f in sys.argv[1:])
+n = min(len(a), len(b))
+worst = max((abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b)), default=float("inf"))
+print("ok" if n == 50 and worst <= 1e-3 else "FAIL", "%d losses, worst relative difference %.2e (limit 1e-3)" % (n, worst))
+PY
+)
+  res=${cmp%% *} detail=${cmp#* }
+  [[ $res == ok ]] || { res=FAIL; [[ -n $cmp ]] || detail="the comparison failed to run (see the JSON files)"; }
+  row "$dev vs cpu, 50 steps" "$res" "$detail"
+done
 
 echo "== benchmark"
 t=$(date +%s)
-if "$BUILD_DIR/tools/switchyard" bench --devices cpu,cuda:0,vulkan:0 --json "$LOG/bench.json" \
+bench_devs=$(IFS=,; echo "cpu${gpus[*]:+,${gpus[*]}}")
+bench_devs=${bench_devs// /,}
+if "$BUILD_DIR/tools/switchyard" bench --devices "$bench_devs" --json "$LOG/bench.json" \
      --csv "$LOG/bench.csv" --svg "$LOG/bench.svg" >"$LOG/bench.txt" 2>&1; then
   row "benchmark" ok "$(secs "$t") s, $LOG/bench.txt, chart $LOG/bench.svg"
   for w in "gemm 1024^3" "add 16M" "mlp train step batch 128"; do
@@ -122,6 +162,6 @@ else
 fi
 
 printf '\n== summary (logs in %s)\n' "$LOG"
-printf '%-28s %-8s %s\n' "check" "result" "detail"
+printf '%-28s %-12s %s\n' "check" "result" "detail"
 printf '%s\n' "${rows[@]}"
 exit $status

@@ -22,7 +22,7 @@ mode=${1:-all}
 step() { echo "== test.sh: $1 ($(( SECONDS - t0 )) s)"; t0=$SECONDS; }
 t0=$SECONDS
 if [[ $mode == all ]]; then bash scripts/install-deps.sh --windows; else bash scripts/install-deps.sh; fi
-cmake -S . -B build -DCMAKE_BUILD_TYPE=Release
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DSWITCHYARD_WERROR=ON
 cmake --build build -j2
 ctest --test-dir build -j2 --output-on-failure
 step "Release build and ctest done"

@@ -8,7 +8,7 @@ void main() {
   Op p = load_op();
   ArangeParams q = load_ArangeParams();
   FOR_ITEMS(k, q.n) {
-    float v = q.start + float(k) * q.step;
+    precise float v = q.start + float(k) * q.step;  // no FMA: the CPU's values bit for bit
     if (SPEC_OP == 0) F(0)[O(0) + k] = v;
     else if (SPEC_OP == 1) I(0)[O(0) + k] = int(v);
     else if (SPEC_OP == 2) STORE_U8(0, p.off[0] + k, int(v))

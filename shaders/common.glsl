@@ -81,6 +81,15 @@ Op load_op() {
 #define O(a) (p.off[a] >> 2)
 #define VO(a) (p.off[a] >> 4)
 
+// No shader makes an infinity or a NaN by arithmetic (-1.0 / 0.0, 0.0 / 0.0):
+// without shaderSignedZeroInfNanPreserveFloat32 a driver may assume there
+// are none and fold or reorder such expressions. Maxima start from the
+// lowest finite float; a value that must read as NaN (a bad label's loss, a
+// bad index's row) is stored as NaN's bits through the integer view, which
+// no float mode alters, and the status word says why.
+#define SY_FLT_LOWEST (-3.4028234663852886e38)
+#define SY_NAN_BITS 0x7fc00000
+
 // Status bits, read back by the host after each submission completes.
 #define SY_STATUS_BAD_LABEL 1u
 #define SY_STATUS_BAD_INDEX 2u

@@ -11,21 +11,25 @@ void main() {
   Op p = load_op();
   CrossEntropyParams q = load_CrossEntropyParams();
   uint rows = uint(q.rows), cols = uint(q.cols);
-  float total = 0.0;
+  float total = 0.0, bad = 0.0;
   for (uint r = gl_LocalInvocationID.x; r < rows; r += WG) {
     uint x0 = O(1) + r * cols;
     int lab = I(2)[O(2) + r];
     if (lab < 0 || uint(lab) >= cols) {
       atomicOr(status[0], SY_STATUS_BAD_LABEL);
-      total += 0.0 / 0.0;
+      bad = 1.0;
       continue;
     }
-    float m = -1.0 / 0.0;
+    float m = SY_FLT_LOWEST;
     for (uint c = 0u; c < cols; ++c) m = max(m, F(1)[x0 + c]);
     float s = 0.0;
     for (uint c = 0u; c < cols; ++c) s += exp(F(1)[x0 + c] - m);
     total += m + log(s) - F(1)[x0 + uint(lab)];
   }
   total = wg_sum(total);
-  if (gl_LocalInvocationID.x == 0u) F(0)[O(0)] = total / float(rows);
+  bad = wg_max(bad);
+  if (gl_LocalInvocationID.x == 0u) {
+    if (bad > 0.0) I(0)[O(0)] = SY_NAN_BITS;  // NaN's bits (see common.glsl)
+    else F(0)[O(0)] = total / float(rows);
+  }
 }

@@ -15,11 +15,15 @@ void main() {
     int lab = I(2)[O(2) + r];
     bool bad = lab < 0 || uint(lab) >= cols;
     if (bad) atomicOr(status[0], SY_STATUS_BAD_LABEL);
-    float m = -1.0 / 0.0;
+    if (bad) {  // the row's gradient reads as NaN (bit pattern: see common.glsl)
+      for (uint c = 0u; c < cols; ++c) I(0)[d0 + c] = SY_NAN_BITS;
+      continue;
+    }
+    float m = SY_FLT_LOWEST;
     for (uint c = 0u; c < cols; ++c) m = max(m, F(1)[x0 + c]);
     float s = 0.0;
     for (uint c = 0u; c < cols; ++c) s += exp(F(1)[x0 + c] - m);
-    float k = bad ? 0.0 / 0.0 : scale / s;
+    float k = scale / s;
     for (uint c = 0u; c < cols; ++c)
       F(0)[d0 + c] = exp(F(1)[x0 + c] - m) * k - (int(c) == lab ? scale : 0.0);
   }

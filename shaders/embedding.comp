@@ -14,6 +14,7 @@ void main() {
     int v = I(2)[O(2) + i];
     bool bad = v < 0 || v >= q.num;
     if (bad) atomicOr(status[0], SY_STATUS_BAD_INDEX);
-    F(0)[O(0) + k] = bad ? 0.0 / 0.0 : F(1)[O(1) + uint(v) * D + k % D];
+    if (bad) I(0)[O(0) + k] = SY_NAN_BITS;  // NaN's bits (see common.glsl)
+    else F(0)[O(0) + k] = F(1)[O(1) + uint(v) * D + k % D];
   }
 }

@@ -17,9 +17,12 @@ void main() {
     int hs = oh * q.stride[0] - q.padding[0], ws = ow * q.stride[1] - q.padding[1];
     int h0 = max(hs, 0), h1 = min(hs + q.kernel[0], H);
     int w0 = max(ws, 0), w1 = min(ws + q.kernel[1], W);
-    float best = uintBitsToFloat(0xff800000u);  // -inf
-    int at = h0 * W + w0;
+    // The window's first element starts the search (no -inf sentinel: see
+    // common.glsl); a window of padding only (never, as padding is at most
+    // half the kernel) would keep the lowest finite float.
     uint base = O(1) + pl * uint(H * W);
+    int at = h0 * W + w0;
+    float best = h0 < h1 && w0 < w1 ? F(1)[base + uint(at)] : SY_FLT_LOWEST;
     for (int h = h0; h < h1; ++h)
       for (int w = w0; w < w1; ++w) {
         float v = F(1)[base + uint(h * W + w)];

@@ -18,7 +18,7 @@ void main() {
   if (cols <= SY_SHORT_ROW) {  // short rows: one invocation each, no barriers
     FOR_ITEMS(r, rows) {
       uint x0 = O(1) + r * cols, y0 = O(0) + r * cols;
-      float m = -1.0 / 0.0, s = 0.0;
+      float m = SY_FLT_LOWEST, s = 0.0;
       for (uint c = 0u; c < cols; ++c) m = max(m, F(1)[x0 + c]);
       for (uint c = 0u; c < cols; ++c) s += exp(F(1)[x0 + c] - m);
       float lse = m + log(s), inv = 1.0 / s;
@@ -31,7 +31,7 @@ void main() {
   }
   for (uint r = gl_WorkGroupID.x; r < rows; r += gl_NumWorkGroups.x) {
     uint x0 = O(1) + r * cols, y0 = O(0) + r * cols;
-    float m = -1.0 / 0.0;
+    float m = SY_FLT_LOWEST;
     if (v4) {
       vec4 mv = vec4(m);
       for (uint c = t; c < c4; c += WG) mv = max(mv, V(1)[x0 / 4u + c]);

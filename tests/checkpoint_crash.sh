@@ -2,7 +2,9 @@
 # SPDX-License-Identifier: MIT
 # Checkpoints survive kill -9 at any moment: a run saving a checkpoint every
 # few milliseconds (--limit 256: tiny epochs) is killed with SIGKILL at a
-# random time, TRIALS times, each run resuming what the last kill left. After each kill the newest checkpoint must read
+# random time (within a window set by how long the first run took to write
+# its first checkpoint), TRIALS times, each run resuming what the last kill
+# left. After each kill the newest checkpoint must read
 # back whole (its checksum verified by `switchyard inspect`), and no file but
 # checkpoints, model.safetensors and temporaries of dead runs may be there.
 # Then a resume from the killed directory finishes the run, and `eval` of the
@@ -17,15 +19,30 @@ ck=$work/ck
 fail=0
 killed_mid_write=0
 seen_tmp=" "
+now_ms() { echo $(( $(date +%s%N) / 1000000 )); }
+first_ms=0  # how long the first run took to write its first checkpoint
 for ((t = 1; t <= trials; t++)); do
   # The first run saves; every later one resumes what the last kill left.
   how=(--save "$ck")
   ls "$ck"/checkpoint-*.safetensors >/dev/null 2>&1 && how=(--resume "$ck")
+  start=$(now_ms)
   "$cli" train --device cpu --epochs 100000 --limit 256 --batch 64 --json "${how[@]}" \
     >"$work/run" 2>&1 &
   pid=$!
-  # 50 to 550 ms: start-up, a resume, then anywhere in the epoch/save cycle.
-  sleep "0.$(printf '%03d' $((50 + RANDOM % 500)))"
+  if [[ $t -eq 1 ]]; then
+    # The first run is killed once its first checkpoint is there: its
+    # start-up time (the dataset's decompression, slower on a loaded
+    # machine) sets the window for the others.
+    while ! ls "$ck"/checkpoint-*.safetensors >/dev/null 2>&1 && kill -0 "$pid" 2>/dev/null &&
+      (( $(now_ms) - start < 120000 )); do sleep 0.02; done
+    first_ms=$(( $(now_ms) - start ))
+  else
+    # From 80% of that start-up to 500 ms past it: the start-up, a resume,
+    # then anywhere in the epoch/save cycle (which does not slow down with
+    # the start-up).
+    wait_ms=$(( first_ms * 8 / 10 + (RANDOM * 32768 + RANDOM) % (500 + first_ms / 5) ))
+    sleep "$(( wait_ms / 1000 )).$(printf '%03d' $(( wait_ms % 1000 )))"
+  fi
   kill -9 "$pid" 2>/dev/null
   wait "$pid" 2>/dev/null
   if grep -q "switchyard:" "$work/run"; then
@@ -50,9 +67,13 @@ for ((t = 1; t <= trials; t++)); do
     esac
   done
 done
-echo "trials: $trials, kills that left a half-written temporary: $killed_mid_write, newest checkpoint: $(ls "$ck" | grep checkpoint | sort | tail -1)"
+echo "trials: $trials, first checkpoint after $first_ms ms, kills that left a half-written temporary: $killed_mid_write, newest checkpoint: $(ls "$ck" | grep checkpoint | sort | tail -1)"
 # Resume from whatever the last kill left, for 2 more epochs.
-last=$(ls "$ck"/checkpoint-*.safetensors | sort | tail -1)
+last=$(ls "$ck"/checkpoint-*.safetensors 2>/dev/null | sort | tail -1)
+if [[ -z $last ]]; then
+  echo "FAIL: no checkpoint was written in $trials runs"
+  exit 1
+fi
 epoch=$((10#$(basename "$last" | sed 's/checkpoint-\([0-9]*\).*/\1/')))
 out=$("$cli" train --device cpu --epochs $((epoch + 2)) --limit 256 --batch 64 --json --resume "$ck" 2>&1 | tail -1)
 echo "$out"

@@ -561,7 +561,9 @@ std::vector<Case> cases_for(Kernel k) {
                                                                                 {1000, 1, 1},
                                                                                 {2, 4096, 1},
                                                                                 {300, 64, 1},
-                                                                                {7, 65, 1}}) {
+                                                                                {7, 65, 1},
+                                                                                {1, 3000, 40},
+                                                                                {2, 1500, 33}}) {
         auto v = random_vec(size_t(o * l * in), 17);
         std::vector<double> e(static_cast<size_t>(o * in), 0.0);
         for (int64_t a = 0; a < o; ++a)

@@ -171,3 +171,19 @@ void expect_error(F&& fn, std::initializer_list<std::string> needles) {
       EXPECT_NE(msg.find(n), std::string::npos) << "message: " << msg << "\nmissing: " << n;
   }
 }
+
+// A Program of one launch of `k`: argument j is slot j, bytes[j] long.
+inline sy::Program one_launch(uint64_t id, sy::Kernel k, sy::KernelParams params,
+                              std::initializer_list<uint64_t> bytes) {
+  sy::Program p;
+  p.id = id;
+  p.num_slots = uint32_t(bytes.size());
+  sy::Instr ins;
+  ins.kernel = k;
+  ins.nargs = uint8_t(bytes.size());
+  uint32_t j = 0;
+  for (uint64_t b : bytes) ins.args[j] = {j, 0, b}, ++j;
+  ins.params = params;
+  p.instrs = {ins};
+  return p;
+}

@@ -10,6 +10,7 @@
 #include <random>
 
 #include "cuda_allocator.h"
+#include "cuda_arch.h"
 #include "cuda_blas.h"
 #include "helpers.h"
 
@@ -210,6 +211,57 @@ TEST(Cuda, DeviceReportsItsProperties) {
     EXPECT_FALSE(device_property(d, k).empty()) << k;
 }
 
+TEST(Cuda, GpusWithoutKernelsInThisBuildAreLeftOutWithTheReason) {
+  using sy::cuda_impl::unsupported_reason;
+  const std::string list = "75-real;80-real;86-real;89-real;90;100-real;120-real";
+  // Compute capabilities with SASS, or PTX at or below them: usable.
+  for (auto [ma, mi] : {std::pair{7, 5},
+                        {8, 0},
+                        {8, 6},
+                        {8, 7},
+                        {8, 9},
+                        {9, 0},
+                        {10, 0},
+                        {10, 3},
+                        {11, 0},
+                        {12, 0},
+                        {12, 1},
+                        {13, 0}})
+    EXPECT_EQ(unsupported_reason(ma, mi, list), "") << ma << "." << mi;
+  // Pascal and Volta: no image at all (CUDA 13 builds nothing older than sm_75).
+  for (auto [ma, mi] : {std::pair{6, 1}, {7, 0}, {7, 2}}) {
+    std::string why = unsupported_reason(ma, mi, list);
+    EXPECT_NE(why.find(std::to_string(ma) + "." + std::to_string(mi)), std::string::npos) << why;
+    EXPECT_NE(why.find("the oldest sm_75"), std::string::npos) << why;
+    EXPECT_NE(why.find("-DCMAKE_CUDA_ARCHITECTURES=" + std::to_string(ma * 10 + mi)),
+              std::string::npos)
+        << why;
+  }
+  // SASS alone: only the same major version, at or above its minor.
+  EXPECT_EQ(unsupported_reason(8, 9, "80-real"), "");
+  EXPECT_NE(unsupported_reason(9, 0, "80-real;86-real"), "") << "no PTX for a newer major";
+  EXPECT_NE(unsupported_reason(8, 0, "86-real"), "") << "sm_86 SASS does not run on 8.0";
+  EXPECT_EQ(unsupported_reason(9, 0, "80-real;80-virtual"), "") << "PTX is JIT-compiled upward";
+  EXPECT_NE(unsupported_reason(7, 5, "80"), "") << "PTX is not compiled downward";
+  EXPECT_EQ(unsupported_reason(9, 0, "90a-real"), "");
+  EXPECT_NE(unsupported_reason(10, 0, "90a"), "") << "arch-specific code runs on 9.0 only";
+  // Lists CMake resolves itself, or an emulation's empty list: not judged here.
+  for (const char* l : {"native", "all", "all-major", ""})
+    EXPECT_EQ(unsupported_reason(6, 1, l), "");
+  // This build's own list is known; with the project's default list (not
+  // native, all or a list of one's own) a Maxwell GPU is told apart.
+  const std::string built(sy::cuda_impl::built_architectures());
+  EXPECT_FALSE(built.empty());
+  if (built.rfind("75-real,", 0) == 0) EXPECT_NE(unsupported_reason(5, 2, built), "");
+  // Family code (NNf) runs within its major version only; arch-specific
+  // PTX (NNa-virtual) on that compute capability only.
+  EXPECT_EQ(unsupported_reason(10, 3, "100f"), "");
+  EXPECT_NE(unsupported_reason(12, 0, "100f"), "")
+      << "family PTX is not JIT-compiled across families";
+  EXPECT_EQ(unsupported_reason(9, 0, "90a-virtual"), "");
+  EXPECT_NE(unsupported_reason(10, 0, "90a-virtual"), "");
+}
+
 #endif  // SWITCHYARD_TEST_CUDA_EMU
 
 TEST(Cuda, CachingAllocatorServesATrainingLoopFromItsCache) {
@@ -235,16 +287,8 @@ TEST(Cuda, GraphReplayFollowsNewBindingsAndParams) {
   sy::BackendDevice& d = sy::backend_device(cuda_test_device());
   // One Program (one id), run with alternating buffers and scalars: every
   // run must use its own, whether eager, captured or replayed.
-  sy::Program p;
-  p.id = 0x5eed0001;
-  p.num_slots = 2;
-  sy::Instr ins;
-  ins.kernel = sy::Kernel::affine;
-  ins.nargs = 2;
-  ins.args[0] = {0, 0, 4096 * 4};
-  ins.args[1] = {1, 0, 4096 * 4};
-  ins.params = sy::AffineParams{.n = 4096};
-  p.instrs = {ins};
+  sy::Program p =
+      one_launch(0x5eed0001, sy::Kernel::affine, sy::AffineParams{.n = 4096}, {4096 * 4, 4096 * 4});
   std::vector<float> x(4096), y(4096);
   for (size_t i = 0; i < x.size(); ++i) x[i] = float(i);
   sy::Buffer in = d.allocate(x.size() * 4),
@@ -263,4 +307,173 @@ TEST(Cuda, GraphReplayFollowsNewBindingsAndParams) {
   }
   EXPECT_GT(d.counters().command_recordings, captures0) << "repeats were captured";
   for (sy::Buffer b : {in, out[0], out[1]}) d.release(b);
+}
+
+namespace {
+
+// A Program of `n` affine launches over 4096 floats, each reading the last's
+// output: out = in * scale + shift, n times.
+sy::Program affine_chain(uint64_t id, int n, float scale, float shift) {
+  sy::Program p;
+  p.id = id;
+  p.num_slots = 2;
+  for (int i = 0; i < n; ++i) {
+    sy::Instr ins;
+    ins.kernel = sy::Kernel::affine;
+    ins.nargs = 2;
+    ins.args[0] = {0, 0, 4096 * 4};
+    ins.args[1] = {uint32_t(i == 0 ? 1 : 0), 0, 4096 * 4};
+    ins.params = sy::AffineParams{.n = 4096, .scale = scale, .shift = shift};
+    p.instrs.push_back(ins);
+  }
+  return p;
+}
+
+bool graphs_on() {
+  const char* g = std::getenv("SWITCHYARD_CUDA_GRAPHS");
+  return !(g && std::string(g) == "0");
+}
+
+bool env_set(const char* name) {
+  const char* v = std::getenv(name);
+  return v && std::string(v) == "1";
+}
+
+}  // namespace
+
+TEST(Cuda, GraphsFollowALearningRateScheduleByUpdatingNotRecapturing) {
+  SKIP_UNLESS_AVAILABLE(cuda_test_device());
+  sy::BackendDevice& d = sy::backend_device(cuda_test_device());
+  if (!graphs_on()) GTEST_SKIP() << "graphs are off (SWITCHYARD_CUDA_GRAPHS=0)";
+  std::vector<float> x(4096, 1.f), y(4096);
+  sy::Buffer in = d.allocate(x.size() * 4), out = d.allocate(x.size() * 4);
+  d.upload(in, 0, x.data(), x.size() * 4);
+  const sy::Counters c0 = d.counters();
+  const int runs = 12;
+  for (int run = 0; run < runs; ++run) {
+    // A new scalar every step, as a schedule's learning rate: three
+    // launches of out = out * 1 + shift.
+    float shift = 0.25f * float(run + 1);
+    sy::Program p = affine_chain(0x5eed0002, 3, 1.f, shift);
+    sy::Binding b[2] = {{out, 0}, {in, 0}};
+    d.execute(p, b);
+    d.download(out, 0, y.data(), y.size() * 4);
+    d.synchronize();
+    ASSERT_EQ(y[0], 1.f + 3 * shift) << "run " << run;
+    ASSERT_EQ(y[4095], 1.f + 3 * shift) << "run " << run;
+  }
+  const sy::Counters c1 = d.counters();
+  uint64_t recordings = c1.command_recordings - c0.command_recordings;
+  uint64_t updates = c1.command_updates - c0.command_updates;
+  // Run 1 eager, every later one a graph launch: a new graph until the
+  // Program has its few, then an update of one of them (before: no key ever
+  // repeated, so every run was eager).
+  EXPECT_EQ(c1.queue_submits - c0.queue_submits, uint64_t(3 + runs - 1))
+      << "one launch per run after the first";
+  EXPECT_EQ(recordings + updates, uint64_t(runs - 1));
+  if (env_set("SY_EMU_FAIL_UPDATE")) {  // a driver refusing every update: a graph per step
+    EXPECT_EQ(updates, 0u);
+  } else {
+    EXPECT_LE(recordings, 4u);
+    EXPECT_GE(updates, uint64_t(runs - 5));
+  }
+  for (sy::Buffer b : {in, out}) d.release(b);
+}
+
+TEST(Cuda, MoreBindingSetsThanGraphsAreUpdatedIntoTheGraphsKept) {
+  SKIP_UNLESS_AVAILABLE(cuda_test_device());
+  sy::BackendDevice& d = sy::backend_device(cuda_test_device());
+  if (!graphs_on()) GTEST_SKIP() << "graphs are off (SWITCHYARD_CUDA_GRAPHS=0)";
+  // Six output buffers in rotation, more than the graphs a Program keeps:
+  // each run's addresses were last seen six runs ago.
+  std::vector<float> x(4096), y(4096);
+  for (size_t i = 0; i < x.size(); ++i) x[i] = float(i % 97);
+  sy::Buffer in = d.allocate(x.size() * 4);
+  std::vector<sy::Buffer> outs;
+  for (int i = 0; i < 6; ++i) outs.push_back(d.allocate(x.size() * 4));
+  d.upload(in, 0, x.data(), x.size() * 4);
+  const sy::Counters c0 = d.counters();
+  sy::Program p = affine_chain(0x5eed0003, 2, 2.f, 1.f);
+  for (int run = 0; run < 30; ++run) {
+    sy::Binding b[2] = {{outs[size_t(run % 6)], 0}, {in, 0}};
+    d.execute(p, b);
+    d.download(outs[size_t(run % 6)], 0, y.data(), y.size() * 4);
+    d.synchronize();
+    for (size_t i = 0; i < y.size(); i += 331)
+      ASSERT_EQ(y[i], (x[i] * 2.f + 1.f) * 2.f + 1.f) << "run " << run << " element " << i;
+  }
+  const sy::Counters c1 = d.counters();
+  if (!env_set("SY_EMU_FAIL_UPDATE")) {
+    // The graphs kept are updated, not captured and instantiated anew.
+    EXPECT_LE(c1.command_recordings - c0.command_recordings, 4u) << "captured every step";
+    EXPECT_GE(c1.command_updates - c0.command_updates, 20u);
+  }
+  d.release(in);
+  for (sy::Buffer b : outs) d.release(b);
+}
+
+TEST(Cuda, StagedUploadsPastTheInFlightLimitThenAKernel) {
+  SKIP_UNLESS_AVAILABLE(cuda_test_device());
+  sy::BackendDevice& d = sy::backend_device(cuda_test_device());
+  // 1,100 small uploads and no synchronize: past 1,024 staged transfers in
+  // flight the backend polls their events, and a "not ready" answer must
+  // not be reported by the next launch as that launch's failure.
+  const int n = 1100;
+  sy::Buffer buf = d.allocate(size_t(n) * 16), out = d.allocate(size_t(n) * 16);
+  d.synchronize();
+  for (int i = 0; i < n; ++i) {
+    float v[4] = {float(i), float(i) + 0.5f, -float(i), 1.f};
+    d.upload(buf, size_t(i) * 16, v, sizeof v);
+  }
+  sy::Program p = one_launch(0x5eed0004, sy::Kernel::affine,
+                             sy::AffineParams{.n = int64_t(n) * 4, .scale = 2.f, .shift = 0.f},
+                             {uint64_t(n) * 16, uint64_t(n) * 16});
+  sy::Binding b[2] = {{out, 0}, {buf, 0}};
+  d.execute(p, b);
+  std::vector<float> y(size_t(n) * 4);
+  d.download(out, 0, y.data(), y.size() * 4);
+  d.synchronize();
+  for (int i = 0; i < n; ++i) {
+    ASSERT_EQ(y[size_t(i) * 4], 2.f * float(i)) << i;
+    ASSERT_EQ(y[size_t(i) * 4 + 1], 2.f * float(i) + 1.f) << i;
+  }
+  d.release(buf);
+  d.release(out);
+}
+
+TEST(Cuda, GemmFollowsTheTf32Setting) {
+  SKIP_UNLESS_AVAILABLE(cuda_test_device());
+  sy::BackendDevice& d = sy::backend_device(cuda_test_device());
+  // 1 + 2^-12 is exact in FP32 and rounds to 1 in TF32 (10 mantissa bits):
+  // the product shows which one the GEMM computed in, on whichever path
+  // (cuBLASLt, or cublasSgemm with SWITCHYARD_CUDA_GEMM=cublas).
+  const float a = 1.f + 1.f / 4096.f;
+  std::vector<float> A(16 * 16, 0.f), B(16 * 16, 0.f), C(16 * 16);
+  for (int i = 0; i < 16; ++i)
+    A[size_t(i) * 16 + size_t(i)] = a, B[size_t(i) * 16 + size_t(i)] = 1.f;
+  sy::Buffer ba = d.allocate(A.size() * 4), bb = d.allocate(B.size() * 4),
+             bc = d.allocate(C.size() * 4);
+  d.upload(ba, 0, A.data(), A.size() * 4);
+  d.upload(bb, 0, B.data(), B.size() * 4);
+  sy::Program p = one_launch(0x5eed0005, sy::Kernel::gemm,
+                             sy::GemmParams{.m = 16, .n = 16, .k = 16, .alpha = 1.f},
+                             {16 * 16 * 4, 16 * 16 * 4, 16 * 16 * 4});
+  sy::Binding b[3] = {{bc, 0}, {ba, 0}, {bb, 0}};
+  d.execute(p, b);
+  d.download(bc, 0, C.data(), C.size() * 4);
+  d.synchronize();
+  const bool tf32 = env_set("SWITCHYARD_CUDA_TF32");
+#ifdef SWITCHYARD_TEST_CUDA_EMU
+  EXPECT_EQ(C[0], tf32 ? 1.f : a) << (tf32 ? "SWITCHYARD_CUDA_TF32=1 but the GEMM ran in FP32"
+                                           : "TF32 is off by default but the GEMM used it");
+#else
+  // On a GPU, TF32 asked for is allowed, not forced (cuBLAS may pick an FP32
+  // kernel, and sm_75 has no TF32); off, it must not be used.
+  if (tf32)
+    EXPECT_TRUE(C[0] == 1.f || C[0] == a) << C[0];
+  else
+    EXPECT_EQ(C[0], a) << "TF32 is off by default but the GEMM used it";
+#endif
+  EXPECT_EQ(C[17], C[0]);
+  for (sy::Buffer x : {ba, bb, bc}) d.release(x);
 }

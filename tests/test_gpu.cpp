@@ -58,6 +58,8 @@ TEST_P(GpuDevice, TrainingStepIsOneQueueSubmitAndNothingNewAfterWarmup) {
     EXPECT_EQ(c1.descriptor_set_allocations - c0.descriptor_set_allocations, 0u) << what;
     EXPECT_EQ(c1.command_recordings - c0.command_recordings, 0u)
         << what << ": replayed, not re-recorded (or re-captured)";
+    EXPECT_EQ(c1.command_updates - c0.command_updates, 0u)
+        << what << ": replayed as captured, not captured and updated each step";
     EXPECT_EQ(c1.bytes_in_use, c0.bytes_in_use) << what;
     EXPECT_EQ(c1.bytes_reserved, c0.bytes_reserved) << what << ": the device holds no more memory";
     EXPECT_GT(c1.bytes_reserved, 0u) << what;
@@ -102,6 +104,36 @@ TEST_P(GpuDevice, TransfersLargerThanTheStagingRingRoundTrip) {
   auto twice = u.to_vector<float>();
   for (size_t i = 0; i < n; i += 4099) ASSERT_EQ(twice[i], 2.f * v[i]) << i;
   EXPECT_EQ(twice[n - 1], 2.f * v[n - 1]);
+}
+
+TEST_P(GpuDevice, UniformAndArangeValuesAreTheCpusBitForBit) {
+  sy::BackendDevice& d = D();
+  // A span that is not a power of two and a non-zero low end; a start and
+  // step with long mantissas: a multiply and add contracted into one FMA
+  // (nvcc's default, a Vulkan driver's right without `precise`) would round
+  // once where the CPU rounds twice.
+  sy::manual_seed(1234);
+  auto g = sy::uniform({4099}, -2.f, 3.1f, d).to_vector<float>();
+  sy::manual_seed(1234);
+  auto c = sy::uniform({4099}, -2.f, 3.1f, sy::cpu()).to_vector<float>();
+  EXPECT_EQ(g, c);
+  // arange's kernel with a start and a step (the API's arange has 0 and 1).
+  const int64_t n = 5000;
+  sy::Program p =
+      one_launch(0x5eed0010, sy::Kernel::arange,
+                 sy::ArangeParams{.n = n, .dtype = sy::DType::f32, .start = 0.3f, .step = 0.1f},
+                 {uint64_t(n) * 4});
+  sy::Buffer out = d.allocate(size_t(n) * 4);
+  sy::Binding b[1] = {{out, 0}};
+  d.execute(p, b);
+  std::vector<float> got(static_cast<size_t>(n));
+  d.download(out, 0, got.data(), got.size() * 4);
+  d.synchronize();
+  d.release(out);
+  for (int64_t k = 0; k < n; ++k) {
+    volatile float step = float(k) * 0.1f;  // rounded, then added: as the CPU's kernel
+    ASSERT_EQ(got[size_t(k)], 0.3f + step) << k;
+  }
 }
 
 TEST_P(GpuDevice, OddSizedAndOffsetViewsRoundTrip) {

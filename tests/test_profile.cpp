@@ -164,6 +164,7 @@ TEST_P(ProfiledDevice, KernelEventsAreTheLaunchesTheDeviceRan) {
   auto r1 = d.counters();
   EXPECT_EQ(r1.command_recordings - r0.command_recordings, 0u)
       << "profiling left the replay path as it was";
+  EXPECT_EQ(r1.command_updates - r0.command_updates, 0u) << "replayed, not updated";
   EXPECT_TRUE(prof::events().empty());
 }
 

@@ -5,15 +5,19 @@
 // carve-out, a mobile GPU whose cached memory is non-coherent, and lavapipe.
 // These check the policy as a function of the device's facts; the same
 // profiles run the Vulkan suites end to end on lavapipe through
-// SWITCHYARD_VK_SIMULATE (ctest's vulkan_sim:* entries).
+// SWITCHYARD_VK_SIMULATE (ctest's vulkan_sim:* entries). Also the pipeline
+// cache's check of the driver header it hands the driver.
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 
 #include "switchyard/error.h"
 #include "vk_instance.h"
 #include "vk_memory_policy.h"
+#include "vk_pipelines.h"
 
 namespace vi = switchyard::vk_impl;
 
@@ -164,4 +168,42 @@ TEST(VulkanMemoryPolicy, SimulationRefusesUnknownProfilesAndUnfitDrivers) {
   q.mem.memoryTypes[0].propertyFlags = DL;  // nothing the host can map
   EXPECT_THROW(vi::simulate(q, "mobile"), switchyard::Error);
   EXPECT_EQ(vi::simulation_profiles().size(), 4u);
+}
+
+// The pipeline cache's driver header (vk_pipelines.h): data made by another
+// vendor, device or driver build is never handed to this driver.
+TEST(VulkanPipelineCache, ForeignDriverHeadersAreIgnored) {
+  VkPhysicalDeviceProperties p{};
+  p.vendorID = 0x10de;
+  p.deviceID = 0x2684;
+  for (int i = 0; i < VK_UUID_SIZE; ++i) p.pipelineCacheUUID[i] = uint8_t(i * 7 + 1);
+  auto make = [&](uint32_t size, uint32_t version, uint32_t vendor, uint32_t device, bool uuid_ok,
+                  size_t total) {
+    std::string s(total, '\0');
+    uint32_t w[4] = {size, version, vendor, device};
+    std::memcpy(s.data(), w, std::min<size_t>(16, total));
+    if (total >= 32) {
+      std::memcpy(s.data() + 16, p.pipelineCacheUUID, VK_UUID_SIZE);
+      if (!uuid_ok) s[20] ^= 0x40;
+    }
+    return s;
+  };
+  const uint32_t v1 = VK_PIPELINE_CACHE_HEADER_VERSION_ONE;
+  EXPECT_EQ(vi::cache_header_mismatch(make(32, v1, 0x10de, 0x2684, true, 4096), p), "");
+  EXPECT_EQ(vi::cache_header_mismatch(make(32, v1, 0x10de, 0x2684, true, 32), p), "");
+  struct Bad {
+    std::string data, says;
+  };
+  for (const Bad& b : {Bad{make(32, v1, 0x1002, 0x2684, true, 4096), "vendor:device 1002:2684"},
+                       Bad{make(32, v1, 0x10de, 0x2204, true, 4096), "this device is 10de:2684"},
+                       Bad{make(32, v1, 0x10de, 0x2684, false, 4096), "pipelineCacheUUID"},
+                       Bad{make(32, 7, 0x10de, 0x2684, true, 4096), "version 1, found 7"},
+                       Bad{make(16, v1, 0x10de, 0x2684, true, 4096), "header size"},
+                       Bad{make(9000, v1, 0x10de, 0x2684, true, 4096), "header size"},
+                       Bad{make(32, v1, 0x10de, 0x2684, true, 20), "32-byte driver header"},
+                       Bad{std::string(), "found 0 bytes"}}) {
+    std::string why = vi::cache_header_mismatch(b.data, p);
+    EXPECT_NE(why.find(b.says), std::string::npos)
+        << "expected '" << b.says << "', got '" << why << "'";
+  }
 }

@@ -218,3 +218,22 @@ TEST(Vulkan, TensorsPastTheHeapBudgetGoToTheFallbackHeap) {
   }
   EXPECT_GT(d.counters().fallback_blocks - f0, 0u);
 }
+
+// Run by the ctest entry vulkan:pipeline_cache_saved_after_warmup in a
+// process of its own, with SWITCHYARD_VK_PIPELINE_CACHE naming a fresh file:
+// the cache reaches the disk once a Program's pipelines are made, before the
+// process exits (a run killed later keeps what it compiled).
+TEST(Vulkan, DISABLED_PipelineCacheIsSavedAfterWarmup) {
+  const char* path = std::getenv("SWITCHYARD_VK_PIPELINE_CACHE");
+  ASSERT_TRUE(path && *path) << "run with SWITCHYARD_VK_PIPELINE_CACHE set";
+  std::remove(path);
+  VULKAN_OR_SKIP(d);
+  sy::Tensor x = sy::from_vector(std::vector<float>{1, 2, 3, 4}, {4}).to(d);
+  EXPECT_EQ((x * 2.f + 1.f).to_vector<float>(), (std::vector<float>{3, 5, 7, 9}));
+  FILE* f = std::fopen(path, "rb");
+  ASSERT_NE(f, nullptr) << path << " not written after the first Program";
+  char magic[9] = {};
+  EXPECT_EQ(std::fread(magic, 1, 8, f), 8u);
+  std::fclose(f);
+  EXPECT_STREQ(magic, "SYVKPC01");
+}

@@ -41,6 +41,8 @@ int cmd_devices(bool as_json) {
     for (auto& b : sy::backends()) {
       if (b.devices.empty())
         out.push_back({{"backend", b.name}, {"available", false}, {"reason", b.reason}});
+      else if (!b.reason.empty())  // devices left out (a GPU this build has no kernels for)
+        out.push_back({{"backend", b.name}, {"left_out", b.reason}});
       for (auto& d : b.devices) {
         auto& i = d->info();
         nlohmann::ordered_json props = nlohmann::ordered_json::object();
@@ -71,6 +73,8 @@ int cmd_devices(bool as_json) {
       std::printf("%-10s %-14s %-10s %s%s\n", i.str().c_str(), sy::device_type_name(i.type), mem,
                   i.name.c_str(), extra.c_str());
     }
+    if (!b.devices.empty() && !b.reason.empty())
+      std::printf("%-10s %-14s %-10s left out: %s\n", b.name.c_str(), "-", "-", b.reason.c_str());
   }
   std::printf("auto -> %s\n", sy::device("auto").str().c_str());
   return 0;
@@ -81,10 +85,12 @@ struct TrainFlags {
   std::string hidden = "256,128";
   bool json = false, prof = false;
   std::string trace;
+  int losses = 0;  // first step losses to report
 };
 
 int cmd_train(TrainFlags& f) {
   sy::models::TrainConfig& cfg = f.cfg;
+  cfg.record_losses = std::max(cfg.record_losses, f.losses);
   cfg.hidden = f.hidden.empty() ? std::vector<int64_t>{} : sy::models::parse_sizes(f.hidden);
   const bool json = f.json, prof = f.prof || !f.trace.empty();
   const std::string& trace = f.trace;
@@ -161,6 +167,11 @@ int cmd_train(TrainFlags& f) {
   }
   if (!cfg.save.empty()) line["saved"] = cfg.save;
   if (prof) line["kernel_launches"] = launches;
+  if (f.losses > 0) {
+    auto& l = line["first_losses"] = nlohmann::ordered_json::array();
+    for (size_t i = 0; i < r.first_losses.size() && i < size_t(f.losses); ++i)
+      l.push_back(double(r.first_losses[i]));  // as float: every digit, for exact comparisons
+  }
   std::printf("%s\n", line.dump().c_str());
   return 0;
 }
@@ -298,6 +309,11 @@ int cli_main(int argc, char** argv, bool execute) {
       ->add_option("--test-limit", tf.cfg.test_limit,
                    "evaluate on the first N test samples (default: all)")
       ->check(CLI::Range(int64_t(1), int64_t(1) << 40));
+  train
+      ->add_option("--losses", tf.losses,
+                   "report the first N step losses in the final line (\"first_losses\"), to "
+                   "compare devices step for step")
+      ->check(CLI::Range(0, 1000000));
   train->add_flag("--json", tf.json, "print JSON lines only");
   train->add_flag_callback(
       "--keep-going", [&tf] { tf.cfg.stop_on_nonfinite = false; },

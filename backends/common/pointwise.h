@@ -17,7 +17,15 @@
 #define SY_HOST_DEVICE inline
 #endif
 
+// SY_POINTWISE_ABI names an inline namespace, so a build that compiles this
+// header with other floating-point flags (the CUDA emulation's contracted
+// kernels) has its own copies instead of sharing the CPU backend's.
+#ifndef SY_POINTWISE_ABI
+#define SY_POINTWISE_ABI v1
+#endif
+
 namespace switchyard::pointwise {
+inline namespace SY_POINTWISE_ABI {
 
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi); GELU is the tanh form
 
@@ -143,4 +151,5 @@ SY_HOST_DEVICE void adam_step(float& w, float& m, float& v, float g, float b1, f
   w = wj - step * mj / (sqrtf(vj) * inv_sqrt_bc2 + eps);
 }
 
+}  // namespace SY_POINTWISE_ABI
 }  // namespace switchyard::pointwise

@@ -1,15 +1,17 @@
 // SPDX-License-Identifier: MIT
-// CUDA device enumeration: cuda:i for each GPU the driver reports, or the
-// reason there is none (no driver, a driver too old for this runtime, no
-// device, no cuBLAS). Never throws. The CUDA runtime is linked statically and
-// opens the driver (libcuda.so.1) itself, so this runs, and explains, on
-// machines without any NVIDIA software.
+// CUDA device enumeration: cuda:i for each GPU the driver reports that this
+// build has kernels for (a GPU older than every architecture compiled is left
+// out, with the reason), or the reason there is none (no driver, a driver too
+// old for this runtime, no device, no cuBLAS). Never throws. The CUDA runtime is linked statically
+// and opens the driver (libcuda.so.1) itself, so this runs, and explains, on machines without any
+// NVIDIA software.
 #include <cuda_runtime_api.h>
 
 #include <cstdlib>
 #include <mutex>
 
 #include "backend_api.h"
+#include "cuda_arch.h"
 #include "cuda_device.h"
 #include "switchyard/backend/platform.h"
 #include "switchyard/error.h"
@@ -89,10 +91,17 @@ BackendEntry enumerate() {
     return e;
   }
   std::lock_guard lock(g_mu);
+  std::string skipped;  // GPUs this build has no kernels for, and why
   for (int i = 0; i < n; ++i) {
     cudaDeviceProp p{};
     if (cudaGetDeviceProperties(&p, i) != cudaSuccess) {
       (void)cudaGetLastError();
+      continue;
+    }
+    if (std::string why = unsupported_reason(p.major, p.minor, built_architectures());
+        !why.empty()) {
+      skipped +=
+          detail::cat(skipped.empty() ? "" : "; ", "GPU ", i, " (", p.name, ") skipped: ", why);
       continue;
     }
     DeviceInfo info;
@@ -117,8 +126,10 @@ BackendEntry enumerate() {
     g_devices.push_back(d);
     e.devices.push_back(std::move(d));
   }
+  // With usable devices, `reason` still names the GPUs left out.
+  e.reason = skipped;
   if (e.devices.empty()) {
-    e.reason = "cudaGetDeviceProperties failed for every device";
+    if (e.reason.empty()) e.reason = "cudaGetDeviceProperties failed for every device";
     return e;
   }
   register_exit_teardown();

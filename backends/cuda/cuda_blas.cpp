@@ -125,6 +125,12 @@ void Blas::init(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
     check(a.cublasCreate_v2(&h), "cublasCreate");
     check(a.cublasSetStream_v2(h, stream), "cublasSetStream");
     check(a.cublasSetWorkspace_v2(h, workspace, workspace_bytes), "cublasSetWorkspace");
+    // TF32 off unless asked for (as PyTorch since 1.12): FP32 GEMMs agree
+    // with the other backends to FP32 rounding. Set either way, so the
+    // cublasSgemm fallback follows the same setting as cuBLASLt's compute
+    // type (and NVIDIA_TF32_OVERRIDE is the only other say).
+    check(a.cublasSetMathMode(h, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
+          "cublasSetMathMode");
     check(a.cublasLtCreate(&lt), "cublasLtCreate");
   } catch (...) {
     if (h) a.cublasDestroy_v2(h);

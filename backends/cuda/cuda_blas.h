@@ -22,7 +22,8 @@ struct BlasApi {
 // clang-format off
 #define SY_CUBLAS_FUNCS(X)                                                              \
   X(cublasCreate_v2) X(cublasDestroy_v2) X(cublasSetStream_v2) X(cublasSetWorkspace_v2) \
-  X(cublasSgemm_v2) X(cublasSgemmStridedBatched) X(cublasGetStatusName) X(cublasGetVersion_v2)
+  X(cublasSgemm_v2) X(cublasSgemmStridedBatched) X(cublasGetStatusName) X(cublasGetVersion_v2) \
+  X(cublasSetMathMode)
 #define SY_CUBLASLT_FUNCS(X)                                                            \
   X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtGetVersion) X(cublasLtMatmul)           \
   X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) \

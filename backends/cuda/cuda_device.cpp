@@ -11,10 +11,17 @@
 //   download() into pageable memory lands in the ring and is copied out at
 //   the next synchronize(); into pinned memory it goes straight there.
 //   Transfers over 8 MiB move in 8 MiB slices, so memcpy and DMA overlap.
-// - A Program runs eagerly the first time it is seen with a given set of
-//   argument addresses and params; when the same set comes again, it is
-//   captured into a CUDA graph and from then on each run is one
-//   cudaGraphLaunch (up to 4 graphs per Program, least recently used go).
+// - A Program runs eagerly the first time its kernels are seen; when they
+//   come again, the run is captured into a CUDA graph and from then on each
+//   run with the same argument addresses and params is one cudaGraphLaunch
+//   (up to 4 graphs per Program, least recently used go). A capture or
+//   instantiation that fails runs eagerly; after 3 failures the Program
+//   stays eager.
+//   Once a Program has its 4 graphs, a run with new addresses or params but
+//   the same kernels (a learning-rate schedule, an RNG offset, more binding
+//   sets than graphs) is captured and applied to the least recently used of
+//   them by cudaGraphExecUpdate; only when the update is refused (the
+//   captured topology differs) is a new graph instantiated in its place.
 // - Kernels report bad input in device status words; synchronize() reads them
 //   back and throws.
 #include "cuda_device.h"
@@ -33,8 +40,9 @@ namespace {
 
 constexpr size_t kChunk = size_t(8) << 20;
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
-constexpr size_t kMaxGraphs = 4;       // per Program
-constexpr size_t kMaxPrograms = 64;    // Programs whose graphs are kept
+constexpr size_t kScratchBytes = size_t(8) << 20;  // split reductions' partial sums
+constexpr size_t kMaxGraphs = 4;                   // per Program
+constexpr size_t kMaxPrograms = 64;                // Programs whose graphs are kept
 constexpr size_t kMaxSegments = 1024;  // staged transfers in flight before the oldest are retired
 
 // Everything a graph bakes in, as words: kernel, addresses, every parameter
@@ -110,16 +118,21 @@ void CudaDevice::ensure() {
     SY_CUDA("cuda", cudaMemsetAsync(status_dev_, 0, sizeof(DeviceStatus), stream_));
     SY_CUDA("cuda", cudaHostAlloc(reinterpret_cast<void**>(&status_host_), sizeof(DeviceStatus),
                                   cudaHostAllocDefault));
+    SY_CUDA("cuda", cudaMalloc(&scratch_, kScratchBytes));
   } catch (...) {  // leave nothing half-made: the next call tries again
+    if (status_host_) (void)cudaFreeHost(status_host_);
     if (status_dev_) (void)cudaFree(status_dev_);
     if (stream_) (void)cudaStreamDestroy(stream_);
+    status_host_ = nullptr;
     status_dev_ = nullptr;
     stream_ = nullptr;
     throw;
   }
-  counters_.memory_allocations += 2;
+  counters_.memory_allocations += 3;
   env_.stream = stream_;
   env_.status = status_dev_;
+  env_.scratch = scratch_;
+  env_.scratch_bytes = kScratchBytes;
   ready_ = true;
 }
 
@@ -157,11 +170,13 @@ void CudaDevice::shutdown() noexcept {
   timing_events_.clear();
   if (ring_) (void)cudaFreeHost(ring_);
   if (workspace_) (void)cudaFree(workspace_);
+  (void)cudaFree(scratch_);
   (void)cudaFree(status_dev_);
   (void)cudaFreeHost(status_host_);
   (void)cudaStreamDestroy(stream_);
   ring_ = nullptr;
   workspace_ = nullptr;
+  scratch_ = nullptr;
   stream_ = nullptr;
 }
 
@@ -293,7 +308,12 @@ void CudaDevice::record_segment() {
     uint64_t done = 0;
     for (auto& [serial, ev] : ring_events_) {
       cudaError_t q = cudaEventQuery(ev);
-      if (q == cudaErrorNotReady) break;
+      if (q == cudaErrorNotReady) {
+        // Not an error, but the runtime records it as the thread's last
+        // error: cleared, or the next launch check would report it.
+        (void)cudaGetLastError();
+        break;
+      }
       SY_CUDA("transfer", q);
       done = serial;
     }
@@ -541,6 +561,7 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
   ensure();
   ptrs_.assign(p.instrs.size() * kMaxKernelArgs, nullptr);
   key_.clear();
+  shape_.clear();
   bool has_gemm = false;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const Instr& ins = p.instrs[i];
@@ -556,6 +577,7 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
       ptrs_[i * kMaxKernelArgs + j] = static_cast<char*>(b.buffer.handle) + b.offset + a.offset;
     }
     append_key(key_, ins, &ptrs_[i * kMaxKernelArgs]);
+    shape_.push_back(uint64_t(ins.kernel) | uint64_t(ins.nargs) << 8);
     has_gemm |= ins.kernel == Kernel::gemm;
     status_dirty_ |= kernel_has(ins.kernel, kReportsStatus);
   }
@@ -592,29 +614,30 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
     }
     ProgramGraphs& pg = programs_[p.id];
     pg.last_run = runs_;
-    run_graph(p, pg, hash_words(key_));
+    run_graph(p, pg, hash_words(key_), hash_words(shape_));
     return;
   }
   enqueue(p);
   counters_.queue_submits += p.instrs.size();
 }
 
-void CudaDevice::run_graph(const Program& p, ProgramGraphs& pg, uint64_t h) {
+void CudaDevice::launch_graph(Graph& g) {
+  g.last_used = runs_;
+  SY_CUDA("execute", cudaGraphLaunch(g.exec, stream_));
+  ++counters_.queue_submits;
+}
+
+void CudaDevice::run_graph(const Program& p, ProgramGraphs& pg, uint64_t h, uint64_t shape) {
   for (Graph& g : pg.graphs)
-    if (g.hash == h && g.key == key_) {
-      g.last_used = runs_;
-      SY_CUDA("execute", cudaGraphLaunch(g.exec, stream_));
-      ++counters_.queue_submits;
-      return;
-    }
-  bool repeat = std::find(std::begin(pg.recent), std::end(pg.recent), h) != std::end(pg.recent);
-  pg.recent[pg.next_recent++ % 8] = h;
-  if (!repeat || pg.disabled) {  // first sight of these addresses and params: run eagerly
+    if (g.hash == h && g.key == key_) return launch_graph(g);
+  bool repeat = std::find(std::begin(pg.recent), std::end(pg.recent), shape) != std::end(pg.recent);
+  pg.recent[pg.next_recent++ % 8] = shape;
+  if (!repeat || pg.disabled) {  // first sight of these kernels: run eagerly
     enqueue(p);
     counters_.queue_submits += p.instrs.size();
     return;
   }
-  // Seen before: capture it once, replay it from now on.
+  // Seen before: capture it (nothing runs while capturing).
   cudaGraph_t graph = nullptr;
   SY_CUDA("execute", cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   try {
@@ -623,26 +646,59 @@ void CudaDevice::run_graph(const Program& p, ProgramGraphs& pg, uint64_t h) {
     (void)cudaStreamEndCapture(stream_, &graph);
     if (graph) (void)cudaGraphDestroy(graph);
     (void)cudaGetLastError();
-    pg.disabled = true;  // run this one eagerly (which reports a real error)
+    // Run this one eagerly (which reports a real error). Not given up at
+    // once: a kernel first loaded inside a capture (lazy loading, on drivers
+    // before 12.3) fails it, and the eager run loads it for the next try.
+    pg.disabled = ++pg.failures >= 3;
     enqueue(p);
     counters_.queue_submits += p.instrs.size();
     return;
   }
-  Graph g;
   cudaError_t e = cudaStreamEndCapture(stream_, &graph);
+  // A Program keeps up to kMaxGraphs graphs (alternating binding sets then
+  // replay without any update); past that, a run with the same kernels as a
+  // graph kept updates that graph's parameters in place (the least recently
+  // used such graph: the others are likelier to come again as they are).
+  Graph* same = nullptr;
+  if (pg.graphs.size() >= kMaxGraphs)
+    for (Graph& g : pg.graphs)
+      if (g.shape == shape && (!same || g.last_used < same->last_used)) same = &g;
+  if (e == cudaSuccess && same) {
+#if CUDART_VERSION >= 12000
+    cudaGraphExecUpdateResultInfo info{};
+    cudaError_t u = cudaGraphExecUpdate(same->exec, graph, &info);
+#else
+    cudaGraphNode_t error_node = nullptr;
+    cudaGraphExecUpdateResult result{};
+    cudaError_t u = cudaGraphExecUpdate(same->exec, graph, &error_node, &result);
+#endif
+    if (u == cudaSuccess) {
+      (void)cudaGraphDestroy(graph);
+      ++counters_.command_updates;
+      same->hash = h;
+      same->key = key_;
+      return launch_graph(*same);
+    }
+    if (u != cudaErrorGraphExecUpdateFailure) {  // not a refusal: an error of earlier work
+      (void)cudaGraphDestroy(graph);
+      throw_cuda(u, "execute", "cudaGraphExecUpdate");
+    }
+    (void)cudaGetLastError();  // refused (the topology differs): instantiate it instead
+  }
+  Graph g;
   if (e == cudaSuccess) e = cudaGraphInstantiateWithFlags(&g.exec, graph, 0);
   if (graph) (void)cudaGraphDestroy(graph);
-  if (e != cudaSuccess) {  // nothing of the capture ran: run it eagerly, never capture it again
+  if (e != cudaSuccess) {  // nothing of the capture ran: run it eagerly (3 failures: for good)
     (void)cudaGetLastError();
-    pg.disabled = true;
+    pg.disabled = ++pg.failures >= 3;
     enqueue(p);
     counters_.queue_submits += p.instrs.size();
     return;
   }
   ++counters_.command_recordings;
   g.hash = h;
+  g.shape = shape;
   g.key = key_;
-  g.last_used = runs_;
   if (pg.graphs.size() >= kMaxGraphs) {
     auto lru =
         std::min_element(pg.graphs.begin(), pg.graphs.end(),
@@ -651,8 +707,7 @@ void CudaDevice::run_graph(const Program& p, ProgramGraphs& pg, uint64_t h) {
     pg.graphs.erase(lru);
   }
   pg.graphs.push_back(std::move(g));
-  SY_CUDA("execute", cudaGraphLaunch(pg.graphs.back().exec, stream_));
-  ++counters_.queue_submits;
+  launch_graph(pg.graphs.back());
 }
 
 }  // namespace switchyard::cuda_impl

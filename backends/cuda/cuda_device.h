@@ -50,19 +50,24 @@ class CudaDevice final : public BackendDevice {
   void synchronize_impl() override;
   void cancel_pending_downloads() noexcept override;
 
-  // Instantiated graphs of one Program, keyed by everything baked into them
-  // (argument addresses and scalar params).
+  // Instantiated graphs of one Program. `key` is everything baked into the
+  // graph (argument addresses and scalar params), `shape` the kernels alone:
+  // once a Program has its graphs, a run whose key is new but whose shape
+  // matches is captured and applied to one of them with cudaGraphExecUpdate
+  // (a learning-rate schedule, an RNG offset, more binding sets than
+  // graphs), not instantiated anew.
   struct Graph {
-    uint64_t hash = 0;
+    uint64_t hash = 0, shape = 0;
     std::vector<uint64_t> key;
     cudaGraphExec_t exec = nullptr;
     uint64_t last_used = 0;
   };
   struct ProgramGraphs {
     std::vector<Graph> graphs;
-    uint64_t recent[8] = {};  // hashes of recent runs: a repeat is worth capturing
+    uint64_t recent[8] = {};  // shapes of recent runs: a repeat is worth capturing
     unsigned next_recent = 0;
-    bool disabled = false;  // capture failed once: run eagerly
+    int failures = 0;       // captures or instantiations that failed
+    bool disabled = false;  // failed 3 times: run eagerly from now on
     uint64_t last_run = 0;
   };
 
@@ -80,7 +85,8 @@ class CudaDevice final : public BackendDevice {
   void record_segment();
   cudaEvent_t new_event();
   void enqueue(const Program& p);
-  void run_graph(const Program& p, ProgramGraphs& pg, uint64_t hash);
+  void run_graph(const Program& p, ProgramGraphs& pg, uint64_t hash, uint64_t shape);
+  void launch_graph(Graph& g);
   void check_status();
   [[noreturn]] void throw_oom(const char* op, size_t bytes);
   // Profiling: while the profiler is on, Programs run eagerly with a timing
@@ -124,10 +130,12 @@ class CudaDevice final : public BackendDevice {
   Blas blas_;
   GemmFn gemm_;  // blas_.gemm, reached by launches through env_.gemm
   void* workspace_ = nullptr;
+  void* scratch_ = nullptr;  // env_.scratch: split reductions' partials
   bool graphs_enabled_ = true;
   std::unordered_map<uint64_t, ProgramGraphs> programs_;
-  std::vector<void*> ptrs_;    // resolved argument addresses, 5 per launch
-  std::vector<uint64_t> key_;  // the current run's graph key
+  std::vector<void*> ptrs_;      // resolved argument addresses, 5 per launch
+  std::vector<uint64_t> key_;    // the current run's graph key
+  std::vector<uint64_t> shape_;  // and its kernels
   uint64_t runs_ = 0;
   std::vector<ProfRec> prof_;               // waiting for synchronize()
   std::vector<cudaEvent_t> timing_events_;  // free, created with timing

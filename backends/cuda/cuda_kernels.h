@@ -36,6 +36,11 @@ struct LaunchEnv {
   DeviceStatus* status = nullptr;  // device address of the status words
   int64_t max_blocks = 1024;       // grid cap for grid-stride loops (SMs x 32)
   const GemmFn* gemm = nullptr;    // the device's cuBLAS GEMM
+  // Device memory for a kernel's partial results between its passes (split
+  // reductions). One stream runs everything in order, so every launch may
+  // use all of it.
+  void* scratch = nullptr;
+  size_t scratch_bytes = 0;
 };
 
 // One launch(params, args, env) per kernel of the table, overloaded on the

@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Random fills: rand_uniform and rand_normal, counter-based Philox4x32-10
 // (Salmon et al. 2011): the same 32-bit stream as the CPU and Vulkan backends,
-// so uniform values match them bit for bit; normal values agree to a few ulps
-// (the device's logf/cosf differ from the host's in the last bits).
+// so uniform values match them bit for bit (each step rounded, never
+// contracted into an FMA); normal values agree to a few ulps (the device's
+// logf/cosf differ from the host's in the last bits, and may be contracted).
 // Element k uses counter (k lo, k hi, offset lo, offset hi) and key (seed lo,
 // seed hi) = offset, seed; uniform = low + (high - low) * (x0 >> 8) / 2^24,
 // normal = mean + std * Box-Muller(x0, x1).
@@ -45,7 +46,11 @@ __device__ inline U4 philox_at(const Rng& r, int64_t k) {
 constexpr float kTwoPow24 = 1.0f / 16777216.0f;
 
 __global__ void rand_uniform_k(float* out, int64_t n, Rng r, float lo, float span) {
-  SY_GRID_STRIDE(i, n) out[i] = lo + span * float(philox_at(r, i).v[0] >> 8) * kTwoPow24;
+  // Rounded step by step, as the CPU computes it: nvcc would otherwise
+  // contract the multiply and add into one FMA (one rounding, not two) and
+  // the values would differ from the CPU's in the last bit.
+  SY_GRID_STRIDE(i, n)
+  out[i] = __fadd_rn(lo, __fmul_rn(__fmul_rn(span, float(philox_at(r, i).v[0] >> 8)), kTwoPow24));
 }
 
 __global__ void rand_normal_k(float* out, int64_t n, Rng r, float mean, float std) {

@@ -11,6 +11,11 @@
 // - inner > 1 (column sums): 32 x 8 blocks; the 32 threads in x take 32
 //   adjacent columns (coalesced), the 8 in y split the len axis, and the 8
 //   partial sums meet in shared memory. Grid: ceil(inner / 32) x outer.
+// - Column sums whose grid would leave most of the GPU idle (a bias
+//   gradient: outer 1, inner 128, len 65536 is 4 blocks) and whose len is
+//   long: len is split into `splits` parts of at least 256 (grid z), each
+//   part's sums go to env.scratch in double, and a second kernel adds the
+//   parts per output in order: deterministic, no atomics.
 // Grids are capped (65535 in y, 32 blocks per SM in x) and loop.
 #include "cuda_math.cuh"
 
@@ -73,6 +78,54 @@ __global__ void col_sum_k(float* out, const float* in, int64_t outer, int64_t le
   }
 }
 
+// Part z of a split column sum: part[(z * outer + o) * inner + i] = the sum
+// over l in [z * chunk, (z + 1) * chunk) of in[o, l, i].
+__global__ void col_sum_part_k(double* part, const float* in, int64_t outer, int64_t len,
+                               int64_t inner, int64_t chunk) {
+  __shared__ double sh[kWarps][33];
+  const int64_t l0 = int64_t(blockIdx.z) * chunk, l1 = l0 + chunk < len ? l0 + chunk : len;
+  for (int64_t o = blockIdx.y; o < outer; o += gridDim.y) {
+    for (int64_t i0 = int64_t(blockIdx.x) * 32; i0 < inner; i0 += int64_t(gridDim.x) * 32) {
+      int64_t i = i0 + threadIdx.x;
+      double s = 0;
+      if (i < inner)
+        for (int64_t l = l0 + threadIdx.y; l < l1; l += kWarps) s += in[(o * len + l) * inner + i];
+      sh[threadIdx.y][threadIdx.x] = s;
+      __syncthreads();
+      if (threadIdx.y == 0 && i < inner) {
+        double t = 0;
+        for (int w = 0; w < kWarps; ++w) t += sh[w][threadIdx.x];
+        part[(int64_t(blockIdx.z) * outer + o) * inner + i] = t;
+      }
+      __syncthreads();
+    }
+  }
+}
+
+// out[j] = scale * the parts' sum for output j, parts added in order.
+__global__ void col_sum_finish_k(float* out, const double* part, int64_t n, int splits,
+                                 float scale) {
+  SY_GRID_STRIDE(j, n) {
+    double t = 0;
+    for (int z = 0; z < splits; ++z) t += part[int64_t(z) * n + j];
+    out[j] = float(t) * scale;
+  }
+}
+
+// How many parts a column sum's len is split into (1: not split): enough
+// that the grid reaches about twice the device's resident blocks, each part
+// at least kMinPart long, all partials fitting in env.scratch.
+constexpr int64_t kMinPart = 256;
+int col_sum_splits(int64_t outer, int64_t len, int64_t inner, const LaunchEnv& env) {
+  const int64_t base = (inner + 31) / 32 * (outer < 65535 ? outer : 65535);
+  int64_t want = (2 * env.max_blocks + base - 1) / base;
+  int64_t s = want < len / kMinPart ? want : len / kMinPart;
+  const int64_t fit = int64_t(env.scratch_bytes / sizeof(double)) / (outer * inner);
+  if (s > fit) s = fit;
+  if (s > 65535) s = 65535;
+  return s >= 2 ? int(s) : 1;
+}
+
 }  // namespace
 
 void launch(const ReduceSumParams& p, void* const* args, const LaunchEnv& env) {
@@ -94,6 +147,16 @@ void launch(const ReduceSumParams& p, void* const* args, const LaunchEnv& env) {
   } else if (inner == 1) {
     SY_LAUNCH(row_sum_block_k, blocks_for(outer, env, 1), kWarps * 32, env.stream)
     (out, in, outer, len, p.scale);
+  } else if (int splits = col_sum_splits(outer, len, inner, env); splits > 1) {
+    double* part = static_cast<double*>(env.scratch);
+    const int64_t chunk = (len + splits - 1) / splits;
+    dim3 grid(blocks_for(inner, env, 32), unsigned(outer < 65535 ? outer : 65535),
+              unsigned(splits));
+    SY_LAUNCH(col_sum_part_k, grid, dim3(32, kWarps), env.stream)
+    (part, in, outer, len, inner, chunk);
+    SY_CUDA_LAUNCHED("reduce_sum");
+    SY_LAUNCH(col_sum_finish_k, blocks_for(outer * inner, env), kBlock, env.stream)
+    (out, part, outer * inner, splits, p.scale);
   } else {
     dim3 grid(blocks_for(inner, env, 32), unsigned(outer < 65535 ? outer : 65535));
     SY_LAUNCH(col_sum_k, grid, dim3(32, kWarps), env.stream)(out, in, outer, len, inner, p.scale);

@@ -6,9 +6,11 @@
 // Launch geometry: one warp per row, 8 rows per 256-thread block; lanes
 // stride the row and meet through shuffles (max, then sum of exp(x - max)).
 // The grid is ceil(rows / 8) blocks, capped at 32 per SM, and loops.
-// cross_entropy's mean over rows runs in one 1024-thread block (a warp per
-// row, partial sums in double, then across warps in shared memory), so the
-// loss is written once, without atomics, the same on every run.
+// cross_entropy's mean over rows uses the same grid: each block sums its
+// warps' rows in double and writes one partial to env.scratch, and a
+// second, one-block kernel adds the partials in order (a grid of one block
+// writes the loss itself). The loss is written once, without atomics, the
+// same on every run of a given device.
 //
 // Labels outside [0, cols) are reported in the status words (the first one
 // wins, device-scope atomicCAS); that row's loss and gradient become NaN and
@@ -84,15 +86,15 @@ __global__ void softmax_backward_k(float* dx, const float* dy, const float* y, i
   }
 }
 
-constexpr int kLossThreads = 1024;
-
-__global__ void __launch_bounds__(kLossThreads)
-    cross_entropy_k(float* loss, const float* in, const int32_t* labels, int64_t rows, int64_t cols,
-                    DeviceStatus* st) {
-  __shared__ double part[kLossThreads / 32];
+// Block b's share of the loss: the sum over its warps' rows of
+// logsumexp(x_r) - x_r[label_r], into part[b], or, with one block, the mean
+// straight into loss[0].
+__global__ void cross_entropy_k(float* loss, double* part, const float* in, const int32_t* labels,
+                                int64_t rows, int64_t cols, DeviceStatus* st) {
+  __shared__ double warps[kRowsPerBlock];
   int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   double acc = 0;
-  for (int64_t r = warp; r < rows; r += kLossThreads / 32) {
+  SY_FOR_ROWS(r, rows) {
     const float* x = in + r * cols;
     float m, s;
     row_stats(x, cols, lane, m, s);
@@ -104,12 +106,33 @@ __global__ void __launch_bounds__(kLossThreads)
       acc += double(m) + log(double(s)) - double(x[l]);
     }
   }
-  if (lane == 0) part[warp] = acc;
+  if (lane == 0) warps[warp] = acc;
   __syncthreads();
-  if (warp == 0) {
-    double t = part[lane];
-    t = warp_sum(t);
-    if (lane == 0) loss[0] = float(t / double(rows));
+  if (threadIdx.x == 0) {
+    double t = 0;
+    for (int w = 0; w < kRowsPerBlock; ++w) t += warps[w];
+    if (gridDim.x == 1)
+      loss[0] = float(t / double(rows));
+    else
+      part[blockIdx.x] = t;
+  }
+}
+
+constexpr int kFinishThreads = 256;
+
+// loss[0] = the partials' sum / rows, added in a fixed order.
+__global__ void __launch_bounds__(kFinishThreads)
+    cross_entropy_finish_k(float* loss, const double* part, int n, int64_t rows) {
+  __shared__ double sh[kFinishThreads / 32];
+  double t = 0;
+  for (int j = threadIdx.x; j < n; j += kFinishThreads) t += part[j];
+  t = warp_sum(t);
+  if ((threadIdx.x & 31) == 0) sh[threadIdx.x >> 5] = t;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    double s = 0;
+    for (int w = 0; w < kFinishThreads / 32; ++w) s += sh[w];
+    loss[0] = float(s / double(rows));
   }
 }
 
@@ -189,8 +212,18 @@ void launch(const CrossEntropyParams& p, void* const* args, const LaunchEnv& env
   const int32_t* labels = static_cast<const int32_t*>(args[2]);
   const int64_t rows = p.rows, cols = p.cols;
   if (rows <= 0) return;
-  SY_LAUNCH(cross_entropy_k, 1, kLossThreads, env.stream)(loss, x, labels, rows, cols, env.status);
+  // Partials for at most as many blocks as the scratch holds.
+  const unsigned cap = unsigned(env.scratch_bytes / sizeof(double));
+  unsigned blocks = row_blocks(rows, env);
+  if (blocks > cap) blocks = cap > 0 ? cap : 1;
+  double* part = static_cast<double*>(env.scratch);
+  SY_LAUNCH(cross_entropy_k, blocks, kRowThreads, env.stream)
+  (loss, part, x, labels, rows, cols, env.status);
   SY_CUDA_LAUNCHED("cross_entropy");
+  if (blocks > 1) {
+    SY_LAUNCH(cross_entropy_finish_k, 1, kFinishThreads, env.stream)(loss, part, int(blocks), rows);
+    SY_CUDA_LAUNCHED("cross_entropy");
+  }
 }
 
 void launch(const CrossEntropyBackwardParams& p, void* const* args, const LaunchEnv& env) {

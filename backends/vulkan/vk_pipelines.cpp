@@ -2,10 +2,14 @@
 // The Vulkan pipelines and their on-disk cache (see vk_pipelines.h).
 #include "vk_pipelines.h"
 
+#include <algorithm>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <exception>
 #include <filesystem>
+#include <system_error>
+#include <thread>
 
 #include "switchyard/backend/files.h"
 #include "switchyard/settings.h"
@@ -55,9 +59,30 @@ std::string_view cache_payload(const std::string& file) {
 
 }  // namespace
 
+std::string cache_header_mismatch(std::string_view payload, const VkPhysicalDeviceProperties& p) {
+  // VkPipelineCacheHeaderVersionOne: size, version, vendorID, deviceID (4
+  // bytes each), pipelineCacheUUID (16).
+  if (payload.size() < 32)
+    return cat("expected a 32-byte driver header, found ", payload.size(), " bytes");
+  uint32_t w[4];
+  std::memcpy(w, payload.data(), 16);
+  if (w[0] < 32 || w[0] > payload.size())
+    return cat("expected a header size of 32 to ", payload.size(), ", found ", w[0]);
+  if (w[1] != uint32_t(VK_PIPELINE_CACHE_HEADER_VERSION_ONE))
+    return cat("expected header version 1, found ", w[1]);
+  char have[32], want[32];
+  std::snprintf(have, sizeof have, "%04x:%04x", w[2], w[3]);
+  std::snprintf(want, sizeof want, "%04x:%04x", p.vendorID, p.deviceID);
+  if (w[2] != p.vendorID || w[3] != p.deviceID)
+    return cat("made for vendor:device ", have, ", this device is ", want);
+  if (std::memcmp(payload.data() + 16, p.pipelineCacheUUID, VK_UUID_SIZE) != 0)
+    return "made by another driver build (its pipelineCacheUUID differs)";
+  return {};
+}
+
 // Never lets the cache stop the device: whatever is at the path (nothing, a
-// directory, a FIFO, a link to /dev/zero, a huge or corrupt file) means an
-// empty cache.
+// directory, a FIFO, a link to /dev/zero, a huge, corrupt or foreign file)
+// means an empty cache.
 void Pipelines::load_cache() {
   std::string file;
   std::string_view data;
@@ -69,6 +94,8 @@ void Pipelines::load_cache() {
     } catch (const std::exception&) {
       data = {};
     }
+    // Another device's or driver build's data never reaches this driver.
+    if (!data.empty() && !cache_header_mismatch(data, c_.p.props).empty()) data = {};
     files::remove_stale_temporaries(path);
   }
   VkPipelineCacheCreateInfo ci{VK_STRUCTURE_TYPE_PIPELINE_CACHE_CREATE_INFO};
@@ -112,6 +139,7 @@ void Pipelines::save_cache() {
     std::filesystem::create_directories(std::filesystem::path(path).parent_path(), ec);
     files::remove_stale_temporaries(path);
     files::write_atomic(path, out, "vulkan pipeline cache");
+    grew_ = false;
   } catch (const std::exception&) {
     // Not fatal: the device worked; the next run compiles its shaders again.
   }
@@ -126,9 +154,68 @@ uint32_t Pipelines::index(const Instr& ins, uint32_t flags) {
   return it->second;
 }
 
-VkPipeline Pipelines::get(uint32_t idx) {
-  auto& [key, pl] = pipelines_[idx];
-  if (pl) return pl;
+VkPipeline Pipelines::get(uint32_t idx) const {
+  VkPipeline pl = pipelines_[idx].second;
+  SY_CHECK(pl, kernel_name(Kernel(pipelines_[idx].first & 0xff)),
+           "expected its pipeline made before recording (Pipelines::warm), found none");
+  return pl;
+}
+
+void Pipelines::warm(std::span<const uint32_t> idx, size_t stride) {
+  std::vector<uint32_t> missing;
+  for (size_t j = 0; j < idx.size(); j += stride)
+    if (!pipelines_[idx[j]].second &&
+        std::find(missing.begin(), missing.end(), idx[j]) == missing.end())
+      missing.push_back(idx[j]);
+  if (missing.empty()) return;
+  // Several pipelines: compiled on several threads (vkCreateComputePipelines
+  // may be called concurrently; the cache is internally synchronized).
+  size_t threads =
+      std::min<size_t>({missing.size(), 8, std::max(1u, std::thread::hardware_concurrency())});
+  if (const char* t = std::getenv("SWITCHYARD_VK_PIPELINE_THREADS"); t && *t)
+    threads = std::clamp<size_t>(size_t(std::atoi(t)), 1, threads);
+  std::vector<VkPipeline> made(missing.size(), VK_NULL_HANDLE);
+  std::vector<VkResult> results(missing.size(), VK_SUCCESS);
+  std::vector<const char*> calls(missing.size(), "");
+  std::vector<std::exception_ptr> errors(threads);
+  auto work = [&](size_t t) {
+    try {
+      for (size_t j = t; j < missing.size(); j += threads)
+        results[j] = create(pipelines_[missing[j]].first, made[j], calls[j]);
+    } catch (...) {
+      errors[t] = std::current_exception();
+    }
+  };
+  std::vector<std::thread> pool;
+  std::vector<size_t> here = {0};  // this thread's shares, and those no thread could be started for
+  for (size_t t = 1; t < threads; ++t) {
+    try {
+      pool.emplace_back(work, t);
+    } catch (const std::system_error&) {
+      here.push_back(t);
+    }
+  }
+  for (size_t t : here) work(t);
+  for (auto& th : pool) th.join();
+  for (size_t j = 0; j < missing.size(); ++j)  // what was made is kept, even after a failure
+    if (made[j]) pipelines_[missing[j]].second = made[j], grew_ = true;
+  for (auto& e : errors)
+    if (e) std::rethrow_exception(e);
+  for (size_t j = 0; j < missing.size(); ++j)  // on this thread: check() records a lost device
+    c_.check(results[j], kernel_name(Kernel(pipelines_[missing[j]].first & 0xff)), calls[j]);
+  // Saved after warm-up, not only at exit, so a killed run keeps what it
+  // compiled; at most once a second (each save rewrites the whole cache):
+  // the exit saves the rest.
+  auto now = std::chrono::steady_clock::now();
+  if (last_save_ == std::chrono::steady_clock::time_point{} ||
+      now - last_save_ >= std::chrono::seconds(1)) {
+    last_save_ = now;
+    save_cache();
+  }
+}
+
+VkResult Pipelines::create(uint64_t key, VkPipeline& pl, const char*& call) const {
+  pl = VK_NULL_HANDLE;
   Kernel k = Kernel(key & 0xff);
   bool sg = (key >> 8) & 1;
   std::string name = std::string(kernel_name(k)) + (sg ? "_sg" : "");
@@ -140,8 +227,8 @@ VkPipeline Pipelines::get(uint32_t idx) {
   sci.codeSize = m->words * 4;
   sci.pCode = m->code;
   VkShaderModule mod;
-  c_.check(vk.vkCreateShaderModule(c_.dev, &sci, nullptr, &mod), kernel_name(k),
-           "vkCreateShaderModule");
+  call = "vkCreateShaderModule";
+  if (VkResult r = vk.vkCreateShaderModule(c_.dev, &sci, nullptr, &mod); r != VK_SUCCESS) return r;
   // constant_id 0: workgroup size; 1-5: gemm tiles; 10: SPEC_OP; 11: SPEC_FLAGS.
   uint32_t spec[8] = {c_.lc.wg};
   uint32_t ids[8] = {0};
@@ -164,11 +251,11 @@ VkPipeline Pipelines::get(uint32_t idx) {
   ci.stage.pName = "main";
   ci.stage.pSpecializationInfo = &si;
   ci.layout = c_.pipe_layout;
+  call = "vkCreateComputePipelines";
   VkResult r = vk.vkCreateComputePipelines(c_.dev, cache_, 1, &ci, nullptr, &pl);
   vk.vkDestroyShaderModule(c_.dev, mod, nullptr);
-  c_.check(r, kernel_name(k), "vkCreateComputePipelines");
-  grew_ = true;
-  return pl;
+  if (r != VK_SUCCESS) pl = VK_NULL_HANDLE;
+  return r;
 }
 
 void Pipelines::destroy() {

@@ -206,6 +206,9 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
     e[1] = g[0], e[2] = g[1], e[3] = g[2];
     e[4] = conflict ? 1 : 0;
   }
+  // Every pipeline the Program needs, made now (several at once), so the
+  // recording compiles nothing.
+  pipes_.warm(key, 5);
 
   auto it = recordings_.find(prog.id);
   if (it == recordings_.end() || it->second.table_entries != n * kFrames) {

@@ -138,8 +138,9 @@ void Timeline::retire(bool all, uint64_t upto) {
     if (f.serial <= upto) {
       VkResult r = vk.vkWaitForFences(c_.dev, 1, &f.fence, VK_TRUE, UINT64_MAX);
       c_.check(r, "synchronize", "vkWaitForFences");
-    } else if (vk.vkGetFenceStatus(c_.dev, f.fence) != VK_SUCCESS) {
-      break;
+    } else if (VkResult r = vk.vkGetFenceStatus(c_.dev, f.fence); r != VK_SUCCESS) {
+      if (r == VK_NOT_READY) break;
+      c_.check(r, "synchronize", "vkGetFenceStatus");  // VK_ERROR_DEVICE_LOST: not "not ready"
     }
     done_serial_ = f.serial;
     if (on_complete_) on_complete_(f);

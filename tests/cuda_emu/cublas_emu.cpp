@@ -17,7 +17,7 @@ namespace switchyard::cuda_impl {
 namespace {
 
 // Descriptor fields, kept in the opaque structs' storage.
-enum { kTransA, kTransB, kEpilogue, kBias };
+enum { kTransA, kTransB, kEpilogue, kBias, kCompute };
 enum { kRows, kCols, kLd };
 // Preference and algorithm: the minimum alignments of A, B, C, D (bytes).
 // Unset, cuBLASLt assumes 256: a backend that does not state them gets
@@ -31,6 +31,17 @@ uint64_t* fields(T* opaque) {
   return opaque->data;
 }
 
+// x rounded to TF32 (8-bit exponent, 10-bit mantissa), to nearest even.
+float to_tf32(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x0fffu + ((u >> 13) & 1u)) & ~0x1fffu;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+cublasMath_t math_mode = CUBLAS_DEFAULT_MATH;  // cublasSetMathMode's
+
 float* at(const void* base, uint64_t ld, uint64_t i, uint64_t j) {  // column-major element (i, j)
   return const_cast<float*>(static_cast<const float*>(base)) + i + j * ld;
 }
@@ -38,7 +49,7 @@ float* at(const void* base, uint64_t ld, uint64_t i, uint64_t j) {  // column-ma
 // D (m x n) = alpha op(A) op(B) (+ bias per row) (relu), column-major.
 void matmul(bool ta, bool tb, uint64_t m, uint64_t n, uint64_t k, float alpha, const float* A,
             uint64_t lda, const float* B, uint64_t ldb, float* D, uint64_t ldd, const float* bias,
-            bool relu) {
+            bool relu, bool tf32) {
   // op(A)'s rows and op(B)'s columns copied contiguous first: the dot
   // products then stream (strided reads made this most of the CNN tests'
   // time).
@@ -47,6 +58,9 @@ void matmul(bool ta, bool tb, uint64_t m, uint64_t n, uint64_t k, float alpha, c
     for (uint64_t l = 0; l < k; ++l) rows[i * k + l] = ta ? *at(A, lda, l, i) : *at(A, lda, i, l);
   for (uint64_t j = 0; j < n; ++j)
     for (uint64_t l = 0; l < k; ++l) cols[j * k + l] = tb ? *at(B, ldb, j, l) : *at(B, ldb, l, j);
+  if (tf32)  // tensor cores read the inputs as TF32: 10 mantissa bits
+    for (auto* v : {&rows, &cols})
+      for (float& x : *v) x = to_tf32(x);
   std::vector<float> out(m * n);
   for (uint64_t j = 0; j < n; ++j)
     for (uint64_t i = 0; i < m; ++i) {
@@ -76,12 +90,12 @@ cublasStatus_t lt_destroy(cublasLtHandle_t) { return CUBLAS_STATUS_SUCCESS; }
 size_t lt_version() { return 130100; }
 cublasStatus_t desc_create(cublasLtMatmulDesc_t* d, cublasComputeType_t compute,
                            cudaDataType_t scale) {
-  // TF32 is computed in FP32 here.
   if ((compute != CUBLAS_COMPUTE_32F && compute != CUBLAS_COMPUTE_32F_FAST_TF32) ||
       scale != CUDA_R_32F)
     return CUBLAS_STATUS_NOT_SUPPORTED;
   *d = new cublasLtMatmulDescOpaque_t{};
   fields(*d)[kEpilogue] = CUBLASLT_EPILOGUE_DEFAULT;
+  fields(*d)[kCompute] = compute;
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t desc_destroy(cublasLtMatmulDesc_t d) {
@@ -224,7 +238,9 @@ cublasStatus_t lt_matmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void* a
   auto* Af = static_cast<const float*>(A);
   auto* Bf = static_cast<const float*>(B);
   auto* Df = static_cast<float*>(D);
-  sy_emu::enqueue([=] { matmul(ta, tb, m, n, k, al, Af, lda, Bf, ldb, Df, ldd, bias, relu); });
+  bool tf32 = fields(d)[kCompute] == CUBLAS_COMPUTE_32F_FAST_TF32;
+  sy_emu::enqueue([=] { matmul(ta, tb, m, n, k, al, Af, lda, Bf, ldb, Df, ldd, bias, relu, tf32); },
+                  sy_emu::kKernelNode);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -239,6 +255,10 @@ cublasStatus_t set_stream(cublasHandle_t, cudaStream_t s) {
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t set_workspace(cublasHandle_t, void*, size_t) { return CUBLAS_STATUS_SUCCESS; }
+cublasStatus_t set_math_mode(cublasHandle_t, cublasMath_t mode) {
+  math_mode = mode;
+  return CUBLAS_STATUS_SUCCESS;
+}
 cublasStatus_t version(cublasHandle_t, int* v) {
   *v = 130100;
   return CUBLAS_STATUS_SUCCESS;
@@ -265,10 +285,13 @@ cublasStatus_t sgemm(cublasHandle_t, cublasOperation_t transa, cublasOperation_t
       *beta != 0.f)
     return CUBLAS_STATUS_INVALID_VALUE;
   float al = *alpha;
-  sy_emu::enqueue([=] {
-    matmul(ta, tb, uint64_t(m), uint64_t(n), uint64_t(k), al, A, uint64_t(lda), B, uint64_t(ldb), C,
-           uint64_t(ldc), nullptr, false);
-  });
+  bool tf32 = math_mode == CUBLAS_TF32_TENSOR_OP_MATH;
+  sy_emu::enqueue(
+      [=] {
+        matmul(ta, tb, uint64_t(m), uint64_t(n), uint64_t(k), al, A, uint64_t(lda), B,
+               uint64_t(ldb), C, uint64_t(ldc), nullptr, false, tf32);
+      },
+      sy_emu::kKernelNode);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -282,11 +305,15 @@ cublasStatus_t sgemm_batched(cublasHandle_t, cublasOperation_t transa, cublasOpe
       *beta != 0.f || stride_a < 0 || stride_b < 0 || stride_c < 0)
     return CUBLAS_STATUS_INVALID_VALUE;
   float al = *alpha;
-  sy_emu::enqueue([=] {
-    for (int b = 0; b < batch; ++b)
-      matmul(ta, tb, uint64_t(m), uint64_t(n), uint64_t(k), al, A + b * stride_a, uint64_t(lda),
-             B + b * stride_b, uint64_t(ldb), C + b * stride_c, uint64_t(ldc), nullptr, false);
-  });
+  bool tf32 = math_mode == CUBLAS_TF32_TENSOR_OP_MATH;
+  sy_emu::enqueue(
+      [=] {
+        for (int b = 0; b < batch; ++b)
+          matmul(ta, tb, uint64_t(m), uint64_t(n), uint64_t(k), al, A + b * stride_a, uint64_t(lda),
+                 B + b * stride_b, uint64_t(ldb), C + b * stride_c, uint64_t(ldc), nullptr, false,
+                 tf32);
+      },
+      sy_emu::kKernelNode);
   return CUBLAS_STATUS_SUCCESS;
 }
 
@@ -300,6 +327,7 @@ const BlasApi& sy_emu_blas_api() {
     a.cublasDestroy_v2 = destroy;
     a.cublasSetStream_v2 = set_stream;
     a.cublasSetWorkspace_v2 = set_workspace;
+    a.cublasSetMathMode = set_math_mode;
     a.cublasSgemm_v2 = sgemm;
     a.cublasSgemmStridedBatched = sgemm_batched;
     a.cublasGetStatusName = status_name;

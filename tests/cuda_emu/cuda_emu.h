@@ -264,8 +264,11 @@ inline void run(dim3 grid, dim3 bdim, const std::function<void()>& body) {
 // a backend that reads a result, or reuses memory, before waiting for it sees
 // stale data here as on a GPU. While the stream is being captured, work is
 // recorded instead (with its arguments, by value, as graph nodes hold them).
+// Node kinds, for cudaGraphExecUpdate's topology check.
+enum NodeKind : int { kOtherNode, kKernelNode, kMemcpyNode, kMemsetNode };
 struct Graph {
   std::vector<std::function<void()>> nodes;
+  std::vector<int> kinds;  // NodeKind of each node
 };
 inline std::mutex stream_mu;  // the queue; also serializes running it
 inline std::deque<std::function<void()>> pending;
@@ -280,10 +283,11 @@ inline bool on_device_stream(cudaStream_t s) {
   last_error = cudaErrorInvalidResourceHandle;
   return false;
 }
-inline void enqueue(std::function<void()> work) {
+inline void enqueue(std::function<void()> work, NodeKind kind = kOtherNode) {
   std::lock_guard lock(stream_mu);
   if (Graph* g = capturing.load()) {
     g->nodes.push_back(std::move(work));
+    g->kinds.push_back(kind);
     return;
   }
   pending.push_back(std::move(work));
@@ -328,7 +332,7 @@ struct Launch {
         return;
       }
       if (!on_device_stream(s)) return;
-      enqueue([=] { run(g, b, [&] { kernel(args...); }); });
+      enqueue([=] { run(g, b, [&] { kernel(args...); }); }, kKernelNode);
     };
   }
 };
@@ -370,5 +374,13 @@ inline int atomicCAS(int* p, int expected, int desired) {
 inline int atomicExch(int* p, int v) { return std::atomic_ref<int>(*p).exchange(v); }
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline uint32_t __umulhi(uint32_t a, uint32_t b) { return uint32_t((uint64_t(a) * b) >> 32); }
-inline float __fadd_rn(float a, float b) { return a + b; }
-inline float __fmul_rn(float a, float b) { return a * b; }
+// Never contracted into an FMA (the emulated kernels are compiled with
+// contraction on, as nvcc compiles them): each result is stored rounded.
+inline float __fadd_rn(float a, float b) {
+  volatile float r = a + b;
+  return r;
+}
+inline float __fmul_rn(float a, float b) {
+  volatile float r = a * b;
+  return r;
+}

@@ -175,16 +175,16 @@ cudaError_t sy_emu_cudaMemcpyAsync(void* dst, const void* src, size_t bytes, cud
       return cudaSuccess;
     }
     auto staged = std::make_shared<std::vector<char>>(c, c + bytes);
-    sy_emu::enqueue([=] { std::memcpy(dst, staged->data(), bytes); });
+    sy_emu::enqueue([=] { std::memcpy(dst, staged->data(), bytes); }, sy_emu::kMemcpyNode);
     return cudaSuccess;
   }
-  sy_emu::enqueue([=] { std::memcpy(dst, src, bytes); });
+  sy_emu::enqueue([=] { std::memcpy(dst, src, bytes); }, sy_emu::kMemcpyNode);
   return cudaSuccess;
 }
 cudaError_t sy_emu_cudaMemsetAsync(void* p, int value, size_t bytes, cudaStream_t s) {
   if (!sy_emu::on_device_stream(s)) return cudaErrorInvalidResourceHandle;
   if (!find(p, bytes)) sy_emu::fail("cudaMemsetAsync outside any allocation");
-  sy_emu::enqueue([=] { std::memset(p, value, bytes); });
+  sy_emu::enqueue([=] { std::memset(p, value, bytes); }, sy_emu::kMemsetNode);
   return cudaSuccess;
 }
 
@@ -257,7 +257,10 @@ cudaError_t sy_emu_cudaEventSynchronize(cudaEvent_t e) {
 }
 cudaError_t sy_emu_cudaEventQuery(cudaEvent_t e) {
   std::lock_guard lock(sy_emu::stream_mu);
-  return sy_emu::completed >= reinterpret_cast<Event*>(e)->at ? cudaSuccess : cudaErrorNotReady;
+  // As the runtime: "not ready" is also recorded as the thread's last error
+  // (a caller that polls must clear it before its next launch check).
+  if (sy_emu::completed >= reinterpret_cast<Event*>(e)->at) return cudaSuccess;
+  return sy_emu::last_error = cudaErrorNotReady;
 }
 cudaError_t sy_emu_cudaEventDestroy(cudaEvent_t e) {
   delete reinterpret_cast<Event*>(e);
@@ -311,3 +314,38 @@ cudaError_t sy_emu_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s) {
   });
   return cudaSuccess;
 }
+// As CUDA's: the new graph's node parameters replace the executable graph's
+// when the topology is the same (here: the same node kinds, in order);
+// launches already queued keep the old ones. SY_EMU_FAIL_UPDATE=1: every
+// update is refused, as a driver that cannot apply it.
+namespace {
+cudaGraphExecUpdateResult graph_exec_update(cudaGraphExec_t exec, cudaGraph_t g) {
+  auto& held = *reinterpret_cast<std::shared_ptr<sy_emu::Graph>*>(exec);
+  auto* graph = reinterpret_cast<sy_emu::Graph*>(g);
+  if (const char* f = std::getenv("SY_EMU_FAIL_UPDATE"); f && std::string(f) == "1")
+    return cudaGraphExecUpdateErrorNotSupported;
+  if (graph->kinds != held->kinds) return cudaGraphExecUpdateErrorTopologyChanged;
+  held = std::make_shared<sy_emu::Graph>(*graph);
+  return cudaGraphExecUpdateSuccess;
+}
+cudaError_t update_error(cudaGraphExecUpdateResult r) {
+  if (r == cudaGraphExecUpdateSuccess) return cudaSuccess;
+  return sy_emu::last_error = cudaErrorGraphExecUpdateFailure;
+}
+}  // namespace
+#if CUDART_VERSION >= 12000
+cudaError_t sy_emu_cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t g,
+                                       cudaGraphExecUpdateResultInfo* info) {
+  *info = {};
+  info->result = graph_exec_update(exec, g);
+  return update_error(info->result);
+}
+#else
+cudaError_t sy_emu_cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t g,
+                                       cudaGraphNode_t* error_node,
+                                       cudaGraphExecUpdateResult* result) {
+  *error_node = nullptr;
+  *result = graph_exec_update(exec, g);
+  return update_error(*result);
+}
+#endif

@@ -49,6 +49,14 @@ cudaError_t sy_emu_cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGrap
 cudaError_t sy_emu_cudaGraphDestroy(cudaGraph_t g);
 cudaError_t sy_emu_cudaGraphExecDestroy(cudaGraphExec_t exec);
 cudaError_t sy_emu_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
+#if CUDART_VERSION >= 12000
+cudaError_t sy_emu_cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t g,
+                                       cudaGraphExecUpdateResultInfo* info);
+#else  // CUDA 11's form
+cudaError_t sy_emu_cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t g,
+                                       cudaGraphNode_t* error_node,
+                                       cudaGraphExecUpdateResult* result);
+#endif
 }  // extern "C"
 
 #define cudaGetLastError sy_emu_cudaGetLastError
@@ -77,3 +85,4 @@ cudaError_t sy_emu_cudaGraphLaunch(cudaGraphExec_t exec, cudaStream_t s);
 #define cudaGraphDestroy sy_emu_cudaGraphDestroy
 #define cudaGraphExecDestroy sy_emu_cudaGraphExecDestroy
 #define cudaGraphLaunch sy_emu_cudaGraphLaunch
+#define cudaGraphExecUpdate sy_emu_cudaGraphExecUpdate

@@ -53,7 +53,7 @@ class Device {
 struct BackendEntry {
   std::string name;
   bool available = false;
-  std::string reason;  // why not available
+  std::string reason;  // why not available; with devices, those left out and why
   std::vector<std::shared_ptr<Device>> devices;
 };
 

@@ -50,6 +50,9 @@ struct Counters {
   uint64_t memory_invalidates = 0;
   uint64_t fallback_blocks = 0;
   uint64_t uncached_host_reads = 0;
+  // CUDA: graphs given a run's new addresses or params by cudaGraphExecUpdate
+  // instead of being captured and instantiated again.
+  uint64_t command_updates = 0;
 };
 
 // Public non-virtual methods check arguments and keep the counters; the
