@@ -91,7 +91,8 @@ if grep -q '^vulkan:0' "$LOG/devices.log" && ! grep -q '^vulkan:0 .*llvmpipe' "$
   row "vulkan:0" ok "$vk_name"
   gpus+=(vulkan:0)
 else
-  row "vulkan:0" "$skip" "no Vulkan GPU ($(grep '^vulkan' "$LOG/devices.log" | head -1 | tr -s ' '))"
+  if [[ -n $vk_name ]]; then why="vulkan:0 is ${vk_name% }, a CPU driver"; else why=$(grep '^vulkan' "$LOG/devices.log" | head -1 | tr -s ' '); fi
+  row "vulkan:0" "$skip" "no Vulkan GPU ($why)"
 fi
 
 echo "== tests (${gpus[*]:-no GPU} required)"

@@ -66,6 +66,7 @@ static void test_library(void) {
   CHECK(sy_dtype_size((sy_dtype)9) == 0 && sy_dtype_name((sy_dtype)9) == NULL, "a bad dtype");
   CHECK(strcmp(sy_dtype_name(SY_I32), "i32") == 0, "dtype name %s", sy_dtype_name(SY_I32));
   CHECK(strcmp(sy_status_name(SY_ERROR_OUT_OF_MEMORY), "SY_ERROR_OUT_OF_MEMORY") == 0, "status");
+  CHECK(strcmp(sy_status_name(SY_ERROR_DEVICE_LOST), "SY_ERROR_DEVICE_LOST") == 0, "status");
 }
 
 static void test_devices(void) {

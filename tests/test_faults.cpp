@@ -133,10 +133,15 @@ TEST(VulkanFault, DISABLED_OneFaultDuringTraining) {
       if (!(std::fabs(got[i] - ref[i]) <= 1e-4f * std::fabs(ref[i]))) return false;
     return true;
   };
+  bool lost_type = false;  // the last attempt threw DeviceLost
   auto attempt = [&](std::vector<float>& got) -> std::string {
+    lost_type = false;
     try {
       got = short_run(sy::device("vulkan:0"));
       return "";
+    } catch (const sy::DeviceLost& e) {
+      lost_type = true;
+      return e.what();
     } catch (const sy::Error& e) {
       return e.what();
     }
@@ -160,10 +165,45 @@ TEST(VulkanFault, DISABLED_OneFaultDuringTraining) {
   if (lost && !err1.empty()) {
     EXPECT_NE(err2.find("VK_ERROR_DEVICE_LOST"), std::string::npos)
         << "a lost device must refuse later use clearly: " << err2;
+    EXPECT_TRUE(lost_type) << "a lost device's refusal is a DeviceLost: " << err2;
   } else {
     EXPECT_EQ(err2, "") << "after " << result << " in " << st.function << ": " << err1;
     EXPECT_TRUE(near_ref(second)) << "after " << result << " in " << st.function;
   }
+}
+
+// Run by the ctest entry vulkan_faults:hung_queue_is_a_lost_device with
+// SWITCHYARD_VK_WAIT_LIMIT_MS=1: a submission still running after the wait
+// limit (a GEMM of a few tens of milliseconds, taken for a hung GPU) makes
+// vulkan:0 lost. Every later use throws DeviceLost naming it; the CPU and
+// the other devices keep working; nothing hangs, and the validation layer
+// reports nothing at exit.
+TEST(VulkanWaitLimit, DISABLED_AWaitPastItsLimitIsALostDevice) {
+  const char* limit = std::getenv("SWITCHYARD_VK_WAIT_LIMIT_MS");
+  ASSERT_TRUE(limit && std::string(limit) == "1") << "run with SWITCHYARD_VK_WAIT_LIMIT_MS=1";
+  SKIP_UNLESS_AVAILABLE("vulkan:0");
+  sy::Device& vk = sy::device("vulkan:0");
+  auto big = [&](sy::Device& d) {
+    sy::manual_seed(3);
+    sy::Tensor a = sy::randn({1024, 1024}, d), b = sy::randn({1024, 1024}, d);
+    return sy::matmul(a, b).sum().item();
+  };
+  std::string first;
+  try {
+    (void)big(vk);
+  } catch (const sy::DeviceLost& e) {
+    first = e.what();
+  }
+  ASSERT_NE(first.find("SWITCHYARD_VK_WAIT_LIMIT_MS"), std::string::npos)
+      << "expected a DeviceLost naming the wait limit, found: '" << first << "'";
+  EXPECT_NE(first.find("vulkan:0"), std::string::npos) << first;
+  for (int i = 0; i < 2; ++i)
+    expect_error([&] { (void)sy::ones({4}, vk).to_vector<float>(); },
+                 {"vulkan:0", "lost", "other devices and the CPU still work"});
+  EXPECT_THROW((void)sy::ones({4}, vk).to_vector<float>(), sy::DeviceLost);
+  const float want = big(sy::cpu());  // the CPU is untouched
+  EXPECT_TRUE(std::isfinite(want));
+  EXPECT_EQ(sy::ones({3}, sy::cpu()).to_vector<float>(), (std::vector<float>{1, 1, 1}));
 }
 #endif
 

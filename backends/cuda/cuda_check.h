@@ -17,7 +17,21 @@ namespace switchyard::cuda_impl {
   std::string msg = detail::cat("[", op, "] ", call, " failed: ", cudaGetErrorName(e), " (",
                                 cudaGetErrorString(e), ")");
   if (e == cudaErrorMemoryAllocation) throw OutOfMemory(msg);
-  throw Error(msg);
+  switch (e) {  // sticky: the context is unusable, every later call fails the same way
+    case cudaErrorIllegalAddress:
+    case cudaErrorLaunchFailure:
+    case cudaErrorLaunchTimeout:
+    case cudaErrorHardwareStackError:
+    case cudaErrorIllegalInstruction:
+    case cudaErrorMisalignedAddress:
+    case cudaErrorInvalidAddressSpace:
+    case cudaErrorInvalidPc:
+    case cudaErrorAssert:
+    case cudaErrorECCUncorrectable:
+      throw DeviceLost(msg + ": the device's context is lost; every later use of it throws");
+    default:
+      throw Error(msg);
+  }
 }
 
 }  // namespace switchyard::cuda_impl

@@ -14,7 +14,13 @@ void Context::check(VkResult r, const char* op, const char* what) {
   if (r == VK_SUCCESS) return;
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
     throw OutOfMemory(cat("[", op, "] ", what, " on ", name(), " failed: ", result_name(r)));
-  if (r == VK_ERROR_DEVICE_LOST) lost = true;
+  if (r == VK_ERROR_DEVICE_LOST) {
+    lost = true;
+    throw DeviceLost(
+        cat("[", op, "] ", what, " on ", name(), " failed: ", result_name(r),
+            ": the device is lost; every later use of it throws (other devices and the "
+            "CPU still work)"));
+  }
   throw Error(cat("[", op, "] ", what, " on ", name(), " failed: ", result_name(r)));
 }
 
@@ -167,6 +173,17 @@ void Context::choose_tiles() {
   // sets another (tests use a small one to run the split paths on small
   // sizes; 0: none). A property of the driver, so it holds under
   // SWITCHYARD_VK_SIMULATE too (which changes the device's type, not its name).
+  // A submission that has not completed after this long is taken for a hung
+  // device (drivers usually report VK_ERROR_DEVICE_LOST themselves within
+  // seconds; this bounds the wait where one does not): 5 minutes, or
+  // SWITCHYARD_VK_WAIT_LIMIT_MS.
+  wait_limit_ms = 300000;
+  if (const char* w = std::getenv("SWITCHYARD_VK_WAIT_LIMIT_MS")) {
+    char* end = nullptr;
+    wait_limit_ms = uint64_t(std::strtoull(w, &end, 10));
+    SY_CHECK(*w >= '1' && *w <= '9' && *end == 0, "vulkan",
+             "expected SWITCHYARD_VK_WAIT_LIMIT_MS=N (milliseconds, at least 1), found '", w, "'");
+  }
   lc.loop_budget = std::strncmp(p.props.deviceName, "llvmpipe", 8) == 0 ? 65535 : 0;
   if (const char* lb = std::getenv("SWITCHYARD_VK_LOOP_BUDGET")) {
     char* end = nullptr;

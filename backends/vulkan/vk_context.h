@@ -68,12 +68,14 @@ struct Context {
   LaunchConfig lc;             // workgroup and tile sizes, limits
   bool gemm_sg = false;        // the gemm_sg build (A's loads shared across a subgroup)
   bool use_subgroups = false;  // the _sg builds of kernels the table marks kSubgroup
-  bool lost = false;           // VK_ERROR_DEVICE_LOST was seen
+  bool lost = false;           // VK_ERROR_DEVICE_LOST was seen, or a wait ran out
+  uint64_t wait_limit_ms = 0;  // a fence wait longer than this is a lost device
   std::string pending_error;   // bad input a kernel reported, thrown at the next wait
 
   std::string name() const { return owner.str(); }
   // Throws for a failed call: OutOfMemory for the out-of-memory results,
-  // else Error (and a lost device stays lost).
+  // DeviceLost for VK_ERROR_DEVICE_LOST (and the device stays lost), else
+  // Error.
   void check(VkResult r, const char* op, const char* what);
   void throw_pending();
   // Validates the SWITCHYARD_VK_* settings, then creates the logical device,

@@ -136,7 +136,17 @@ void Timeline::retire(bool all, uint64_t upto) {
   while (!inflight_.empty()) {
     InFlight& f = inflight_.front();
     if (f.serial <= upto) {
-      VkResult r = vk.vkWaitForFences(c_.dev, 1, &f.fence, VK_TRUE, UINT64_MAX);
+      // Bounded: a device that never finishes is lost, not waited on forever
+      // (under the device's lock).
+      VkResult r = vk.vkWaitForFences(c_.dev, 1, &f.fence, VK_TRUE, c_.wait_limit_ms * 1000000ull);
+      if (r == VK_TIMEOUT) {
+        c_.lost = true;
+        throw DeviceLost(cat("[synchronize] expected a submission on ", c_.name(),
+                             " to complete within ", c_.wait_limit_ms,
+                             " ms (SWITCHYARD_VK_WAIT_LIMIT_MS), found it still running: the "
+                             "device is taken for hung and lost; every later use of it throws "
+                             "(other devices and the CPU still work)"));
+      }
       c_.check(r, "synchronize", "vkWaitForFences");
     } else if (VkResult r = vk.vkGetFenceStatus(c_.dev, f.fence); r != VK_SUCCESS) {
       if (r == VK_NOT_READY) break;

@@ -85,6 +85,8 @@ sy_status guard(const char* op, F&& body) noexcept {
     return fail(SY_ERROR_OUT_OF_MEMORY, e.what());
   } catch (const sy::DeviceLimit& e) {
     return fail(SY_ERROR_DEVICE_LIMIT, e.what());
+  } catch (const sy::DeviceLost& e) {
+    return fail(SY_ERROR_DEVICE_LOST, e.what());
   } catch (const sy::Error& e) {
     return fail(SY_ERROR, e.what());
   } catch (const std::bad_alloc&) {
@@ -166,6 +168,8 @@ const char* sy_status_name(sy_status s) {
       return "SY_ERROR_DEVICE_LIMIT";
     case SY_ERROR_INTERNAL:
       return "SY_ERROR_INTERNAL";
+    case SY_ERROR_DEVICE_LOST:
+      return "SY_ERROR_DEVICE_LOST";
     case SY_STATUS_MAX_:
       break;
   }

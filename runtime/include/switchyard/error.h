@@ -27,6 +27,15 @@ class DeviceLimit : public Error {
   using Error::Error;
 };
 
+// Thrown when a device stopped working: Vulkan's VK_ERROR_DEVICE_LOST, a
+// queue that made no progress within the wait limit, a CUDA error that
+// leaves the context unusable. Every later use of that device throws it
+// too; other devices and the CPU keep working.
+class DeviceLost : public Error {
+ public:
+  using Error::Error;
+};
+
 namespace detail {
 template <class... A>
 std::string cat(const A&... a) {

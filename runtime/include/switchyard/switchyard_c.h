@@ -62,6 +62,9 @@ typedef enum sy_status {
   SY_ERROR_DEVICE_LIMIT = 4,
   /* An unexpected failure inside the library: a bug to report. */
   SY_ERROR_INTERNAL = 5,
+  /* The device stopped working (lost, hung): every later use of it fails
+     the same way; other devices and the CPU keep working. */
+  SY_ERROR_DEVICE_LOST = 6,
   SY_STATUS_MAX_ = 0x7fffffff /* keeps the enum 32-bit everywhere */
 } sy_status;
 
