@@ -61,10 +61,15 @@ void append_key(std::vector<uint64_t>& key, const Instr& ins, void* const* ptrs)
   }
 }
 
-uint64_t hash_words(const std::vector<uint64_t>& w) {
+// Words append_key writes per launch: kernel and nargs, then the rest.
+constexpr size_t kKeyWords = 1 + kMaxKernelArgs + kParamInts + kParamFloats / 2;
+
+// Every `stride`-th word of w, from the first, hashed: stride 1 the whole
+// key, kKeyWords its kernels alone (a graph's shape).
+uint64_t hash_words(const std::vector<uint64_t>& w, size_t stride = 1) {
   uint64_t h = 0xcbf29ce484222325ull;
-  for (uint64_t x : w) {
-    h ^= x + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
+  for (size_t i = 0; i < w.size(); i += stride) {
+    h ^= w[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
     h *= 0x100000001b3ull;
   }
   return h;
@@ -561,7 +566,6 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
   ensure();
   ptrs_.assign(p.instrs.size() * kMaxKernelArgs, nullptr);
   key_.clear();
-  shape_.clear();
   bool has_gemm = false;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const Instr& ins = p.instrs[i];
@@ -577,7 +581,6 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
       ptrs_[i * kMaxKernelArgs + j] = static_cast<char*>(b.buffer.handle) + b.offset + a.offset;
     }
     append_key(key_, ins, &ptrs_[i * kMaxKernelArgs]);
-    shape_.push_back(uint64_t(ins.kernel) | uint64_t(ins.nargs) << 8);
     has_gemm |= ins.kernel == Kernel::gemm;
     status_dirty_ |= kernel_has(ins.kernel, kReportsStatus);
   }
@@ -614,7 +617,7 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
     }
     ProgramGraphs& pg = programs_[p.id];
     pg.last_run = runs_;
-    run_graph(p, pg, hash_words(key_), hash_words(shape_));
+    run_graph(p, pg, hash_words(key_), hash_words(key_, kKeyWords));
     return;
   }
   enqueue(p);

@@ -133,9 +133,8 @@ class CudaDevice final : public BackendDevice {
   void* scratch_ = nullptr;  // env_.scratch: split reductions' partials
   bool graphs_enabled_ = true;
   std::unordered_map<uint64_t, ProgramGraphs> programs_;
-  std::vector<void*> ptrs_;      // resolved argument addresses, 5 per launch
-  std::vector<uint64_t> key_;    // the current run's graph key
-  std::vector<uint64_t> shape_;  // and its kernels
+  std::vector<void*> ptrs_;    // resolved argument addresses, 5 per launch
+  std::vector<uint64_t> key_;  // the current run's graph key
   uint64_t runs_ = 0;
   std::vector<ProfRec> prof_;               // waiting for synchronize()
   std::vector<cudaEvent_t> timing_events_;  // free, created with timing

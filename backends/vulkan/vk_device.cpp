@@ -39,16 +39,15 @@ void VulkanDevice::shutdown() {
   shut_down_ = true;
 }
 
-void VulkanDevice::throw_if_lost() const {
-  if (c_.lost)
-    throw DeviceLost(cat("[vulkan] expected a working device, found ", str(),
-                         " lost (VK_ERROR_DEVICE_LOST or a wait past its limit): it cannot be "
-                         "used again in this process; other devices and the CPU still work"));
-}
-
 void VulkanDevice::ensure() {
   if (shut_down_) throw Error(cat("[vulkan] ", str(), " was shut down (the program is exiting)"));
-  if (ready_) return throw_if_lost();
+  if (ready_) {
+    if (c_.lost)
+      throw DeviceLost(cat("[vulkan] expected a working device, found ", str(),
+                           " lost (VK_ERROR_DEVICE_LOST or a wait past its limit): it cannot be "
+                           "used again in this process; other devices and the CPU still work"));
+    return;
+  }
   try {
     c_.create();
     pipes_.load_cache();

@@ -63,7 +63,6 @@ class VulkanDevice final : public BackendDevice {
   // that fails (a bad setting, out of memory) leaves nothing behind and
   // throws each time.
   void ensure();
-  void throw_if_lost() const;  // DeviceLost once the device is lost
   void destroy();
   Buffer allocate_in(size_t bytes, bool host);
   // Completes what finished and gives back blocks that emptied: a
