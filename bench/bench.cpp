@@ -264,6 +264,17 @@ void append(std::vector<Workload>& to, std::vector<Workload> more) {
   for (auto& x : more) to.push_back(std::move(x));
 }
 
+// One kernel launch measured in GB/s: `bytes` read and written per run.
+Workload kernel_gbs(std::string group, std::string name, KernelCase kc, double bytes) {
+  return {std::move(group),
+          std::move(name),
+          "GB/s",
+          1e-9,
+          0,
+          [](BackendDevice&) { return true; },
+          [kc, bytes](BackendDevice& d) { return prepare_kernel(d, kc, bytes); }};
+}
+
 std::vector<Workload> workloads(const BenchOptions& o) {
   std::vector<Workload> w;
   auto want = [&](const char* g) { return o.groups.count(g) > 0; };
@@ -327,59 +338,59 @@ std::vector<Workload> workloads(const BenchOptions& o) {
                                    {}};
                      return prepare_kernel(d, kc, 2.0 * double(n) * 4);
                    }});
+      // A matrix's transpose (x.t().contiguous()): 4096 rows.
+      const int64_t tc = std::max<int64_t>(n / 4096, 1);
+      w.push_back(kernel_gbs("elementwise", "transpose 4096x" + std::to_string(tc),
+                             {make(TransposeParams{.rows = 4096, .cols = tc, .elem_size = 4}),
+                              {size_t(4096 * tc * 4), size_t(4096 * tc * 4)},
+                              {}},
+                             2.0 * double(4096 * tc) * 4));
     }
   if (want("reduce"))
     for (int64_t n : elems({4 << 20, 16 << 20}, {16 << 20})) {
-      constexpr int64_t rows = 4096;  // a constant: used in the lambdas without capture
-      const int64_t cols = std::max<int64_t>(n / rows, 1);
+      const int64_t rows = 4096, cols = std::max<int64_t>(n / rows, 1);
       std::string shape = std::to_string(rows) + "x" + std::to_string(cols);
-      w.push_back({"reduce", "sum rows " + shape, "GB/s", 1e-9, 0,
-                   [](BackendDevice&) { return true; },
-                   [cols](BackendDevice& d) {
-                     ReduceSumParams p{.outer = rows, .len = cols, .inner = 1, .scale = 1.f};
-                     KernelCase kc{make(p), {size_t(rows * 4), size_t(rows * cols * 4)}, {}};
-                     return prepare_kernel(d, kc, double(rows * cols) * 4);
-                   }});
-      w.push_back({"reduce", "sum cols " + shape, "GB/s", 1e-9, 0,
-                   [](BackendDevice&) { return true; },
-                   [cols](BackendDevice& d) {
-                     ReduceSumParams p{.outer = 1, .len = rows, .inner = cols, .scale = 1.f};
-                     KernelCase kc{make(p), {size_t(cols * 4), size_t(rows * cols * 4)}, {}};
-                     return prepare_kernel(d, kc, double(rows * cols) * 4);
-                   }});
+      ReduceSumParams by_row{.outer = rows, .len = cols, .inner = 1, .scale = 1.f};
+      w.push_back(kernel_gbs("reduce", "sum rows " + shape,
+                             {make(by_row), {size_t(rows * 4), size_t(rows * cols * 4)}, {}},
+                             double(rows * cols) * 4));
+      ReduceSumParams by_col{.outer = 1, .len = rows, .inner = cols, .scale = 1.f};
+      w.push_back(kernel_gbs("reduce", "sum cols " + shape,
+                             {make(by_col), {size_t(cols * 4), size_t(rows * cols * 4)}, {}},
+                             double(rows * cols) * 4));
+      w.push_back(kernel_gbs("reduce", "argmax rows " + shape,
+                             {make(ArgmaxParams{.rows = rows, .cols = cols}),
+                              {size_t(rows * 4), size_t(rows * cols * 4)},
+                              {}},
+                             double(rows * cols) * 4));
+      // A bias gradient: the sum over a long batch of a narrow layer's rows.
+      const int64_t batch = std::max<int64_t>(n / kMlpOut, 1);
+      ReduceSumParams bias{.outer = 1, .len = batch, .inner = kMlpOut, .scale = 1.f};
+      w.push_back(kernel_gbs("reduce", "bias grad " + std::to_string(batch) + "x10",
+                             {make(bias), {size_t(kMlpOut * 4), size_t(batch * kMlpOut * 4)}, {}},
+                             double(batch * kMlpOut) * 4));
     }
   if (want("softmax"))
     for (int64_t n : elems({4 << 20, 16 << 20}, {16 << 20})) {
-      constexpr int64_t rows = 4096;  // a constant: used in the lambdas without capture
-      const int64_t cols = std::max<int64_t>(n / rows, 1);
-      w.push_back({"softmax", "softmax " + std::to_string(rows) + "x" + std::to_string(cols),
-                   "GB/s", 1e-9, 0, [](BackendDevice&) { return true; },
-                   [cols](BackendDevice& d) {
-                     KernelCase kc{make(SoftmaxParams{.rows = rows, .cols = cols}),
-                                   {size_t(rows * cols * 4), size_t(rows * cols * 4)},
-                                   {}};
-                     return prepare_kernel(d, kc, 2.0 * double(rows * cols) * 4);
-                   }});
+      const int64_t rows = 4096, cols = std::max<int64_t>(n / rows, 1);
+      w.push_back(kernel_gbs("softmax",
+                             "softmax " + std::to_string(rows) + "x" + std::to_string(cols),
+                             {make(SoftmaxParams{.rows = rows, .cols = cols}),
+                              {size_t(rows * cols * 4), size_t(rows * cols * 4)},
+                              {}},
+                             2.0 * double(rows * cols) * 4));
       // The classifier's loss: 10 classes, as many rows as fit.
-      const int64_t ce_rows = std::max<int64_t>(n / kMlpOut, 1);
-      w.push_back({"softmax", "cross_entropy " + std::to_string(ce_rows) + "x10", "GB/s", 1e-9, 0,
-                   [](BackendDevice&) { return true; },
-                   [ce_rows](BackendDevice& d) {
-                     KernelCase kc{make(CrossEntropyParams{.rows = ce_rows, .cols = kMlpOut}),
-                                   {4, size_t(ce_rows * kMlpOut * 4), size_t(ce_rows * 4)},
-                                   {2}};
-                     return prepare_kernel(d, kc, double(ce_rows) * (kMlpOut + 1) * 4);
-                   }});
-      w.push_back({"softmax", "cross_entropy_backward " + std::to_string(ce_rows) + "x10", "GB/s",
-                   1e-9, 0, [](BackendDevice&) { return true; },
-                   [ce_rows](BackendDevice& d) {
-                     KernelCase kc{
-                         make(CrossEntropyBackwardParams{.rows = ce_rows, .cols = kMlpOut}),
-                         {size_t(ce_rows * kMlpOut * 4), size_t(ce_rows * kMlpOut * 4),
-                          size_t(ce_rows * 4), 4},
-                         {2}};
-                     return prepare_kernel(d, kc, double(ce_rows) * (2 * kMlpOut + 1) * 4);
-                   }});
+      const int64_t ce = std::max<int64_t>(n / kMlpOut, 1);
+      const size_t logits = size_t(ce * kMlpOut * 4), labels = size_t(ce * 4);
+      w.push_back(kernel_gbs(
+          "softmax", "cross_entropy " + std::to_string(ce) + "x10",
+          {make(CrossEntropyParams{.rows = ce, .cols = kMlpOut}), {4, logits, labels}, {2}},
+          double(ce) * (kMlpOut + 1) * 4));
+      w.push_back(kernel_gbs("softmax", "cross_entropy_backward " + std::to_string(ce) + "x10",
+                             {make(CrossEntropyBackwardParams{.rows = ce, .cols = kMlpOut}),
+                              {logits, logits, labels, 4},
+                              {2}},
+                             double(ce) * (2 * kMlpOut + 1) * 4));
     }
   if (want("optim"))
     for (int64_t n : elems({4 << 20, 16 << 20}, {4 << 20})) {

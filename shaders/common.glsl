@@ -44,13 +44,18 @@ layout(local_size_x_id = 0) in;
 layout(constant_id = 10) const int SPEC_OP = 0;
 layout(constant_id = 11) const uint SPEC_FLAGS = 0u;
 #define ALIGNED4 ((SPEC_FLAGS & 1u) != 0u)
+// The passes of a reduction split in two (vk_launch.h's kPartials and
+// kFinish): the first writes partial results to the scratch, bound at
+// binding 4, the second adds them in a fixed order.
+#define SY_PARTIALS 256u
+#define SY_FINISH 512u
 
 // The launch's table entry: a uniform block bound at this launch's entry
 // (128 bytes, std140; mirrors OpParams in vk_launch.h). Uniform reads at
 // constant offsets are cheap everywhere (one scalar load on CPU drivers).
 layout(set = 0, binding = 5) uniform OpBlock {
   uvec4 u_off;    // byte offset of arguments 0-3 from their binding's start
-  uvec4 u_misc;   // offset of argument 4, flags, op
+  uvec4 u_misc;   // offset of argument 4, flags, op, aux
   ivec4 u_i[4];   // integer parameter slots (32-bit)
   vec4 u_f[2];    // float parameter slots
 };
@@ -63,6 +68,7 @@ struct Op {
   uint off[5];
   uint flags;   // = SPEC_FLAGS
   int op;       // = SPEC_OP
+  uint aux;     // a split reduction's parts (vk_launch.h's Launch::aux)
 };
 Op load_op() {
   Op p;
@@ -70,6 +76,7 @@ Op load_op() {
   p.off[4] = u_misc.x;
   p.flags = SPEC_FLAGS;  // the table holds them too (u_misc.yz), for debugging
   p.op = SPEC_OP;
+  p.aux = u_misc.w;
   return p;
 }
 
@@ -94,10 +101,13 @@ Op load_op() {
 #define SY_STATUS_BAD_LABEL 1u
 #define SY_STATUS_BAD_INDEX 2u
 
-// Rows this short are one invocation's work in the row kernels (softmax,
-// its backward, reduce_sum): a workgroup's reductions and barriers cost more
-// than the row (vk_launch.cpp's kShortRow sizes their grids to match).
-#define SY_SHORT_ROW 64u
+// Row kernels (softmax, cross-entropy, their backwards, argmax, row sums):
+// flag bit 10 (vk_launch.h's kRowGroups) makes each row a workgroup's, with
+// workgroup reductions; without it each row is one invocation's. The host
+// picks by row length and device (LaunchConfig::short_row): on a GPU a short
+// row costs less than a workgroup's barriers; on a CPU driver barriers cost
+// more than all but the longest rows.
+#define SY_ROW_GROUPS ((SPEC_FLAGS & 1024u) != 0u)
 
 // Grid-stride loop over `n` items (one invocation per item, any grid size).
 #define FOR_ITEMS(k, n) for (uint k = gl_GlobalInvocationID.x; k < uint(n); k += gl_NumWorkGroups.x * WG)

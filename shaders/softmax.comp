@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // softmax, or log_softmax when `log` (SPEC_OP = 1), of each row;
-// SoftmaxParams. One workgroup per row (grid-stride over rows); max and sum are workgroup
-// reductions. Rows of at most SY_SHORT_ROW: one invocation per row (attention's
-// rows of 16 spent 95 us each on a workgroup's barriers on lavapipe).
+// SoftmaxParams. SY_ROW_GROUPS: one workgroup per row (grid-stride over
+// rows); max and sum are workgroup reductions. Otherwise one invocation per
+// row (attention's rows of 16 spent 95 us each on a workgroup's barriers on
+// lavapipe).
 #version 450
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1)
@@ -15,7 +16,7 @@ void main() {
   // flags bit 1: rows of whole, aligned vec4s (cols % 4 == 0): vec4 loads.
   bool v4 = (p.flags & 2u) != 0u;
   uint c4 = cols / 4u;
-  if (cols <= SY_SHORT_ROW) {  // short rows: one invocation each, no barriers
+  if (!SY_ROW_GROUPS) {  // short rows: one invocation each, no barriers
     FOR_ITEMS(r, rows) {
       uint x0 = O(1) + r * cols, y0 = O(0) + r * cols;
       float m = SY_FLT_LOWEST, s = 0.0;

@@ -1,8 +1,8 @@
 // SPDX-License-Identifier: MIT
 // softmax_backward: args dx, dy, y (y = forward output). softmax:
 // dx = y * (dy - sum(dy*y)); log_softmax (SPEC_OP = `log` = 1): dx = dy -
-// exp(y) * sum(dy). SoftmaxBackwardParams. One workgroup per row; one
-// invocation per row for rows of at most SY_SHORT_ROW.
+// exp(y) * sum(dy). SoftmaxBackwardParams. SY_ROW_GROUPS: one workgroup per
+// row; otherwise one invocation per row.
 #version 450
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RO(2)
@@ -12,7 +12,7 @@ void main() {
   SoftmaxBackwardParams q = load_SoftmaxBackwardParams();
   uint rows = uint(q.rows), cols = uint(q.cols);
   uint t = gl_LocalInvocationID.x;
-  if (cols <= SY_SHORT_ROW) {  // short rows: one invocation each, no barriers
+  if (!SY_ROW_GROUPS) {  // short rows: one invocation each, no barriers
     FOR_ITEMS(r, rows) {
       uint b = r * cols;
       float s = 0.0;

@@ -262,7 +262,7 @@ std::vector<Case> cases_for(Kernel k) {
       break;
     case Kernel::transpose:
       for (auto [R, C] : std::vector<std::pair<int64_t, int64_t>>{
-               {1, 1}, {3, 17}, {17, 255}, {255, 3}, {64, 1000}}) {
+               {1, 1}, {3, 17}, {17, 255}, {255, 3}, {64, 1000}, {100, 33}, {33, 70}}) {
         auto v = random_vec(size_t(R * C), 7);
         std::vector<double> e(static_cast<size_t>(R * C));
         std::vector<uint8_t> b(static_cast<size_t>(R * C));
@@ -563,7 +563,9 @@ std::vector<Case> cases_for(Kernel k) {
                                                                                 {300, 64, 1},
                                                                                 {7, 65, 1},
                                                                                 {1, 3000, 40},
-                                                                                {2, 1500, 33}}) {
+                                                                                {2, 1500, 33},
+                                                                                {1, 40000, 1},
+                                                                                {3, 20000, 1}}) {
         auto v = random_vec(size_t(o * l * in), 17);
         std::vector<double> e(static_cast<size_t>(o * in), 0.0);
         for (int64_t a = 0; a < o; ++a)
@@ -666,6 +668,22 @@ std::vector<Case> cases_for(Kernel k) {
                                   (q.begin() + r * C));
           cs.push_back(make(name + " ties", {out(sy::DType::i32, e), f32(q)},
                             sy::ArgmaxParams{.rows = R, .cols = C}));
+          // NaNs, as std::max_element takes them: a row starting with NaN
+          // gives 0; a NaN later is never chosen.
+          if (C >= 3) {
+            for (int64_t r = 0; r < R; ++r) {
+              q[size_t(r * C + (r % 2 ? C - 1 : 0))] = NAN;
+              q[size_t(r * C + C / 2)] = NAN;
+              if (C > 48) {  // the first element of a CUDA lane's share; its maximum after it
+                q[size_t(r * C + 16)] = NAN;
+                q[size_t(r * C + 48)] = 100.f;
+              }
+              e[size_t(r)] = double(std::max_element(q.begin() + r * C, q.begin() + (r + 1) * C) -
+                                    (q.begin() + r * C));
+            }
+            cs.push_back(make(name + " NaN", {out(sy::DType::i32, e), f32(q)},
+                              sy::ArgmaxParams{.rows = R, .cols = C}));
+          }
         }
       }
       break;

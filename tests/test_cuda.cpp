@@ -252,7 +252,9 @@ TEST(Cuda, GpusWithoutKernelsInThisBuildAreLeftOutWithTheReason) {
   // native, all or a list of one's own) a Maxwell GPU is told apart.
   const std::string built(sy::cuda_impl::built_architectures());
   EXPECT_FALSE(built.empty());
-  if (built.rfind("75-real,", 0) == 0) EXPECT_NE(unsupported_reason(5, 2, built), "");
+  if (built.rfind("75-real,", 0) == 0) {
+    EXPECT_NE(unsupported_reason(5, 2, built), "");
+  }
   // Family code (NNf) runs within its major version only; arch-specific
   // PTX (NNa-virtual) on that compute capability only.
   EXPECT_EQ(unsupported_reason(10, 3, "100f"), "");

@@ -16,10 +16,12 @@
 
 #include "switchyard/error.h"
 #include "vk_instance.h"
+#include "vk_launch.h"
 #include "vk_memory_policy.h"
 #include "vk_pipelines.h"
 
 namespace vi = switchyard::vk_impl;
+namespace sy = switchyard;
 
 namespace {
 
@@ -176,7 +178,7 @@ TEST(VulkanPipelineCache, ForeignDriverHeadersAreIgnored) {
   VkPhysicalDeviceProperties p{};
   p.vendorID = 0x10de;
   p.deviceID = 0x2684;
-  for (int i = 0; i < VK_UUID_SIZE; ++i) p.pipelineCacheUUID[i] = uint8_t(i * 7 + 1);
+  for (int i = 0; i < int(VK_UUID_SIZE); ++i) p.pipelineCacheUUID[i] = uint8_t(i * 7 + 1);
   auto make = [&](uint32_t size, uint32_t version, uint32_t vendor, uint32_t device, bool uuid_ok,
                   size_t total) {
     std::string s(total, '\0');
@@ -206,4 +208,102 @@ TEST(VulkanPipelineCache, ForeignDriverHeadersAreIgnored) {
     EXPECT_NE(why.find(b.says), std::string::npos)
         << "expected '" << b.says << "', got '" << why << "'";
   }
+}
+
+// ---- launch geometry (vk_launch.h) ---------------------------------------------------
+// How a GPU's reductions are laid out, from its LaunchConfig alone (the
+// defaults are a GPU's: 256 invocations, 1024 workgroups to fill it, rows
+// over 64 a workgroup's, no loop budget). Before, a cross-entropy loss was
+// one workgroup whatever the batch, its backward and argmax one invocation
+// per row (8 rows of 1000: one workgroup), and a bias gradient one
+// invocation per column (128 columns: one workgroup for any batch).
+namespace {
+struct Planned {
+  std::vector<vi::Launch> launches;
+  std::vector<uint32_t> groups;  // each launch's workgroups in all
+};
+Planned plan(const vi::LaunchConfig& c, const sy::KernelParams& p) {
+  sy::Program prog;
+  sy::Instr ins;
+  ins.kernel = p.kernel();
+  ins.params = p;
+  prog.instrs.push_back(ins);
+  Planned out;
+  std::vector<sy::Instr> parts;
+  vi::plan_launches(c, prog, out.launches, parts);
+  for (const vi::Launch& l : out.launches) {
+    uint32_t g[3] = {1, 1, 1};
+    vi::launch_grid(c, *l.ins, l.extra_flags, l.aux, g);
+    out.groups.push_back(g[0] * g[1] * g[2]);
+  }
+  return out;
+}
+}  // namespace
+
+TEST(VulkanLaunchGeometry, ReductionsSpreadOverAGpu) {
+  vi::LaunchConfig c;
+  c.device = "a simulated GPU";
+  // The loss over a batch of 65536: a first pass over as many workgroups as
+  // fill the device, partials in the scratch, then one workgroup adds them.
+  Planned ce = plan(c, sy::CrossEntropyParams{.rows = 65536, .cols = 10});
+  ASSERT_EQ(ce.launches.size(), 2u);
+  EXPECT_EQ(ce.launches[0].extra_flags, vi::kPartials);
+  EXPECT_EQ(ce.launches[1].extra_flags, vi::kFinish);
+  EXPECT_EQ(ce.groups[0], 256u) << "65536 rows, one per invocation";
+  EXPECT_EQ(ce.launches[0].aux, ce.groups[0]);
+  EXPECT_EQ(ce.groups[1], 1u);
+  EXPECT_NE(ce.launches[0].scratch, vi::kNoScratch);
+  EXPECT_EQ(ce.launches[0].scratch, ce.launches[1].scratch);
+  EXPECT_GE(ce.launches[0].scratch_bytes, 256u * 8);
+  // A small batch stays one launch that writes the loss itself.
+  EXPECT_EQ(plan(c, sy::CrossEntropyParams{.rows = 100, .cols = 10}).launches.size(), 1u);
+  // Long rows: a workgroup each.
+  EXPECT_EQ(plan(c, sy::CrossEntropyBackwardParams{.rows = 8, .cols = 1000}).groups[0], 8u);
+  EXPECT_EQ(plan(c, sy::ArgmaxParams{.rows = 8, .cols = 1000}).groups[0], 8u);
+  EXPECT_EQ(plan(c, sy::ArgmaxParams{.rows = 8, .cols = 10}).groups[0], 1u);
+  // A bias gradient, 128 columns over a batch of 65536: len split so the
+  // first pass has a workgroup per 256 (part, column) pairs, at least 32 of
+  // them, each part no shorter than 64 rows; the second pass adds the parts.
+  Planned bias = plan(c, sy::ReduceSumParams{.outer = 1, .len = 65536, .inner = 128, .scale = 1});
+  ASSERT_EQ(bias.launches.size(), 2u);
+  const uint32_t parts = bias.launches[0].aux;
+  EXPECT_GE(parts, 64u);
+  EXPECT_LE(parts, 65536u / 64);
+  EXPECT_GE(bias.groups[0], 32u);
+  EXPECT_EQ(bias.launches[0].scratch_bytes, uint64_t(parts) * 128 * 4);
+  EXPECT_EQ(bias.groups[1], 1u) << "128 outputs";
+  // One long row (a whole tensor's sum): parts of it over many workgroups.
+  Planned total = plan(c, sy::ReduceSumParams{.outer = 1, .len = 1 << 24, .inner = 1, .scale = 1});
+  ASSERT_EQ(total.launches.size(), 2u);
+  EXPECT_GE(total.groups[0], 1024u);
+  // Enough outputs to fill the device already: one pass.
+  EXPECT_EQ(plan(c, sy::ReduceSumParams{.outer = 1, .len = 512, .inner = 1 << 20, .scale = 1})
+                .launches.size(),
+            1u);
+  // Two split reductions in one Program get their own scratch regions.
+  sy::Program prog;
+  for (int k = 0; k < 2; ++k) {
+    sy::Instr ins;
+    ins.params = sy::ReduceSumParams{.outer = 1, .len = 65536, .inner = 128, .scale = 1};
+    ins.kernel = ins.params.kernel();
+    prog.instrs.push_back(ins);
+  }
+  std::vector<vi::Launch> ls;
+  std::vector<sy::Instr> parts_;
+  vi::plan_launches(c, prog, ls, parts_);
+  ASSERT_EQ(ls.size(), 4u);
+  EXPECT_GE(ls[2].scratch, ls[0].scratch + ls[0].scratch_bytes);
+}
+
+// A CPU driver's choices: rows of up to 4096 stay one invocation's (its
+// barriers cost more than they save), and with a loop budget an
+// invocation's row stays within a quarter of it.
+TEST(VulkanLaunchGeometry, ACpuDriverKeepsRowsInOneInvocation) {
+  vi::LaunchConfig c;
+  c.short_row = 4096;
+  c.fill_groups = 32;
+  EXPECT_EQ(plan(c, sy::ArgmaxParams{.rows = 4096, .cols = 4096}).groups[0], 16u);
+  EXPECT_EQ(plan(c, sy::ArgmaxParams{.rows = 4, .cols = 5000}).groups[0], 4u);
+  Planned ce = plan(c, sy::CrossEntropyParams{.rows = 1 << 20, .cols = 10});
+  EXPECT_EQ(ce.groups[0], 32u) << "no more workgroups than fill the device";
 }

@@ -63,11 +63,19 @@ TEST(Vulkan, ABadSettingFailsEveryUseWithTheSameMessage) {
 // Mesa's llvmpipe ends a shader invocation's loops after 65535 iterations in
 // all, without an error: a GEMM with K above about 15,000 came out wrong
 // there. The backend splits such GEMMs along K (parts accumulate in C; the
-// bias goes in once, the activation at the end) and refuses other launches
-// whose loops would run past the budget, naming the kernel. Checked on this
-// device's own budget, and in a child with a small budget
-// (SWITCHYARD_VK_LOOP_BUDGET) so every split path runs on small sizes.
-static void check_loop_budget(sy::BackendDevice& d, int64_t long_k, int64_t refused_len) {
+// bias goes in once, the activation at the end), splits reductions in two
+// passes through a scratch buffer (column sums and row sums along their
+// length, cross-entropy by rows), and refuses other launches whose loops
+// would run past the budget, naming the kernel. Checked on this device's own
+// budget, and in a child with a small budget (SWITCHYARD_VK_LOOP_BUDGET) so
+// every split path runs on small sizes. Sizes: `col` rows summed down three
+// columns, one row of `row` summed, a cross-entropy over `ce` rows, an
+// argmax over rows of `arg`, and a softmax row of `refused` (0: none), too
+// long for any split.
+struct LongLoops {
+  int64_t k, col, row, ce, arg, refused;
+};
+static void check_loop_budget(sy::BackendDevice& d, const LongLoops& n) {
   auto close = [](const sy::Tensor& got, const sy::Tensor& want, const char* what) {
     auto g = got.to(sy::cpu()).to_vector<float>(), w = want.to_vector<float>();
     ASSERT_EQ(g.size(), w.size()) << what;
@@ -77,6 +85,7 @@ static void check_loop_budget(sy::BackendDevice& d, int64_t long_k, int64_t refu
       ASSERT_NEAR(g[i], w[i], 1e-5f * scale + 1e-6f) << what << " at " << i;
   };
   sy::manual_seed(7);
+  const int64_t long_k = n.k;
   // linear: Y = X W^T + b through the fused GEMM, then relu; X^T G, the
   // shape of a weight gradient (K = the batch); a batched product.
   sy::Tensor x = sy::randn({5, long_k}), w = sy::randn({7, long_k}), b = sy::randn({7});
@@ -86,11 +95,25 @@ static void check_loop_budget(sy::BackendDevice& d, int64_t long_k, int64_t refu
   close(sy::matmul(xt.to(d), g.to(d), true, false), sy::matmul(xt, g, true, false), "X^T G");
   sy::Tensor a3 = sy::randn({2, 4, long_k}), b3 = sy::randn({2, long_k, 5});
   close(sy::bmm(a3.to(d), b3.to(d)), sy::bmm(a3, b3), "bmm");
-  if (refused_len > 0) {
-    sy::Tensor col = sy::rand({refused_len, 3});
-    expect_error([&] { (void)sy::sum(col.to(d), 0).to_vector<float>(); },
-                 {"reduce_sum", "loop iterations", d.str(), "split the tensor"});
-    EXPECT_THROW((void)sy::sum(col.to(d), 0).to_vector<float>(), sy::DeviceLimit);
+  // Reductions too long for one invocation's loops (each was refused
+  // before they were split).
+  sy::Tensor col = sy::rand({n.col, 3});
+  close(sy::sum(col.to(d), 0), sy::sum(col, 0), "column sums");
+  sy::Tensor row = sy::rand({1, n.row});
+  close(sy::sum(row.to(d), 1), sy::sum(row, 1), "row sum");
+  std::vector<int32_t> lab(static_cast<size_t>(n.ce));
+  for (size_t i = 0; i < lab.size(); ++i) lab[i] = int32_t(i * 7 % 10);
+  sy::Tensor logits = sy::randn({n.ce, 10}), labels = sy::from_vector(lab, {n.ce});
+  close(sy::cross_entropy(logits.to(d), labels.to(d)), sy::cross_entropy(logits, labels),
+        "cross_entropy");
+  sy::Tensor scores = sy::randn({3, n.arg});
+  EXPECT_EQ(sy::argmax(scores.to(d), 1).to(sy::cpu()).to_vector<int32_t>(),
+            sy::argmax(scores, 1).to_vector<int32_t>());
+  if (n.refused > 0) {
+    sy::Tensor wide = sy::rand({1, n.refused});
+    expect_error([&] { (void)sy::softmax(wide.to(d), 1).to_vector<float>(); },
+                 {"softmax", "loop iterations", d.str(), "split the tensor"});
+    EXPECT_THROW((void)sy::softmax(wide.to(d), 1).to_vector<float>(), sy::DeviceLimit);
   }
   // The device goes on working.
   close(sy::sum(sy::ones({100, 3}, d), 0), sy::full({3}, 100.f), "sum after");
@@ -114,11 +137,13 @@ static void check_loop_budget(sy::BackendDevice& d, int64_t long_k, int64_t refu
 TEST(Vulkan, LongLoopsAreSplitOrRefusedNeverCutShort) {
   VULKAN_OR_SKIP(d);
   if (std::getenv("SY_TEST_CHILD")) {
-    check_loop_budget(d, 1000, 5000);  // parts of K = 336 (gemm_k_part in vk_launch.cpp)
+    // Parts of K = 336 (gemm_k_part in vk_launch.cpp); a budget of 3072
+    // iterations per invocation, where llvmpipe's is 49152.
+    check_loop_budget(d, {1000, 5000, 1 << 20, 50000, 200000, 300000});
     return;
   }
   const bool llvmpipe = d.info().name.rfind("llvmpipe", 0) == 0;
-  check_loop_budget(d, 40000, llvmpipe ? 70000 : 0);
+  check_loop_budget(d, {40000, 70000, 1 << 22, 700000, 100000, llvmpipe ? 4500000 : 0});
   std::string cmd =
       std::string("SY_TEST_CHILD=1 SWITCHYARD_VK_LOOP_BUDGET=4096 ") +
       ::testing::internal::GetArgvs()[0] +

@@ -162,8 +162,12 @@ __global__ void argmax_k(int32_t* out, const float* in, int64_t rows, int64_t co
     const float* x = in + r * cols;
     float best = 0.f;
     int at = none;
-    for (int64_t c = lane; c < cols; c += 32)  // ascending: the first max in this lane
-      if (at == none || x[c] > best) {
+    // Ascending: the first max of this lane's numbers. NaNs are skipped (a
+    // lane whose first element is NaN would otherwise never move on);
+    // std::max_element's answer for a row starting with NaN, 0, is applied
+    // at the end.
+    for (int64_t c = lane; c < cols; c += 32)
+      if (!isnan(x[c]) && (at == none || x[c] > best)) {
         best = x[c];
         at = int(c);
       }
@@ -175,7 +179,7 @@ __global__ void argmax_k(int32_t* out, const float* in, int64_t rows, int64_t co
         at = oa;
       }
     }
-    if (lane == 0) out[r] = at;
+    if (lane == 0) out[r] = at == none || isnan(x[0]) ? 0 : at;
   }
 }
 

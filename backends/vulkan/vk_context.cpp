@@ -152,6 +152,19 @@ void Context::choose_tiles() {
   // workgroups (measured: 4096 beats 64 and 65535 for a 16M add).
   // SWITCHYARD_VK_GRID_CAP overrides (benchmarking).
   lc.grid_cap = cpu_like ? 4096 : 16384;
+  // A CPU driver runs workgroups on its threads, a few dozen at most; a GPU
+  // holds several per compute unit, on up to a few hundred units.
+  lc.fill_groups = cpu_like ? 32 : 1024;
+  // Row kernels and transposes, by what each device type does well
+  // (docs/vulkan.md, "Reductions"): a GPU gives rows longer than 64 a
+  // workgroup each and transposes through shared-memory tiles; a CPU
+  // driver's barriers and shared memory cost more than they save (on
+  // lavapipe a workgroup per 4096-float row ran argmax at 0.9 GB/s against
+  // 4.5 for an invocation per row; the tiled transpose at 0.6 GB/s against
+  // 1.2), so it keeps rows of up to 4096 in one invocation and transposes
+  // element by element.
+  lc.short_row = cpu_like ? 4096 : 64;
+  lc.tiled_transpose = !cpu_like;
   if (const char* gc = std::getenv("SWITCHYARD_VK_GRID_CAP"); gc && std::atoi(gc) > 0)
     lc.grid_cap = uint32_t(std::min<int>(std::atoi(gc), int(kMaxGroups)));
   // The gemm_sg build shares A's loads across a subgroup's lanes; it needs
@@ -192,6 +205,9 @@ void Context::choose_tiles() {
              "expected SWITCHYARD_VK_LOOP_BUDGET=N (loop iterations, 0 for no limit), found '", lb,
              "'");
   }
+  // An invocation's row (three passes at most) stays within a quarter of
+  // the loop budget.
+  if (lc.loop_budget) lc.short_row = std::min<int64_t>(lc.short_row, int64_t(lc.loop_budget / 12));
 }
 
 void Context::destroy() {

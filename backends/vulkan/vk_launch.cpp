@@ -3,6 +3,7 @@
 #include "vk_launch.h"
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "switchyard/dtype.h"
@@ -15,10 +16,6 @@ namespace {
 // Grid-stride kernels get at most c.grid_cap workgroups: each invocation
 // then loops over several items, so per-invocation set-up (reading the
 // launch's parameters) is paid once per many elements.
-// Rows up to this long are one invocation's in softmax, softmax_backward and
-// reduce_sum (SY_SHORT_ROW in shaders/common.glsl; both paths loop over any
-// grid, so a mismatch would cost speed, not correctness).
-constexpr int64_t kShortRow = 64;
 
 uint32_t groups_for(const LaunchConfig& c, uint64_t items) {
   return uint32_t(std::clamp<uint64_t>((items + c.wg - 1) / c.wg, 1, c.grid_cap));
@@ -35,13 +32,88 @@ void rows_by_items(const LaunchConfig& c, int64_t rows, int64_t items, uint32_t 
   g[1] = uint32_t(std::clamp<uint64_t>(uint64_t(std::max<int64_t>(rows, 1)), 1, y_cap));
 }
 
+uint64_t ceil_div(uint64_t a, uint64_t b) { return b ? (a + b - 1) / b : a; }
+uint64_t u(int64_t v) { return uint64_t(std::max<int64_t>(v, 0)); }
+
+// One workgroup per row, grid-stride over rows.
+uint32_t row_groups(const LaunchConfig& c, int64_t rows) {
+  return uint32_t(std::clamp<int64_t>(rows, 1, c.grid_cap));
+}
+
+// Row kernels: rows of `cols` are a workgroup's each (kRowGroups), or an
+// invocation's.
+bool long_rows(const LaunchConfig& c, int64_t cols) { return cols > c.short_row; }
+uint32_t rowwise_groups(const LaunchConfig& c, int64_t rows, int64_t cols) {
+  return long_rows(c, cols) ? row_groups(c, rows) : groups_for(c, u(rows));
+}
+bool row_sums(const LaunchConfig& c, const ReduceSumParams& r) {  // reduce_sum's row mode
+  return r.inner == 1 && long_rows(c, r.len);
+}
+
+constexpr uint32_t kTile = 32;  // transpose.comp's T
+
+// transpose.comp's tiled path: 4- and 8-byte elements, both sides a tile wide.
+bool transpose_tiled(const LaunchConfig& c, const TransposeParams& t) {
+  return c.tiled_transpose && (t.elem_size == 4 || t.elem_size == 8) && t.rows >= kTile &&
+         t.cols >= kTile;
+}
+
+// Each column-sum part at least this long (its partial is one float read
+// again by the second pass, so a part's own reads dwarf it).
+constexpr uint64_t kMinPart = 64;
+
+uint64_t isqrt(uint64_t v) {
+  uint64_t r = uint64_t(std::sqrt(double(v)));
+  while (r * r > v) --r;
+  while ((r + 1) * (r + 1) <= v) ++r;
+  return r;
+}
+
+// The parts reduce_sum's len is split into (1: one pass). Enough that the
+// first pass fills the device (c.fill_groups workgroups), within the loop
+// budget and the scratch. Row sums (a workgroup per row) split only rows
+// too few to fill it, into parts of at least 16 elements per invocation.
+// Column sums (an invocation per output) split into at most sqrt(len)
+// parts: the second pass adds `parts` partials per output one after the
+// other, so more parts would make it the longer of the two.
+uint32_t reduce_parts(const LaunchConfig& c, const ReduceSumParams& r) {
+  const uint64_t outputs = u(r.outer) * u(r.inner), len = u(r.len);
+  if (outputs == 0 || len < 2) return 1;
+  const uint64_t most = c.loop_budget ? c.loop_budget - c.loop_budget / 4 : 0;
+  uint64_t want, least = 1;
+  if (row_sums(c, r)) {
+    want = std::min(ceil_div(c.fill_groups, outputs), len / (uint64_t(c.wg) * 16));
+    if (most) least = ceil_div(ceil_div(len, c.wg), most / 2);
+  } else {
+    // Once half the device is busy, a second pass would cost more than it saves.
+    want = ceil_div(outputs, c.wg) * 2 >= c.fill_groups
+               ? 1
+               : std::min({ceil_div(uint64_t(c.fill_groups) * c.wg, outputs), isqrt(len),
+                           len / kMinPart});
+    if (most) least = ceil_div(len, most / 2);
+  }
+  const uint64_t fit = c.scratch_bytes / sizeof(float) / outputs;
+  const uint64_t parts = std::min<uint64_t>({std::max(want, least), fit, len, kMaxGroups});
+  return parts >= 2 ? uint32_t(parts) : 1;
+}
+
+// The workgroups of cross_entropy's first pass (two passes when above 1):
+// enough to fill the device and no more, since each ends in a workgroup sum
+// (on lavapipe 410 workgroups of 256 rows took 1.8 times as long as one
+// workgroup of all 104857).
+uint32_t cross_entropy_groups(const LaunchConfig& c, const CrossEntropyParams& q) {
+  const uint32_t fit = uint32_t(std::min<uint64_t>(c.scratch_bytes / 8, kMaxGroups));
+  return std::min({rowwise_groups(c, q.rows, q.cols), c.fill_groups, fit});
+}
+
 }  // namespace
 
-void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32_t g[3]) {
+void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32_t aux,
+                 uint32_t g[3]) {
   const KernelParams& p = ins.params;
   g[1] = g[2] = 1;
   auto quads = [](int64_t n) { return uint64_t(n + 3) / 4; };
-  auto rows = [&](int64_t r) { return uint32_t(std::clamp<int64_t>(r, 1, c.grid_cap)); };
+  auto rows = [&](int64_t r) { return row_groups(c, r); };
   // No default: a kernel added to the table without a case here fails the
   // build (-Werror=switch).
   switch (ins.kernel) {
@@ -85,7 +157,9 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
       return;
     case Kernel::transpose: {
       const auto t = params<Kernel::transpose>(p);
-      g[0] = groups_for(c, uint64_t(t.rows * t.cols));
+      g[0] = flags & 2u
+                 ? row_groups(c, int64_t(ceil_div(u(t.rows), kTile) * ceil_div(u(t.cols), kTile)))
+                 : groups_for(c, uint64_t(t.rows * t.cols));
       return;
     }
     case Kernel::pad:
@@ -98,29 +172,35 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
     }
     case Kernel::reduce_sum: {
       const auto r = params<Kernel::reduce_sum>(p);
-      g[0] = r.inner == 1 && r.len > kShortRow ? rows(r.outer)
-                                               : groups_for(c, uint64_t(r.outer * r.inner));
+      const int64_t items = r.outer * r.inner * (flags & kPartials ? int64_t(aux) : 1);
+      g[0] = flags & kFinish  ? groups_for(c, u(r.outer * r.inner))
+             : row_sums(c, r) ? rows(items)
+                              : groups_for(c, u(items));
       return;
     }
     case Kernel::softmax: {
       const auto q = params<Kernel::softmax>(p);
-      g[0] = q.cols > kShortRow ? rows(q.rows) : groups_for(c, uint64_t(q.rows));
+      g[0] = rowwise_groups(c, q.rows, q.cols);
       return;
     }
     case Kernel::softmax_backward: {
       const auto q = params<Kernel::softmax_backward>(p);
-      g[0] = q.cols > kShortRow ? rows(q.rows) : groups_for(c, uint64_t(q.rows));
+      g[0] = rowwise_groups(c, q.rows, q.cols);
       return;
     }
     case Kernel::cross_entropy:
-      g[0] = 1;
+      g[0] = flags & kFinish ? 1 : cross_entropy_groups(c, params<Kernel::cross_entropy>(p));
       return;
-    case Kernel::cross_entropy_backward:
-      g[0] = groups_for(c, uint64_t(params<Kernel::cross_entropy_backward>(p).rows));
+    case Kernel::cross_entropy_backward: {
+      const auto q = params<Kernel::cross_entropy_backward>(p);
+      g[0] = rowwise_groups(c, q.rows, q.cols);
       return;
-    case Kernel::argmax:
-      g[0] = groups_for(c, uint64_t(params<Kernel::argmax>(p).rows));
+    }
+    case Kernel::argmax: {
+      const auto q = params<Kernel::argmax>(p);
+      g[0] = rowwise_groups(c, q.rows, q.cols);
       return;
+    }
     case Kernel::embedding: {
       const auto q = params<Kernel::embedding>(p);
       g[0] = groups_for(c, uint64_t(q.n * q.dim));
@@ -263,16 +343,35 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
       break;
     }
     // Row kernels: rows of whole vec4s, every argument 16-byte aligned.
-    case Kernel::softmax:
-      if (aligned && params<Kernel::softmax>(p).cols % 4 == 0) fl |= 2u;
+    case Kernel::softmax: {
+      const auto q = params<Kernel::softmax>(p);
+      if (aligned && q.cols % 4 == 0) fl |= 2u;
+      if (long_rows(c, q.cols)) fl |= kRowGroups;
       break;
+    }
     case Kernel::reduce_sum: {
       const auto r = params<Kernel::reduce_sum>(p);
       if (aligned && r.inner == 1 && r.len % 4 == 0) fl |= 2u;
+      if (row_sums(c, r)) fl |= kRowGroups;
       break;
     }
     case Kernel::sgd_momentum_update:
       if (params<Kernel::sgd_momentum_update>(p).nesterov) fl |= 64u;
+      break;
+    case Kernel::transpose:
+      if (transpose_tiled(c, params<Kernel::transpose>(p))) fl |= 2u;
+      break;
+    case Kernel::softmax_backward:
+      if (long_rows(c, params<Kernel::softmax_backward>(p).cols)) fl |= kRowGroups;
+      break;
+    case Kernel::cross_entropy:
+      if (long_rows(c, params<Kernel::cross_entropy>(p).cols)) fl |= kRowGroups;
+      break;
+    case Kernel::cross_entropy_backward:
+      if (long_rows(c, params<Kernel::cross_entropy_backward>(p).cols)) fl |= kRowGroups;
+      break;
+    case Kernel::argmax:
+      if (long_rows(c, params<Kernel::argmax>(p).cols)) fl |= kRowGroups;
       break;
     default:
       break;
@@ -285,9 +384,10 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
 // The table entry of one launch (32-bit params, offsets from each
 // descriptor's start), its arguments' descriptors (kArgBindings, unused
 // bindings alias argument 0) and the ranges it touches.
-OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, const Instr& ins,
-                       std::span<const Binding> bind, VkDescriptorBufferInfo* desc, Range* ranges,
-                       int& nranges) {
+OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, const Launch& l,
+                       std::span<const Binding> bind, const Alloc* scratch,
+                       VkDescriptorBufferInfo* desc, Range* ranges, int& nranges) {
+  const Instr& ins = *l.ins;
   OpParams o{};
   bool aligned = true;
   const uint64_t align = c.storage_align;
@@ -314,6 +414,16 @@ OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, con
     ranges[nranges++] = {al->block, start, end, kernel_writes(ins.kernel, a)};
   }
   for (int a = ins.nargs; a < int(kArgBindings); ++a) desc[a] = desc[0], o.off[a] = o.off[0];
+  if (l.scratch != kNoScratch) {
+    SY_CHECK(scratch && ins.nargs <= int(kScratchArg), kernel_name(ins.kernel),
+             "expected a scratch buffer and a free binding for it on ", c.device);
+    const uint64_t off = scratch->offset + l.scratch;
+    const uint64_t start = off & ~(align - 1), end = off + l.scratch_bytes;
+    desc[kScratchArg] = {blocks[scratch->block].buf, start, end - start};
+    o.off[kScratchArg] = uint32_t(off - start);
+    ranges[nranges++] = {scratch->block, start, end, (l.extra_flags & kPartials) != 0};
+  }
+  o.aux = l.aux;
   if (kernel_has(ins.kernel, kReportsStatus)) ranges[nranges++] = {kStatusId, 0, 4, true};
   pack_params(c, ins.params, o);
   // vec4 access: every argument 16-byte aligned, and f32 (fill's dtype varies).
@@ -365,9 +475,6 @@ int32_t spec_op(const Instr& ins) {
 
 namespace {
 
-uint64_t ceil_div(uint64_t a, uint64_t b) { return b ? (a + b - 1) / b : a; }
-uint64_t u(int64_t v) { return uint64_t(std::max<int64_t>(v, 0)); }
-
 // Iterations of one workgroup reduction (reduce.glsl's wg_sum / wg_max): a
 // loop over the subgroups' partial results or a shared-memory tree, at
 // most WG / 4 steps on any subgroup size the backend takes.
@@ -378,10 +485,14 @@ uint64_t wg_reduce(const LaunchConfig& c) { return c.wg / 4 + 8; }
 // loop whose trip count depends on the sizes, counting the enclosing
 // grid-stride or row loop's own iterations too. Loops of a constant trip
 // count are unrolled by the driver and not counted.
-uint64_t loop_iterations(const LaunchConfig& c, const Instr& ins) {
+uint64_t loop_iterations(const LaunchConfig& c, const Launch& l) {
+  const Instr& ins = *l.ins;
   const KernelParams& p = ins.params;
+  uint32_t flags = l.extra_flags;
+  if (ins.kernel == Kernel::transpose && transpose_tiled(c, params<Kernel::transpose>(p)))
+    flags |= 2u;
   uint32_t g[3] = {1, 1, 1};
-  launch_grid(c, ins, 0, g);
+  launch_grid(c, ins, flags, l.aux, g);
   const uint64_t inv = uint64_t(g[0]) * g[1] * g[2] * c.wg;  // invocations of the grid
   const uint64_t red = wg_reduce(c);
   auto items = [&](int64_t n, uint64_t per) {  // FOR_ITEMS over n, `per` iterations each
@@ -391,7 +502,7 @@ uint64_t loop_iterations(const LaunchConfig& c, const Instr& ins) {
     return ceil_div(u(rows), g[1]) * (ceil_div(u(per_row), uint64_t(g[0]) * c.wg) * (per + 1) + 1);
   };
   auto rowwise = [&](const auto& q, uint64_t passes) {  // softmax: short rows or a workgroup's
-    if (q.cols > kShortRow)
+    if (long_rows(c, q.cols))
       return ceil_div(u(q.rows), g[0]) * (passes * (ceil_div(u(q.cols), c.wg) + red) + 1);
     return items(q.rows, passes * u(q.cols));
   };
@@ -404,24 +515,38 @@ uint64_t loop_iterations(const LaunchConfig& c, const Instr& ins) {
     return ceil_div(u(q.kernel[0]), u(q.stride[0])) *
            (ceil_div(u(q.kernel[1]), u(q.stride[1])) + 1);
   };
+  auto per_row = [&](int64_t rows, int64_t cols, uint64_t passes, uint64_t reductions) {
+    if (long_rows(c, cols))  // a workgroup per row
+      return ceil_div(u(rows), g[0]) * (passes * ceil_div(u(cols), c.wg) + reductions * red + 1);
+    return items(rows, passes * u(cols));
+  };
   switch (ins.kernel) {
-    case Kernel::argmax: {
+    case Kernel::argmax: {  // a workgroup's rows end in a shared-memory tree
       const auto q = params<Kernel::argmax>(p);
-      return items(q.rows, u(q.cols));
+      return per_row(q.rows, q.cols, 1, 1);
     }
-    case Kernel::cross_entropy: {  // one workgroup: rows t, t + WG, ...; then a sum
+    case Kernel::cross_entropy: {
       const auto q = params<Kernel::cross_entropy>(p);
-      return ceil_div(u(q.rows), c.wg) * (2 * u(q.cols) + 1) + red;
+      if (flags & kFinish) return ceil_div(l.aux, c.wg) + 2 * red + 1;
+      return per_row(q.rows, q.cols, 2, 2) + 2 * red;
     }
     case Kernel::cross_entropy_backward: {
       const auto q = params<Kernel::cross_entropy_backward>(p);
-      return items(q.rows, 3 * u(q.cols));
+      return per_row(q.rows, q.cols, 3, 2);
     }
     case Kernel::reduce_sum: {
       const auto q = params<Kernel::reduce_sum>(p);
-      if (q.inner == 1 && q.len > kShortRow)  // a workgroup per row
-        return ceil_div(u(q.outer), g[0]) * (ceil_div(u(q.len), c.wg) + red + 1);
-      return items(q.outer * q.inner, u(q.len));
+      const uint64_t parts = flags & kPartials ? l.aux : 1, len = ceil_div(u(q.len), parts);
+      if (flags & kFinish) return items(q.outer * q.inner, l.aux);
+      if (row_sums(c, q))  // a workgroup per row (and part)
+        return ceil_div(u(q.outer) * parts, g[0]) * (ceil_div(len, c.wg) + red + 1);
+      return items(q.outer * q.inner * int64_t(parts), len);
+    }
+    case Kernel::transpose: {
+      const auto q = params<Kernel::transpose>(p);
+      if (!(flags & 2u)) return 0;
+      const uint64_t tiles = ceil_div(u(q.rows), kTile) * ceil_div(u(q.cols), kTile);
+      return ceil_div(tiles, g[0]) * (2 * (ceil_div(kTile, c.wg / kTile) + 1) + 1);
     }
     case Kernel::softmax:
       return rowwise(params<Kernel::softmax>(p), 3);
@@ -506,8 +631,36 @@ void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launc
   out.clear();
   parts.clear();
   const int64_t part = gemm_k_part(c);
+  // The scratch, handed out in order to the Program's split reductions and
+  // reused from its start once full (the hazards then order the reuse).
+  uint64_t used = 0;
+  auto region = [&](uint64_t bytes) {
+    bytes = (bytes + 255) & ~uint64_t(255);
+    if (used + bytes > c.scratch_bytes) used = 0;
+    used += bytes;
+    return used - bytes;
+  };
+  auto two_passes = [&](const Instr& ins, uint32_t at, uint32_t aux, uint64_t bytes) {
+    const uint64_t off = region(bytes);
+    out.push_back({&ins, kPartials, at, aux, off, bytes});
+    out.push_back({&ins, kFinish, at, aux, off, bytes});
+  };
   for (uint32_t at = 0; at < prog.instrs.size(); ++at) {
     const Instr& ins = prog.instrs[at];
+    if (ins.kernel == Kernel::cross_entropy) {
+      const uint32_t groups = cross_entropy_groups(c, params<Kernel::cross_entropy>(ins.params));
+      if (groups > 1) {
+        two_passes(ins, at, groups, uint64_t(groups) * 2 * sizeof(float));
+        continue;
+      }
+    }
+    if (ins.kernel == Kernel::reduce_sum) {
+      const ReduceSumParams r = params<Kernel::reduce_sum>(ins.params);
+      if (const uint32_t n = reduce_parts(c, r); n > 1) {
+        two_passes(ins, at, n, uint64_t(r.outer * r.inner) * n * sizeof(float));
+        continue;
+      }
+    }
     if (ins.kernel == Kernel::gemm && part > 0 && params<Kernel::gemm>(ins.params).k > part) {
       const GemmParams g = params<Kernel::gemm>(ins.params);
       const int64_t lda = g.lda ? g.lda : (g.trans_a ? g.m : g.k);
@@ -537,24 +690,26 @@ void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launc
       }
       continue;
     }
-    if (c.loop_budget) {
-      const uint64_t n = loop_iterations(c, ins);
-      // A quarter of the budget is left for what the count leaves out.
-      const uint64_t most = c.loop_budget - c.loop_budget / 4;
-      if (n > most)
-        throw DeviceLimit(
-            detail::cat("[", kernel_name(ins.kernel), "] expected at most ", most,
-                        " loop iterations per invocation on ", c.device,
-                        " (its driver ends a shader's loops after ", c.loop_budget,
-                        " iterations in all and the result would be wrong), found about ", n,
-                        " for this launch's sizes: split the tensor"));
-    }
     out.push_back({&ins, 0, at});
   }
   // The parts, in order, once `parts` has stopped growing.
   size_t next = 0;
   for (Launch& l : out)
     if (!l.ins) l.ins = &parts[next++];
+  if (!c.loop_budget) return;
+  // A quarter of the budget is left for what the count leaves out.
+  const uint64_t most = c.loop_budget - c.loop_budget / 4;
+  for (const Launch& l : out) {
+    if (l.ins->kernel == Kernel::gemm) continue;  // its parts are planned within the budget
+    const uint64_t n = loop_iterations(c, l);
+    if (n > most)
+      throw DeviceLimit(
+          detail::cat("[", kernel_name(l.ins->kernel), "] expected at most ", most,
+                      " loop iterations per invocation on ", c.device,
+                      " (its driver ends a shader's loops after ", c.loop_budget,
+                      " iterations in all and the result would be wrong), found about ", n,
+                      " for this launch's sizes: split the tensor"));
+  }
 }
 
 }  // namespace switchyard::vk_impl

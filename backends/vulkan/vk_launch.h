@@ -20,7 +20,15 @@ constexpr uint32_t kArgBindings = 5;            // descriptor bindings 0-4: buff
 constexpr uint32_t kStatusId = UINT32_MAX - 1;  // Range id of the status word
 constexpr uint32_t kSmallTiles = 128;           // gemm flag: the small tile set
 constexpr uint32_t kGemmAccumulate = 32;        // gemm flag: add to C (a later part of a K split)
-constexpr uint32_t kMaxGroups = 65535;          // workgroups per dimension we dispatch at most
+// A reduction split in two launches (plan_launches): the first writes
+// partial results to the scratch (kPartials), the second reads them back in
+// a fixed order and writes the output (kFinish). Launch flags, so each pass
+// is its own pipeline specialization.
+constexpr uint32_t kPartials = 256, kFinish = 512;
+// Row kernels: each row is a workgroup's (shaders/common.glsl's SY_ROW_GROUPS).
+constexpr uint32_t kRowGroups = 1024;
+constexpr uint32_t kScratchArg = 4;     // the scratch's binding: no split kernel has five arguments
+constexpr uint32_t kMaxGroups = 65535;  // workgroups per dimension we dispatch at most
 
 // Mirrors the uniform block OpBlock in shaders/common.glsl (std140). The
 // parameter slots hold the launch's typed params as vk_params.h lays them out.
@@ -28,7 +36,7 @@ struct OpParams {
   uint32_t off[5];  // byte offset from the argument's descriptor start
   uint32_t flags;
   int32_t op;
-  uint32_t pad_;
+  uint32_t aux;  // a split reduction's parts (Launch::aux)
   int32_t i[kTableInts];
   float f[kTableFloats];
 };
@@ -59,6 +67,14 @@ struct Hazards {
 struct LaunchConfig {
   uint32_t wg = 256;               // workgroup size of the non-GEMM kernels
   uint32_t grid_cap = kMaxGroups;  // workgroups for grid-stride kernels
+  // Workgroups that keep the whole device busy: a split reduction's first
+  // pass aims for at least this many.
+  uint32_t fill_groups = 1024;
+  // Row kernels: rows up to this long are one invocation's, longer ones a
+  // workgroup's (kRowGroups).
+  int64_t short_row = 64;
+  // transpose through shared-memory tiles (else one invocation per element).
+  bool tiled_transpose = true;
   std::array<uint32_t, 5> gemm = {64, 64, 16, 4, 4},
                           gemm_small = {32, 32, 16, 4, 4};  // BM BN BK TM TN
   uint64_t max_range = 0;                                   // maxStorageBufferRange
@@ -68,24 +84,38 @@ struct LaunchConfig {
   // after 65535 iterations in all, silently: a longer launch computes a
   // wrong result.
   uint64_t loop_budget = 0;
+  // Bytes of scratch a Program's split reductions share (their partials).
+  uint64_t scratch_bytes = 4ull << 20;
   std::string device;  // for messages
 };
 
-// One dispatch: a Program's instruction, or a part of one split to stay
-// within the device's loop budget (extra_flags: the part's role,
-// kGemmAccumulate).
+constexpr uint64_t kNoScratch = UINT64_MAX;
+
+// One dispatch: a Program's instruction, or a part of one: a GEMM split
+// along K to stay within the device's loop budget, or a pass of a split
+// reduction (extra_flags: the part's role, kGemmAccumulate, kPartials,
+// kFinish).
 struct Launch {
   const Instr* ins = nullptr;  // the Program's, or one of plan_launches' parts
   uint32_t extra_flags = 0;
   uint32_t instr = 0;  // the Program instruction it is (a part of)
+  uint32_t aux = 0;    // a split reduction's parts (the first pass's workgroups, or len's splits)
+  // The passes' region of the scratch buffer (bytes from its start), bound
+  // at binding kScratchArg; kNoScratch: none.
+  uint64_t scratch = kNoScratch, scratch_bytes = 0;
 };
 // The dispatches of a Program, into `out`, pointing at the Program's
 // instructions and, for split launches, at `parts` (both reused: nothing is
 // copied or allocated per step once they have grown). A GEMM whose K loop
 // would run past the loop budget becomes parts over ranges of K: the first
 // adds the bias, the later ones add to C, the last applies the activation.
-// Any other launch whose loops would run past it is an error that names the
-// kernel and the sizes (never a silently truncated result).
+// A cross-entropy loss over more rows than one workgroup takes, and a
+// column sum whose outputs are too few to fill the device (or whose columns
+// are longer than the loop budget), become two passes through the scratch
+// (shaders/cross_entropy.comp, reduce_sum.comp); each split reduction of a
+// Program gets its own region of it while it lasts. Any other launch whose
+// loops would run past the budget is an error that names the kernel and the
+// sizes (never a silently truncated result).
 void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launch>& out,
                    std::vector<Instr>& parts);
 
@@ -96,11 +126,15 @@ uint64_t pipeline_key(Kernel k, bool sg, int32_t spec_op, uint32_t flags);
 // The table entry of one launch (32-bit params, offsets from each
 // descriptor's start, flags), its arguments' descriptors (kArgBindings;
 // unused bindings alias argument 0) and the ranges it touches (at most
-// kArgBindings + 1). Throws for parameters or ranges the device cannot take.
-OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, const Instr& ins,
-                       std::span<const Binding> bind, VkDescriptorBufferInfo* desc, Range* ranges,
-                       int& nranges);
-// Grid size of one launch (see each shader's header for its geometry).
-void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32_t g[3]);
+// kArgBindings + 2). `scratch`: the scratch buffer's allocation, for a
+// launch that has a region of it. Throws for parameters or ranges the
+// device cannot take.
+OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, const Launch& l,
+                       std::span<const Binding> bind, const Alloc* scratch,
+                       VkDescriptorBufferInfo* desc, Range* ranges, int& nranges);
+// Grid size of one launch (see each shader's header for its geometry);
+// `aux` is the launch's (Launch::aux).
+void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32_t aux,
+                 uint32_t g[3]);
 
 }  // namespace switchyard::vk_impl

@@ -188,19 +188,20 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
   key.assign(n * 5, 0);
   Hazards& hz = hazards_;  // reused: no allocation per step
   hz.seen.clear();
-  Range ranges[kArgBindings + 1];
+  Range ranges[kArgBindings + 2];
   for (size_t j = 0; j < n; ++j) {
     const Instr& ins = *launches_[j].ins;
+    if (launches_[j].scratch != kNoScratch && !scratch_) allocate_scratch();
     int nr = 0;
-    ops_[j] =
-        launch_params(c_.lc, alloc_.blocks(), ins, bind, &infos_[j * kArgBindings], ranges, nr);
+    ops_[j] = launch_params(c_.lc, alloc_.blocks(), launches_[j], bind, scratch_,
+                            &infos_[j * kArgBindings], ranges, nr);
     ops_[j].flags |= launches_[j].extra_flags;
     bool conflict = false;
     for (int a = 0; a < nr; ++a) conflict = conflict || hz.conflict(ranges[a]);
     if (conflict) hz.seen.clear();
     for (int a = 0; a < nr; ++a) hz.seen.push_back(ranges[a]);
     uint32_t g[3] = {1, 1, 1};
-    launch_grid(c_.lc, ins, ops_[j].flags, g);
+    launch_grid(c_.lc, ins, ops_[j].flags, ops_[j].aux, g);
     uint32_t* e = &key[j * 5];
     e[0] = pipes_.index(ins, ops_[j].flags);
     e[1] = g[0], e[2] = g[1], e[3] = g[2];
@@ -265,6 +266,20 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
   }
   for (const Binding& b : bind)
     if (b.buffer) static_cast<Alloc*>(b.buffer.handle)->last_use = fr.serial;
+  if (scratch_) scratch_->last_use = fr.serial;
+}
+
+void Recorder::allocate_scratch() {
+  std::string why;
+  scratch_ = alloc_.try_allocate(c_.lc.scratch_bytes, false, why);
+  if (!scratch_) {  // queued work's frees land in their blocks first
+    t_.wait_idle();
+    scratch_ = alloc_.try_allocate(c_.lc.scratch_bytes, false, why);
+  }
+  if (!scratch_)
+    throw OutOfMemory(cat("[execute] out of device memory on ", c_.name(), ": expected ",
+                          mib(c_.lc.scratch_bytes),
+                          " of scratch for split reductions to fit, found ", why));
 }
 
 void Recorder::create() {
@@ -313,6 +328,8 @@ void Recorder::check_status() {
 
 void Recorder::destroy() {
   drop_all();
+  if (scratch_) alloc_.release(scratch_, UINT64_MAX);  // the device is idle
+  scratch_ = nullptr;
   alloc_.free(table_);
   alloc_.free(status_);
   for (VkDescriptorPool dp : desc_pools_) vk.vkDestroyDescriptorPool(c_.dev, dp, nullptr);

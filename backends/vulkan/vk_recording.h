@@ -74,6 +74,8 @@ class Recorder {
   bool write_sets(Frame& fr, size_t n);
   void evict_lru();
   uint64_t table_space(uint64_t entries);
+  // The scratch of split reductions (plan_launches), at their first use.
+  void allocate_scratch();
   // Records launches_ (parts of `instrs` Program instructions); query >= 0:
   // timestamps into queries [query, query + instrs + 1), one per instruction.
   void record(Frame& fr, size_t instrs, const std::vector<uint32_t>& key, int64_t query);
@@ -85,6 +87,7 @@ class Recorder {
   Profiler& prof_;
   std::vector<VkDescriptorPool> desc_pools_;
   HostBuf status_, table_;
+  Alloc* scratch_ = nullptr;  // LaunchConfig::scratch_bytes of device memory
   RangeAllocator table_ranges_;
   uint64_t op_stride_ = 128;  // bytes between table entries
   uint64_t step_ = 0;

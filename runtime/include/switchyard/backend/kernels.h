@@ -210,7 +210,7 @@ enum KernelTraits : uint32_t {
   X(softmax, SoftmaxParams, 2, 0b1, kSubgroup)                                       \
   X(softmax_backward, SoftmaxBackwardParams, 3, 0b1, kSubgroup)                      \
   X(cross_entropy, CrossEntropyParams, 3, 0b1, kReportsStatus | kSubgroup)           \
-  X(cross_entropy_backward, CrossEntropyBackwardParams, 4, 0b1, kReportsStatus)      \
+  X(cross_entropy_backward, CrossEntropyBackwardParams, 4, 0b1, kReportsStatus | kSubgroup) \
   X(argmax, ArgmaxParams, 2, 0b1, kNoTraits)                                         \
   X(sgd_update, SgdParams, 2, 0b1, kNoTraits)                                        \
   X(sgd_momentum_update, SgdMomentumParams, 3, 0b11, kNoTraits)                      \
