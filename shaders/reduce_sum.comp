@@ -5,13 +5,17 @@
 // Otherwise one invocation per output (o, i), summing down the column
 // (consecutive invocations read consecutive addresses).
 //
-// Split (vk_launch.cpp's plan_launches, when the outputs are too few to
-// fill the device or a column is longer than the driver's loop budget):
+// Split (vk_plan.cpp's plan_launches, when the outputs are too few to fill
+// the device, a column is longer than the driver's loop budget or the input
+// passes maxStorageBufferRange):
 // len is cut into aux parts of ceil(len / aux); the kPartials pass writes
 // part z of output j to scratch[z * outputs + j] (binding 4), in the
 // geometry above with each workgroup or invocation taking one (part,
 // output); the kFinish pass adds each output's parts in order, one
-// invocation per output. No atomics: the same sums on every run.
+// invocation per output. No atomics: the same sums on every run. An input
+// past maxStorageBufferRange (outer == 1) has its kPartials pass as several
+// launches, each over a range of parts: its own len (its rows), aux (its
+// parts) and scratch slots, so the indexing here is the same.
 #version 450
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RW(4)

@@ -455,6 +455,7 @@ std::vector<Case> cases_for(Kernel k) {
       shapes.push_back({{1, 1, 17, 3}, {0, 0, 3, 1}, {0, 0, 1, 0}});       // a + column
       shapes.push_back({{1, 1, 3, 1000}, {0, 0, 1000, 1}, {0, 0, 0, 0}});  // a + scalar
       shapes.push_back({{2, 5, 3, 4}, {0, 0, 4, 1}, {12, 0, 0, 1}});       // both broadcast
+      shapes.push_back({{3, 5, 2, 40}, {400, 80, 40, 1}, {0, 40, 0, 1}});  // b along dims 1, 3
       for (auto& s : shapes)
         for (int op = 0; op < sy::kNumBinary; ++op) {
           int64_t n = s.d[0] * s.d[1] * s.d[2] * s.d[3];

@@ -307,3 +307,88 @@ TEST(VulkanLaunchGeometry, ACpuDriverKeepsRowsInOneInvocation) {
   Planned ce = plan(c, sy::CrossEntropyParams{.rows = 1 << 20, .cols = 10});
   EXPECT_EQ(ce.groups[0], 32u) << "no more workgroups than fill the device";
 }
+
+// Elementwise launches past maxStorageBufferRange are cut into parts that
+// each fit one binding: a flat one along its elements (parts 16-element
+// aligned), a broadcast binary along its outermost dimension whose slices
+// fit, iterating the dimensions outside it.
+TEST(VulkanLaunchGeometry, ElementwiseLaunchesPastTheStorageRangeAreSplit) {
+  vi::LaunchConfig c;
+  c.max_range = 1024;
+  c.storage_align = 16;
+  sy::Program prog;
+  sy::Instr relu;
+  relu.params = sy::UnaryParams{.op = sy::Unary::relu, .n = 1000};
+  relu.kernel = relu.params.kernel();
+  relu.nargs = 2;
+  prog.instrs.push_back(relu);
+  std::vector<vi::Launch> ls;
+  std::vector<sy::Instr> parts;
+  vi::plan_launches(c, prog, ls, parts);
+  ASSERT_EQ(ls.size(), 5u) << "1000 floats in parts of 240";
+  int64_t total = 0;
+  for (size_t k = 0; k < ls.size(); ++k) {
+    const int64_t n = ls[k].ins->params.get<sy::UnaryParams>().n;
+    EXPECT_EQ(ls[k].ins->args[0].offset, uint64_t(total) * 4);
+    EXPECT_EQ(ls[k].ins->args[1].bytes, uint64_t(n) * 4);
+    EXPECT_LE(ls[k].ins->args[1].bytes + c.storage_align + 16, c.max_range);
+    total += n;
+  }
+  EXPECT_EQ(total, 1000);
+  // out[17, 255] = a[17, 255] + a row vector: one row (1020 bytes) passes
+  // the room, so each row is cut along its elements.
+  sy::Instr add;
+  add.params = sy::BinaryParams{.op = sy::Binary::add,
+                                .dims = {1, 1, 17, 255},
+                                .a_strides = {0, 0, 255, 1},
+                                .b_strides = {0, 0, 0, 1}};
+  add.kernel = add.params.kernel();
+  add.nargs = 3;
+  prog.instrs = {add};
+  vi::plan_launches(c, prog, ls, parts);
+  ASSERT_EQ(ls.size(), 17u * 2) << "17 rows, each in two parts";
+  const auto second = ls[3].ins->params.get<sy::BinaryParams>();  // row 1, part 2
+  EXPECT_EQ(second.dims[2], 1);
+  EXPECT_EQ(ls[3].ins->args[0].offset, (255u + uint64_t(255 - second.dims[3])) * 4);
+  EXPECT_EQ(ls[3].ins->args[2].offset, uint64_t(255 - second.dims[3]) * 4) << "b: the row vector";
+  // Within the limit: one launch.
+  c.max_range = 1 << 20;
+  vi::plan_launches(c, prog, ls, parts);
+  EXPECT_EQ(ls.size(), 1u);
+}
+
+// A column sum whose input passes the range: len split into parts whose
+// rows fit one binding, the first pass as launches over ranges of parts
+// (each binding its rows and its parts' scratch slots), the second binding
+// none of the input.
+TEST(VulkanLaunchGeometry, SumsPastTheStorageRangeBindRangesOfParts) {
+  vi::LaunchConfig c;
+  c.max_range = 1024;
+  c.storage_align = 16;
+  sy::Program prog;
+  sy::Instr sum;
+  sum.params = sy::ReduceSumParams{.outer = 1, .len = 1000, .inner = 3, .scale = 1};
+  sum.kernel = sum.params.kernel();
+  sum.nargs = 2;
+  prog.instrs.push_back(sum);
+  std::vector<vi::Launch> ls;
+  std::vector<sy::Instr> parts;
+  vi::plan_launches(c, prog, ls, parts);
+  ASSERT_GE(ls.size(), 3u);
+  const vi::Launch& finish = ls.back();
+  EXPECT_EQ(finish.extra_flags, vi::kFinish);
+  EXPECT_EQ(finish.ins->args[1].bytes, 16u);
+  uint32_t parts_seen = 0;
+  int64_t rows = 0;
+  for (size_t k = 0; k + 1 < ls.size(); ++k) {
+    const vi::Launch& l = ls[k];
+    EXPECT_EQ(l.extra_flags, vi::kPartials);
+    EXPECT_LE(l.ins->args[1].bytes + c.storage_align + 16, c.max_range);
+    EXPECT_EQ(l.ins->args[1].offset, uint64_t(rows) * 12);
+    EXPECT_EQ(l.scratch, finish.scratch + uint64_t(parts_seen) * 3 * 4);
+    parts_seen += l.aux;
+    rows += l.ins->params.get<sy::ReduceSumParams>().len;
+  }
+  EXPECT_EQ(parts_seen, finish.aux);
+  EXPECT_EQ(rows, 1000);
+}

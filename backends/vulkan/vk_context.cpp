@@ -114,6 +114,15 @@ void Context::choose_tiles() {
   uint32_t maxwg = std::min(L.maxComputeWorkGroupInvocations, L.maxComputeWorkGroupSize[0]);
   lc.device = name();
   lc.max_range = p.props.limits.maxStorageBufferRange;
+  // A smaller limit, as a mobile GPU's (tests run the range splits on small
+  // tensors with it): SWITCHYARD_VK_MAX_RANGE=N bytes.
+  if (const char* mr = std::getenv("SWITCHYARD_VK_MAX_RANGE")) {
+    char* end = nullptr;
+    const uint64_t v = std::strtoull(mr, &end, 10);
+    SY_CHECK(*mr >= '1' && *mr <= '9' && *end == 0 && v >= 1024, "vulkan",
+             "expected SWITCHYARD_VK_MAX_RANGE=N (bytes, at least 1024), found '", mr, "'");
+    lc.max_range = std::min<uint64_t>(lc.max_range, v);
+  }
   lc.storage_align = std::max<uint64_t>(p.props.limits.minStorageBufferOffsetAlignment, 4);
   lc.wg = 256;
   while (lc.wg > maxwg) lc.wg /= 2;

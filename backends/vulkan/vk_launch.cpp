@@ -1,5 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Launch translation (see vk_launch.h).
+// Launch translation (see vk_launch.h); the planning of a Program's
+// launches is in vk_plan.cpp.
 #include "vk_launch.h"
 
 #include <algorithm>
@@ -32,81 +33,33 @@ void rows_by_items(const LaunchConfig& c, int64_t rows, int64_t items, uint32_t 
   g[1] = uint32_t(std::clamp<uint64_t>(uint64_t(std::max<int64_t>(rows, 1)), 1, y_cap));
 }
 
-uint64_t ceil_div(uint64_t a, uint64_t b) { return b ? (a + b - 1) / b : a; }
-uint64_t u(int64_t v) { return uint64_t(std::max<int64_t>(v, 0)); }
-
 // One workgroup per row, grid-stride over rows.
 uint32_t row_groups(const LaunchConfig& c, int64_t rows) {
   return uint32_t(std::clamp<int64_t>(rows, 1, c.grid_cap));
 }
 
-// Row kernels: rows of `cols` are a workgroup's each (kRowGroups), or an
-// invocation's.
+}  // namespace
+
 bool long_rows(const LaunchConfig& c, int64_t cols) { return cols > c.short_row; }
 uint32_t rowwise_groups(const LaunchConfig& c, int64_t rows, int64_t cols) {
-  return long_rows(c, cols) ? row_groups(c, rows) : groups_for(c, u(rows));
+  return long_rows(c, cols) ? row_groups(c, rows) : groups_for(c, nonneg(rows));
 }
-bool row_sums(const LaunchConfig& c, const ReduceSumParams& r) {  // reduce_sum's row mode
+bool row_sums(const LaunchConfig& c, const ReduceSumParams& r) {
   return r.inner == 1 && long_rows(c, r.len);
 }
 
-constexpr uint32_t kTile = 32;  // transpose.comp's T
-
-// transpose.comp's tiled path: 4- and 8-byte elements, both sides a tile wide.
 bool transpose_tiled(const LaunchConfig& c, const TransposeParams& t) {
   return c.tiled_transpose && (t.elem_size == 4 || t.elem_size == 8) && t.rows >= kTile &&
          t.cols >= kTile;
 }
 
-// Each column-sum part at least this long (its partial is one float read
-// again by the second pass, so a part's own reads dwarf it).
-constexpr uint64_t kMinPart = 64;
-
-uint64_t isqrt(uint64_t v) {
-  uint64_t r = uint64_t(std::sqrt(double(v)));
-  while (r * r > v) --r;
-  while ((r + 1) * (r + 1) <= v) ++r;
-  return r;
-}
-
-// The parts reduce_sum's len is split into (1: one pass). Enough that the
-// first pass fills the device (c.fill_groups workgroups), within the loop
-// budget and the scratch. Row sums (a workgroup per row) split only rows
-// too few to fill it, into parts of at least 16 elements per invocation.
-// Column sums (an invocation per output) split into at most sqrt(len)
-// parts: the second pass adds `parts` partials per output one after the
-// other, so more parts would make it the longer of the two.
-uint32_t reduce_parts(const LaunchConfig& c, const ReduceSumParams& r) {
-  const uint64_t outputs = u(r.outer) * u(r.inner), len = u(r.len);
-  if (outputs == 0 || len < 2) return 1;
-  const uint64_t most = c.loop_budget ? c.loop_budget - c.loop_budget / 4 : 0;
-  uint64_t want, least = 1;
-  if (row_sums(c, r)) {
-    want = std::min(ceil_div(c.fill_groups, outputs), len / (uint64_t(c.wg) * 16));
-    if (most) least = ceil_div(ceil_div(len, c.wg), most / 2);
-  } else {
-    // Once half the device is busy, a second pass would cost more than it saves.
-    want = ceil_div(outputs, c.wg) * 2 >= c.fill_groups
-               ? 1
-               : std::min({ceil_div(uint64_t(c.fill_groups) * c.wg, outputs), isqrt(len),
-                           len / kMinPart});
-    if (most) least = ceil_div(len, most / 2);
-  }
-  const uint64_t fit = c.scratch_bytes / sizeof(float) / outputs;
-  const uint64_t parts = std::min<uint64_t>({std::max(want, least), fit, len, kMaxGroups});
-  return parts >= 2 ? uint32_t(parts) : 1;
-}
-
-// The workgroups of cross_entropy's first pass (two passes when above 1):
-// enough to fill the device and no more, since each ends in a workgroup sum
+// Enough to fill the device and no more, since each ends in a workgroup sum
 // (on lavapipe 410 workgroups of 256 rows took 1.8 times as long as one
 // workgroup of all 104857).
 uint32_t cross_entropy_groups(const LaunchConfig& c, const CrossEntropyParams& q) {
   const uint32_t fit = uint32_t(std::min<uint64_t>(c.scratch_bytes / 8, kMaxGroups));
   return std::min({rowwise_groups(c, q.rows, q.cols), c.fill_groups, fit});
 }
-
-}  // namespace
 
 void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32_t aux,
                  uint32_t g[3]) {
@@ -157,9 +110,9 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
       return;
     case Kernel::transpose: {
       const auto t = params<Kernel::transpose>(p);
-      g[0] = flags & 2u
-                 ? row_groups(c, int64_t(ceil_div(u(t.rows), kTile) * ceil_div(u(t.cols), kTile)))
-                 : groups_for(c, uint64_t(t.rows * t.cols));
+      g[0] = flags & 2u ? row_groups(c, int64_t(ceil_div(nonneg(t.rows), kTile) *
+                                                ceil_div(nonneg(t.cols), kTile)))
+                        : groups_for(c, uint64_t(t.rows * t.cols));
       return;
     }
     case Kernel::pad:
@@ -173,9 +126,9 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
     case Kernel::reduce_sum: {
       const auto r = params<Kernel::reduce_sum>(p);
       const int64_t items = r.outer * r.inner * (flags & kPartials ? int64_t(aux) : 1);
-      g[0] = flags & kFinish  ? groups_for(c, u(r.outer * r.inner))
+      g[0] = flags & kFinish  ? groups_for(c, nonneg(r.outer * r.inner))
              : row_sums(c, r) ? rows(items)
-                              : groups_for(c, u(items));
+                              : groups_for(c, nonneg(items));
       return;
     }
     case Kernel::softmax: {
@@ -405,8 +358,8 @@ OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, con
                                       blocks[al->block].size);
     if (end - start > c.max_range)
       throw DeviceLimit(detail::cat("[", kernel_name(ins.kernel),
-                                    "] expected each argument to span at most ", mib(c.max_range),
-                                    " (maxStorageBufferRange of ", c.device, "), found ",
+                                    "] expected each argument to span at most ", c.max_range,
+                                    " bytes (maxStorageBufferRange of ", c.device, "), found ",
                                     end - start, " bytes: split the tensor"));
     desc[a] = {blocks[al->block].buf, start, end - start};
     o.off[a] = uint32_t(off - start);
@@ -468,247 +421,6 @@ int32_t spec_op(const Instr& ins) {
       return int32_t(params<Kernel::softmax_backward>(p).log);
     default:
       return 0;
-  }
-}
-
-// ---- the loop budget (Mesa's llvmpipe) ------------------------------------------
-
-namespace {
-
-// Iterations of one workgroup reduction (reduce.glsl's wg_sum / wg_max): a
-// loop over the subgroups' partial results or a shared-memory tree, at
-// most WG / 4 steps on any subgroup size the backend takes.
-uint64_t wg_reduce(const LaunchConfig& c) { return c.wg / 4 + 8; }
-
-// The most loop iterations one invocation of the launch runs, all loops
-// together, from each shader's loop structure (its header says it): every
-// loop whose trip count depends on the sizes, counting the enclosing
-// grid-stride or row loop's own iterations too. Loops of a constant trip
-// count are unrolled by the driver and not counted.
-uint64_t loop_iterations(const LaunchConfig& c, const Launch& l) {
-  const Instr& ins = *l.ins;
-  const KernelParams& p = ins.params;
-  uint32_t flags = l.extra_flags;
-  if (ins.kernel == Kernel::transpose && transpose_tiled(c, params<Kernel::transpose>(p)))
-    flags |= 2u;
-  uint32_t g[3] = {1, 1, 1};
-  launch_grid(c, ins, flags, l.aux, g);
-  const uint64_t inv = uint64_t(g[0]) * g[1] * g[2] * c.wg;  // invocations of the grid
-  const uint64_t red = wg_reduce(c);
-  auto items = [&](int64_t n, uint64_t per) {  // FOR_ITEMS over n, `per` iterations each
-    return ceil_div(u(n), inv) * (per + 1);
-  };
-  auto by_rows = [&](int64_t rows, int64_t per_row, uint64_t per) {  // rows_by_items' loops
-    return ceil_div(u(rows), g[1]) * (ceil_div(u(per_row), uint64_t(g[0]) * c.wg) * (per + 1) + 1);
-  };
-  auto rowwise = [&](const auto& q, uint64_t passes) {  // softmax: short rows or a workgroup's
-    if (long_rows(c, q.cols))
-      return ceil_div(u(q.rows), g[0]) * (passes * (ceil_div(u(q.cols), c.wg) + red) + 1);
-    return items(q.rows, passes * u(q.cols));
-  };
-  auto per_channel = [&](const auto& q, uint64_t passes) {  // a workgroup per channel
-    return ceil_div(u(q.channels), g[0]) *
-           (passes * (ceil_div(u(q.outer * q.inner), c.wg) + red) + 1);
-  };
-  auto taps = [](const auto& q) { return u(q.kernel[0]) * (u(q.kernel[1]) + 1); };
-  auto windows = [](const auto& q) {  // of a pooling backward's element, rows x (cols + 1)
-    return ceil_div(u(q.kernel[0]), u(q.stride[0])) *
-           (ceil_div(u(q.kernel[1]), u(q.stride[1])) + 1);
-  };
-  auto per_row = [&](int64_t rows, int64_t cols, uint64_t passes, uint64_t reductions) {
-    if (long_rows(c, cols))  // a workgroup per row
-      return ceil_div(u(rows), g[0]) * (passes * ceil_div(u(cols), c.wg) + reductions * red + 1);
-    return items(rows, passes * u(cols));
-  };
-  switch (ins.kernel) {
-    case Kernel::argmax: {  // a workgroup's rows end in a shared-memory tree
-      const auto q = params<Kernel::argmax>(p);
-      return per_row(q.rows, q.cols, 1, 1);
-    }
-    case Kernel::cross_entropy: {
-      const auto q = params<Kernel::cross_entropy>(p);
-      if (flags & kFinish) return ceil_div(l.aux, c.wg) + 2 * red + 1;
-      return per_row(q.rows, q.cols, 2, 2) + 2 * red;
-    }
-    case Kernel::cross_entropy_backward: {
-      const auto q = params<Kernel::cross_entropy_backward>(p);
-      return per_row(q.rows, q.cols, 3, 2);
-    }
-    case Kernel::reduce_sum: {
-      const auto q = params<Kernel::reduce_sum>(p);
-      const uint64_t parts = flags & kPartials ? l.aux : 1, len = ceil_div(u(q.len), parts);
-      if (flags & kFinish) return items(q.outer * q.inner, l.aux);
-      if (row_sums(c, q))  // a workgroup per row (and part)
-        return ceil_div(u(q.outer) * parts, g[0]) * (ceil_div(len, c.wg) + red + 1);
-      return items(q.outer * q.inner * int64_t(parts), len);
-    }
-    case Kernel::transpose: {
-      const auto q = params<Kernel::transpose>(p);
-      if (!(flags & 2u)) return 0;
-      const uint64_t tiles = ceil_div(u(q.rows), kTile) * ceil_div(u(q.cols), kTile);
-      return ceil_div(tiles, g[0]) * (2 * (ceil_div(kTile, c.wg / kTile) + 1) + 1);
-    }
-    case Kernel::softmax:
-      return rowwise(params<Kernel::softmax>(p), 3);
-    case Kernel::softmax_backward:
-      return rowwise(params<Kernel::softmax_backward>(p), 2);
-    case Kernel::channel_stats:
-      return per_channel(params<Kernel::channel_stats>(p), 2);
-    case Kernel::channel_sums:
-      return per_channel(params<Kernel::channel_sums>(p), 2);
-    case Kernel::channel_affine: {
-      const auto q = params<Kernel::channel_affine>(p);
-      return by_rows(q.outer * q.channels, q.inner, 0);
-    }
-    case Kernel::swap_axes: {
-      const auto q = params<Kernel::swap_axes>(p);
-      return by_rows(q.outer * q.b, q.a * q.inner, 0);
-    }
-    case Kernel::embedding_backward: {
-      const auto q = params<Kernel::embedding_backward>(p);
-      return items(q.ranges * q.dim, u(q.n) + ceil_div(u(q.num), u(q.ranges)));
-    }
-    case Kernel::im2col: {
-      const auto q = params<Kernel::im2col>(p);
-      return by_rows(q.channels * q.kernel[0] * q.kernel[1] * q.batch, q.out_h * q.out_w, 0);
-    }
-    case Kernel::col2im: {
-      const auto q = params<Kernel::col2im>(p);
-      return by_rows(q.batch * q.channels, q.height * q.width, taps(q));
-    }
-    case Kernel::max_pool2d: {
-      const auto q = params<Kernel::max_pool2d>(p);
-      return items(q.planes * q.out_h * q.out_w, taps(q));
-    }
-    case Kernel::avg_pool2d: {
-      const auto q = params<Kernel::avg_pool2d>(p);
-      return items(q.planes * q.out_h * q.out_w, taps(q));
-    }
-    case Kernel::max_pool2d_backward: {
-      const auto q = params<Kernel::max_pool2d_backward>(p);
-      return by_rows(q.planes, q.height * q.width, windows(q));
-    }
-    case Kernel::avg_pool2d_backward: {
-      const auto q = params<Kernel::avg_pool2d_backward>(p);
-      return items(q.planes * q.height * q.width, windows(q));
-    }
-    default:  // grid-stride loops over at most 2^32 items on grid_cap workgroups
-      return 0;
-  }
-}
-
-// Loop iterations of one BK step of the gemm shader with tiles t, the worst
-// of its transposes: the A and B tile loads (grid-stride over the tile's
-// entries, each up to 4 element loops of 4 when not vec4-aligned) and the
-// BK loop (the TM/TN loops inside have constant trip counts).
-uint64_t gemm_step_loops(const std::array<uint32_t, 5>& t, uint64_t wg) {
-  const uint64_t BM = t[0], BN = t[1], BK = t[2];
-  auto tile = [&](uint64_t B) {
-    return std::max(ceil_div(B * BK / 16, wg) * 17, ceil_div(B * BK / 4, wg) * 5);
-  };
-  return tile(BM) + tile(BN) + BK + 1;
-}
-
-// The K of each part of a split GEMM on this device (0: never split).
-int64_t gemm_k_part(const LaunchConfig& c) {
-  if (c.loop_budget == 0) return 0;
-  // Half the budget per part (measured with the default llvmpipe tiles: 98
-  // iterations a step by this count, and a K of 669 steps was the first to
-  // come out wrong without vec4 loads, 993 with them).
-  int64_t part = INT64_MAX;
-  for (const auto* t : {&c.gemm, &c.gemm_small}) {
-    const uint64_t wg = uint64_t((*t)[0] / (*t)[3]) * ((*t)[1] / (*t)[4]);
-    const uint64_t steps = std::max<uint64_t>(1, c.loop_budget / 2 / gemm_step_loops(*t, wg));
-    part = std::min(part, int64_t(steps * (*t)[2]));
-  }
-  return part;
-}
-
-}  // namespace
-
-void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launch>& out,
-                   std::vector<Instr>& parts) {
-  out.clear();
-  parts.clear();
-  const int64_t part = gemm_k_part(c);
-  // The scratch, handed out in order to the Program's split reductions and
-  // reused from its start once full (the hazards then order the reuse).
-  uint64_t used = 0;
-  auto region = [&](uint64_t bytes) {
-    bytes = (bytes + 255) & ~uint64_t(255);
-    if (used + bytes > c.scratch_bytes) used = 0;
-    used += bytes;
-    return used - bytes;
-  };
-  auto two_passes = [&](const Instr& ins, uint32_t at, uint32_t aux, uint64_t bytes) {
-    const uint64_t off = region(bytes);
-    out.push_back({&ins, kPartials, at, aux, off, bytes});
-    out.push_back({&ins, kFinish, at, aux, off, bytes});
-  };
-  for (uint32_t at = 0; at < prog.instrs.size(); ++at) {
-    const Instr& ins = prog.instrs[at];
-    if (ins.kernel == Kernel::cross_entropy) {
-      const uint32_t groups = cross_entropy_groups(c, params<Kernel::cross_entropy>(ins.params));
-      if (groups > 1) {
-        two_passes(ins, at, groups, uint64_t(groups) * 2 * sizeof(float));
-        continue;
-      }
-    }
-    if (ins.kernel == Kernel::reduce_sum) {
-      const ReduceSumParams r = params<Kernel::reduce_sum>(ins.params);
-      if (const uint32_t n = reduce_parts(c, r); n > 1) {
-        two_passes(ins, at, n, uint64_t(r.outer * r.inner) * n * sizeof(float));
-        continue;
-      }
-    }
-    if (ins.kernel == Kernel::gemm && part > 0 && params<Kernel::gemm>(ins.params).k > part) {
-      const GemmParams g = params<Kernel::gemm>(ins.params);
-      const int64_t lda = g.lda ? g.lda : (g.trans_a ? g.m : g.k);
-      const int64_t ldb = g.ldb ? g.ldb : (g.trans_b ? g.k : g.n);
-      for (int64_t k0 = 0; k0 < g.k; k0 += part) {
-        GemmParams q = g;
-        q.k = std::min(part, g.k - k0);
-        q.lda = lda;
-        q.ldb = ldb;
-        q.has_bias = g.has_bias && k0 == 0;
-        if (k0 + q.k < g.k) q.act = Unary::none;
-        Instr& part_ins = parts.emplace_back(ins);
-        part_ins.params = q;
-        // A's (m, k) is at m*lda + k (k*lda + m transposed); B's (k, n) at
-        // k*ldb + n (n*ldb + k transposed): the part's columns of K start
-        // that many floats on.
-        const uint64_t adv[2] = {uint64_t(k0 * (g.trans_a ? lda : 1)) * 4,
-                                 uint64_t(k0 * (g.trans_b ? 1 : ldb)) * 4};
-        for (int a = 0; a < 2; ++a) {
-          Arg& arg = part_ins.args[size_t(a + 1)];
-          SY_CHECK(arg.bytes == 0 || arg.bytes > adv[a], "gemm", "expected operand ", a ? "B" : "A",
-                   " to extend past K column ", k0, ", found ", arg.bytes, " bytes");
-          arg.offset += adv[a];
-          if (arg.bytes) arg.bytes -= adv[a];
-        }
-        out.push_back({nullptr, k0 == 0 ? 0u : kGemmAccumulate, at});  // set below
-      }
-      continue;
-    }
-    out.push_back({&ins, 0, at});
-  }
-  // The parts, in order, once `parts` has stopped growing.
-  size_t next = 0;
-  for (Launch& l : out)
-    if (!l.ins) l.ins = &parts[next++];
-  if (!c.loop_budget) return;
-  // A quarter of the budget is left for what the count leaves out.
-  const uint64_t most = c.loop_budget - c.loop_budget / 4;
-  for (const Launch& l : out) {
-    if (l.ins->kernel == Kernel::gemm) continue;  // its parts are planned within the budget
-    const uint64_t n = loop_iterations(c, l);
-    if (n > most)
-      throw DeviceLimit(
-          detail::cat("[", kernel_name(l.ins->kernel), "] expected at most ", most,
-                      " loop iterations per invocation on ", c.device,
-                      " (its driver ends a shader's loops after ", c.loop_budget,
-                      " iterations in all and the result would be wrong), found about ", n,
-                      " for this launch's sizes: split the tensor"));
   }
 }
 

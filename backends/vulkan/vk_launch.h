@@ -119,6 +119,21 @@ struct Launch {
 void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launch>& out,
                    std::vector<Instr>& parts);
 
+// ---- launch geometry, shared by the translation and the planner ----------
+constexpr uint32_t kTile = 32;  // transpose.comp's tile side
+inline uint64_t ceil_div(uint64_t a, uint64_t b) { return b ? (a + b - 1) / b : a; }
+inline uint64_t nonneg(int64_t v) { return v > 0 ? uint64_t(v) : 0; }
+// Row kernels: rows of `cols` are a workgroup's each (kRowGroups), or an
+// invocation's; the workgroups of either.
+bool long_rows(const LaunchConfig& c, int64_t cols);
+uint32_t rowwise_groups(const LaunchConfig& c, int64_t rows, int64_t cols);
+// reduce_sum's row mode: inner == 1, rows a workgroup's.
+bool row_sums(const LaunchConfig& c, const ReduceSumParams& r);
+// transpose.comp's tiled path: 4- and 8-byte elements, both sides a tile wide.
+bool transpose_tiled(const LaunchConfig& c, const TransposeParams& t);
+// The workgroups of cross_entropy's first pass (two passes when above 1).
+uint32_t cross_entropy_groups(const LaunchConfig& c, const CrossEntropyParams& q);
+
 // The kernel's mode, as SPEC_OP documents it (shaders/common.glsl).
 int32_t spec_op(const Instr& ins);
 // A pipeline: a kernel's build (plain or subgroup) specialized for a mode and flags.
