@@ -13,6 +13,7 @@
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RW(4) STATUS
 #include "reduce.glsl"
+#include "rows.glsl"
 void main() {
   Op p = load_op();
   CrossEntropyParams q = load_CrossEntropyParams();
@@ -37,12 +38,8 @@ void main() {
         bad = 1.0;
         continue;
       }
-      float m = SY_FLT_LOWEST;
-      for (uint c = t; c < cols; c += WG) m = max(m, F(1)[x0 + c]);
-      m = wg_max(m);
-      float s = 0.0;
-      for (uint c = t; c < cols; c += WG) s += exp(F(1)[x0 + c] - m);
-      s = wg_sum(s);
+      float m, s;
+      wg_row_stats(x0, cols, m, s);
       total += m + log(s) - F(1)[x0 + uint(lab)];  // the same in every invocation
     }
   } else {
@@ -54,10 +51,8 @@ void main() {
         bad = 1.0;
         continue;
       }
-      float m = SY_FLT_LOWEST;
-      for (uint c = 0u; c < cols; ++c) m = max(m, F(1)[x0 + c]);
-      float s = 0.0;
-      for (uint c = 0u; c < cols; ++c) s += exp(F(1)[x0 + c] - m);
+      float m, s;
+      row_stats(x0, cols, m, s);
       total += m + log(s) - F(1)[x0 + uint(lab)];
     }
     total = wg_sum(total);

@@ -7,6 +7,7 @@
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3) STATUS
 #include "reduce.glsl"
+#include "rows.glsl"
 void main() {
   Op p = load_op();
   CrossEntropyBackwardParams q = load_CrossEntropyBackwardParams();
@@ -22,12 +23,9 @@ void main() {
         for (uint c = t; c < cols; c += WG) I(0)[d0 + c] = SY_NAN_BITS;
         continue;
       }
-      float m = SY_FLT_LOWEST;
-      for (uint c = t; c < cols; c += WG) m = max(m, F(1)[x0 + c]);
-      m = wg_max(m);
-      float s = 0.0;
-      for (uint c = t; c < cols; c += WG) s += exp(F(1)[x0 + c] - m);
-      float k = scale / wg_sum(s);
+      float m, s;
+      wg_row_stats(x0, cols, m, s);
+      float k = scale / s;
       for (uint c = t; c < cols; c += WG)
         F(0)[d0 + c] = exp(F(1)[x0 + c] - m) * k - (int(c) == lab ? scale : 0.0);
     }
@@ -41,10 +39,8 @@ void main() {
       for (uint c = 0u; c < cols; ++c) I(0)[d0 + c] = SY_NAN_BITS;
       continue;
     }
-    float m = SY_FLT_LOWEST;
-    for (uint c = 0u; c < cols; ++c) m = max(m, F(1)[x0 + c]);
-    float s = 0.0;
-    for (uint c = 0u; c < cols; ++c) s += exp(F(1)[x0 + c] - m);
+    float m, s;
+    row_stats(x0, cols, m, s);
     float k = scale / s;
     for (uint c = 0u; c < cols; ++c)
       F(0)[d0 + c] = exp(F(1)[x0 + c] - m) * k - (int(c) == lab ? scale : 0.0);

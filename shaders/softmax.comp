@@ -8,6 +8,7 @@
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1)
 #include "reduce.glsl"
+#include "rows.glsl"
 void main() {
   Op p = load_op();
   SoftmaxParams q = load_SoftmaxParams();
@@ -19,9 +20,8 @@ void main() {
   if (!SY_ROW_GROUPS) {  // short rows: one invocation each, no barriers
     FOR_ITEMS(r, rows) {
       uint x0 = O(1) + r * cols, y0 = O(0) + r * cols;
-      float m = SY_FLT_LOWEST, s = 0.0;
-      for (uint c = 0u; c < cols; ++c) m = max(m, F(1)[x0 + c]);
-      for (uint c = 0u; c < cols; ++c) s += exp(F(1)[x0 + c] - m);
+      float m, s;
+      row_stats(x0, cols, m, s);
       float lse = m + log(s), inv = 1.0 / s;
       for (uint c = 0u; c < cols; ++c) {
         float x = F(1)[x0 + c];

@@ -218,19 +218,23 @@ TEST(VulkanPipelineCache, ForeignDriverHeadersAreIgnored) {
 // per row (8 rows of 1000: one workgroup), and a bias gradient one
 // invocation per column (128 columns: one workgroup for any batch).
 namespace {
+// A Program of one launch per params, planned; it owns what the launches
+// point at (its instructions and the planner's parts).
 struct Planned {
+  sy::Program prog;
+  std::vector<sy::Instr> parts;
   std::vector<vi::Launch> launches;
   std::vector<uint32_t> groups;  // each launch's workgroups in all
 };
-Planned plan(const vi::LaunchConfig& c, const sy::KernelParams& p) {
-  sy::Program prog;
-  sy::Instr ins;
-  ins.kernel = p.kernel();
-  ins.params = p;
-  prog.instrs.push_back(ins);
+Planned plan(const vi::LaunchConfig& c, std::initializer_list<sy::KernelParams> ps) {
   Planned out;
-  std::vector<sy::Instr> parts;
-  vi::plan_launches(c, prog, out.launches, parts);
+  for (const sy::KernelParams& p : ps) {
+    sy::Instr& ins = out.prog.instrs.emplace_back();
+    ins.kernel = p.kernel();
+    ins.nargs = uint8_t(sy::kernel_num_args(p.kernel()));
+    ins.params = p;
+  }
+  vi::plan_launches(c, out.prog, out.launches, out.parts);
   for (const vi::Launch& l : out.launches) {
     uint32_t g[3] = {1, 1, 1};
     vi::launch_grid(c, *l.ins, l.extra_flags, l.aux, g);
@@ -238,6 +242,7 @@ Planned plan(const vi::LaunchConfig& c, const sy::KernelParams& p) {
   }
   return out;
 }
+Planned plan(const vi::LaunchConfig& c, const sy::KernelParams& p) { return plan(c, {p}); }
 }  // namespace
 
 TEST(VulkanLaunchGeometry, ReductionsSpreadOverAGpu) {
@@ -281,16 +286,8 @@ TEST(VulkanLaunchGeometry, ReductionsSpreadOverAGpu) {
                 .launches.size(),
             1u);
   // Two split reductions in one Program get their own scratch regions.
-  sy::Program prog;
-  for (int k = 0; k < 2; ++k) {
-    sy::Instr ins;
-    ins.params = sy::ReduceSumParams{.outer = 1, .len = 65536, .inner = 128, .scale = 1};
-    ins.kernel = ins.params.kernel();
-    prog.instrs.push_back(ins);
-  }
-  std::vector<vi::Launch> ls;
-  std::vector<sy::Instr> parts_;
-  vi::plan_launches(c, prog, ls, parts_);
+  const sy::ReduceSumParams grad{.outer = 1, .len = 65536, .inner = 128, .scale = 1};
+  const std::vector<vi::Launch> ls = plan(c, {grad, grad}).launches;
   ASSERT_EQ(ls.size(), 4u);
   EXPECT_GE(ls[2].scratch, ls[0].scratch + ls[0].scratch_bytes);
 }
@@ -316,15 +313,8 @@ TEST(VulkanLaunchGeometry, ElementwiseLaunchesPastTheStorageRangeAreSplit) {
   vi::LaunchConfig c;
   c.max_range = 1024;
   c.storage_align = 16;
-  sy::Program prog;
-  sy::Instr relu;
-  relu.params = sy::UnaryParams{.op = sy::Unary::relu, .n = 1000};
-  relu.kernel = relu.params.kernel();
-  relu.nargs = 2;
-  prog.instrs.push_back(relu);
-  std::vector<vi::Launch> ls;
-  std::vector<sy::Instr> parts;
-  vi::plan_launches(c, prog, ls, parts);
+  const Planned relu = plan(c, {sy::UnaryParams{.op = sy::Unary::relu, .n = 1000}});
+  const std::vector<vi::Launch>& ls = relu.launches;
   ASSERT_EQ(ls.size(), 5u) << "1000 floats in parts of 240";
   int64_t total = 0;
   for (size_t k = 0; k < ls.size(); ++k) {
@@ -337,24 +327,20 @@ TEST(VulkanLaunchGeometry, ElementwiseLaunchesPastTheStorageRangeAreSplit) {
   EXPECT_EQ(total, 1000);
   // out[17, 255] = a[17, 255] + a row vector: one row (1020 bytes) passes
   // the room, so each row is cut along its elements.
-  sy::Instr add;
-  add.params = sy::BinaryParams{.op = sy::Binary::add,
-                                .dims = {1, 1, 17, 255},
-                                .a_strides = {0, 0, 255, 1},
-                                .b_strides = {0, 0, 0, 1}};
-  add.kernel = add.params.kernel();
-  add.nargs = 3;
-  prog.instrs = {add};
-  vi::plan_launches(c, prog, ls, parts);
-  ASSERT_EQ(ls.size(), 17u * 2) << "17 rows, each in two parts";
-  const auto second = ls[3].ins->params.get<sy::BinaryParams>();  // row 1, part 2
+  const sy::BinaryParams bias{.op = sy::Binary::add,
+                              .dims = {1, 1, 17, 255},
+                              .a_strides = {0, 0, 255, 1},
+                              .b_strides = {0, 0, 0, 1}};
+  const Planned add = plan(c, {bias});
+  ASSERT_EQ(add.launches.size(), 17u * 2) << "17 rows, each in two parts";
+  const vi::Launch& l = add.launches[3];  // row 1, part 2
+  const auto second = l.ins->params.get<sy::BinaryParams>();
   EXPECT_EQ(second.dims[2], 1);
-  EXPECT_EQ(ls[3].ins->args[0].offset, (255u + uint64_t(255 - second.dims[3])) * 4);
-  EXPECT_EQ(ls[3].ins->args[2].offset, uint64_t(255 - second.dims[3]) * 4) << "b: the row vector";
+  EXPECT_EQ(l.ins->args[0].offset, (255u + uint64_t(255 - second.dims[3])) * 4);
+  EXPECT_EQ(l.ins->args[2].offset, uint64_t(255 - second.dims[3]) * 4) << "b: the row vector";
   // Within the limit: one launch.
   c.max_range = 1 << 20;
-  vi::plan_launches(c, prog, ls, parts);
-  EXPECT_EQ(ls.size(), 1u);
+  EXPECT_EQ(plan(c, {bias}).launches.size(), 1u);
 }
 
 // A column sum whose input passes the range: len split into parts whose
@@ -365,15 +351,9 @@ TEST(VulkanLaunchGeometry, SumsPastTheStorageRangeBindRangesOfParts) {
   vi::LaunchConfig c;
   c.max_range = 1024;
   c.storage_align = 16;
-  sy::Program prog;
-  sy::Instr sum;
-  sum.params = sy::ReduceSumParams{.outer = 1, .len = 1000, .inner = 3, .scale = 1};
-  sum.kernel = sum.params.kernel();
-  sum.nargs = 2;
-  prog.instrs.push_back(sum);
-  std::vector<vi::Launch> ls;
-  std::vector<sy::Instr> parts;
-  vi::plan_launches(c, prog, ls, parts);
+  const Planned sum =
+      plan(c, {sy::ReduceSumParams{.outer = 1, .len = 1000, .inner = 3, .scale = 1}});
+  const std::vector<vi::Launch>& ls = sum.launches;
   ASSERT_GE(ls.size(), 3u);
   const vi::Launch& finish = ls.back();
   EXPECT_EQ(finish.extra_flags, vi::kFinish);

@@ -48,6 +48,14 @@ bool row_sums(const LaunchConfig& c, const ReduceSumParams& r) {
   return r.inner == 1 && long_rows(c, r.len);
 }
 
+bool binary_flat(const BinaryParams& b) {
+  const int64_t* d = b.dims;
+  const int64_t st[4] = {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
+  for (int j = 0; j < 4; ++j)
+    if (d[j] != 1 && (b.a_strides[j] != st[j] || b.b_strides[j] != st[j])) return false;
+  return true;
+}
+
 bool transpose_tiled(const LaunchConfig& c, const TransposeParams& t) {
   return c.tiled_transpose && (t.elem_size == 4 || t.elem_size == 8) && t.rows >= kTile &&
          t.cols >= kTile;
@@ -270,17 +278,9 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
   const KernelParams& p = ins.params;
   uint32_t fl = 0;
   switch (ins.kernel) {
-    case Kernel::binary: {
-      // Plain vec4 loop when a and b are laid out exactly like out.
-      const auto b = params<Kernel::binary>(p);
-      const int64_t* d = b.dims;
-      int64_t st[4] = {d[1] * d[2] * d[3], d[2] * d[3], d[3], 1};
-      bool flat = true;
-      for (int j = 0; j < 4; ++j)
-        flat = flat && (d[j] == 1 || (b.a_strides[j] == st[j] && b.b_strides[j] == st[j]));
-      if (flat) fl |= 2u;
+    case Kernel::binary:  // plain vec4 loop when a and b are laid out exactly like out
+      if (binary_flat(params<Kernel::binary>(p))) fl |= 2u;
       break;
-    }
     case Kernel::gemm: {
       const auto m = params<Kernel::gemm>(p);
       int64_t lda = m.lda ? m.lda : (m.trans_a ? m.m : m.k);

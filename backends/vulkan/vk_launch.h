@@ -129,6 +129,9 @@ bool long_rows(const LaunchConfig& c, int64_t cols);
 uint32_t rowwise_groups(const LaunchConfig& c, int64_t rows, int64_t cols);
 // reduce_sum's row mode: inner == 1, rows a workgroup's.
 bool row_sums(const LaunchConfig& c, const ReduceSumParams& r);
+// binary's inputs laid out exactly like its (contiguous) output along every
+// dimension longer than 1: one flat run of elements.
+bool binary_flat(const BinaryParams& b);
 // transpose.comp's tiled path: 4- and 8-byte elements, both sides a tile wide.
 bool transpose_tiled(const LaunchConfig& c, const TransposeParams& t);
 // The workgroups of cross_entropy's first pass (two passes when above 1).

@@ -106,11 +106,6 @@ uint64_t loop_iterations(const LaunchConfig& c, const Launch& l) {
     return ceil_div(nonneg(rows), g[1]) *
            (ceil_div(nonneg(per_row), uint64_t(g[0]) * c.wg) * (per + 1) + 1);
   };
-  auto rowwise = [&](const auto& q, uint64_t passes) {  // softmax: short rows or a workgroup's
-    if (long_rows(c, q.cols))
-      return ceil_div(nonneg(q.rows), g[0]) * (passes * (ceil_div(nonneg(q.cols), c.wg) + red) + 1);
-    return items(q.rows, passes * nonneg(q.cols));
-  };
   auto per_channel = [&](const auto& q, uint64_t passes) {  // a workgroup per channel
     return ceil_div(nonneg(q.channels), g[0]) *
            (passes * (ceil_div(nonneg(q.outer * q.inner), c.wg) + red) + 1);
@@ -120,8 +115,10 @@ uint64_t loop_iterations(const LaunchConfig& c, const Launch& l) {
     return ceil_div(nonneg(q.kernel[0]), nonneg(q.stride[0])) *
            (ceil_div(nonneg(q.kernel[1]), nonneg(q.stride[1])) + 1);
   };
+  // Row kernels: `passes` over each row, `reductions` workgroup reductions
+  // per row when rows are a workgroup's, else the row in one invocation.
   auto per_row = [&](int64_t rows, int64_t cols, uint64_t passes, uint64_t reductions) {
-    if (long_rows(c, cols))  // a workgroup per row
+    if (long_rows(c, cols))
       return ceil_div(nonneg(rows), g[0]) *
              (passes * ceil_div(nonneg(cols), c.wg) + reductions * red + 1);
     return items(rows, passes * nonneg(cols));
@@ -154,10 +151,14 @@ uint64_t loop_iterations(const LaunchConfig& c, const Launch& l) {
       const uint64_t tiles = ceil_div(nonneg(q.rows), kTile) * ceil_div(nonneg(q.cols), kTile);
       return ceil_div(tiles, g[0]) * (2 * (ceil_div(kTile, c.wg / kTile) + 1) + 1);
     }
-    case Kernel::softmax:
-      return rowwise(params<Kernel::softmax>(p), 3);
-    case Kernel::softmax_backward:
-      return rowwise(params<Kernel::softmax_backward>(p), 2);
+    case Kernel::softmax: {
+      const auto q = params<Kernel::softmax>(p);
+      return per_row(q.rows, q.cols, 3, 3);
+    }
+    case Kernel::softmax_backward: {
+      const auto q = params<Kernel::softmax_backward>(p);
+      return per_row(q.rows, q.cols, 2, 2);
+    }
     case Kernel::channel_stats:
       return per_channel(params<Kernel::channel_stats>(p), 2);
     case Kernel::channel_sums:
@@ -255,6 +256,7 @@ struct Axis {
   bool elements = true;  // items are single elements (binary: k == 3)
   uint64_t step[5] = {}, item[5] = {};
   BinaryParams binary{};
+  int64_t out_strides[4] = {};  // binary's output, in elements
 };
 bool elementwise_axis(const Instr& ins, uint64_t room, Axis& x) {
   const KernelParams& p = ins.params;
@@ -286,27 +288,20 @@ bool elementwise_axis(const Instr& ins, uint64_t room, Axis& x) {
     case Kernel::binary: {
       BinaryParams q = params<Kernel::binary>(p);
       const int64_t* d = q.dims;
-      auto out_stride = [&](int j) {
-        int64_t s = 1;
-        for (int i = j + 1; i < 4; ++i) s *= d[i];
-        return s;
-      };
-      bool contiguous = true;
-      for (int j = 0; j < 4; ++j)
-        contiguous =
-            contiguous &&
-            (d[j] == 1 || (q.a_strides[j] == out_stride(j) && q.b_strides[j] == out_stride(j)));
-      if (contiguous)
+      if (binary_flat(q))
         q = BinaryParams{.op = q.op,
                          .dims = {1, 1, 1, d[0] * d[1] * d[2] * d[3]},
                          .a_strides = {0, 0, 0, 1},
                          .b_strides = {0, 0, 0, 1}};
-      const int64_t* strides[3] = {nullptr, q.a_strides, q.b_strides};
-      auto stride = [&](int a, int j) { return a ? strides[a][j] : out_stride(j); };
-      auto slice = [&](int a, int k) {  // elements one index along k spans
+      int64_t* out = x.out_strides;
+      out[3] = 1;
+      for (int j = 2; j >= 0; --j) out[j] = out[j + 1] * d[j + 1];
+      const int64_t* strides[3] = {out, q.a_strides, q.b_strides};
+      auto slice = [&](int a, int k) {  // bytes one index along k spans
+        if (a == 0) return uint64_t(out[k]) * 4;
         int64_t e = 1;
-        for (int j = k + 1; j < 4; ++j) e += (d[j] - 1) * stride(a, j);
-        return uint64_t(a == 0 ? out_stride(k) : e) * 4;
+        for (int j = k + 1; j < 4; ++j) e += (d[j] - 1) * strides[a][j];
+        return uint64_t(e) * 4;
       };
       int k = 0;
       while (k < 3 && (d[k] == 1 || std::max({slice(0, k), slice(1, k), slice(2, k)}) > room)) ++k;
@@ -314,7 +309,7 @@ bool elementwise_axis(const Instr& ins, uint64_t room, Axis& x) {
       x.elements = k == 3;
       x.n = d[k];
       for (int j = 0; j < k; ++j) x.outer *= d[j];
-      for (int a = 0; a < 3; ++a) x.step[a] = uint64_t(stride(a, k)) * 4, x.item[a] = slice(a, k);
+      for (int a = 0; a < 3; ++a) x.step[a] = uint64_t(strides[a][k]) * 4, x.item[a] = slice(a, k);
       x.binary = q;
       return true;
     }
@@ -387,12 +382,9 @@ int64_t split_by_range(const LaunchConfig& c, const Instr& ins, std::vector<Inst
   for (int64_t o = 0; o < x.outer; ++o) {
     uint64_t base[5] = {};  // the run's start: one index of each dimension outside k
     for (int64_t r = o, j = x.k - 1; j >= 0; --j) {
-      const int64_t* d = x.binary.dims;
-      const int64_t i = r % d[j];
-      r /= d[j];
-      int64_t out_stride = 1;
-      for (int t = int(j) + 1; t < 4; ++t) out_stride *= d[t];
-      base[0] += uint64_t(i * out_stride) * 4;
+      const int64_t i = r % x.binary.dims[j];
+      r /= x.binary.dims[j];
+      base[0] += uint64_t(i * x.out_strides[j]) * 4;
       base[1] += uint64_t(i * x.binary.a_strides[j]) * 4;
       base[2] += uint64_t(i * x.binary.b_strides[j]) * 4;
     }
