@@ -13,7 +13,9 @@ void main() {
   CrossEntropyBackwardParams q = load_CrossEntropyBackwardParams();
   uint rows = uint(q.rows), cols = uint(q.cols);
   uint t = gl_LocalInvocationID.x;
-  float scale = F(3)[O(3)] / float(rows);
+  // aux: the whole batch's rows, for a block of them (the backend's split
+  // by maxStorageBufferRange); 0: these rows are the batch.
+  float scale = F(3)[O(3)] / float(p.aux != 0u ? p.aux : rows);
   if (SY_ROW_GROUPS) {
     for (uint r = gl_WorkGroupID.x; r < rows; r += gl_NumWorkGroups.x) {
       uint x0 = O(1) + r * cols, d0 = O(0) + r * cols;

@@ -17,6 +17,8 @@
 // Dispatch: (ceil(N/BN), ceil(M/BM), batch). Flag bit 5 (kGemmAccumulate) adds
 // the product to C's values: the later parts of a GEMM the backend splits
 // along K for a driver that bounds a shader's loop iterations (llvmpipe).
+// The table's aux, when not 0, is C's row stride: a block of columns of a C
+// too large for one binding (the backend's split by maxStorageBufferRange).
 #version 450
 #include "common.glsl"
 #ifdef SY_SUBGROUP
@@ -144,6 +146,7 @@ void main() {
   float alpha = prm.alpha;
   bool bias = (p.flags & 16u) != 0u;  // = has_bias, specialized
   bool accumulate = (p.flags & 32u) != 0u;
+  uint ldc = p.aux != 0u ? p.aux : N;  // a block of a wider C (the backend's split)
   uint gn0 = n0 + TN * tx;
   for (uint i = 0u; i < TM; ++i) {
     uint gm = m0 + TM * ty + i;
@@ -153,8 +156,8 @@ void main() {
       if (gn >= N) continue;
       float v = alpha * acc[i][j / 4u][j % 4u];
       if (bias) v += F(3)[O(3) + (prm.bias_rows ? z * M + gm : gn)];
-      if (accumulate) v += F(0)[co + gm * N + gn];
-      F(0)[co + gm * N + gn] = unary_apply(p.op, v);  // p.op = SPEC_OP = act
+      if (accumulate) v += F(0)[co + gm * ldc + gn];
+      F(0)[co + gm * ldc + gn] = unary_apply(p.op, v);  // p.op = SPEC_OP = act
     }
   }
 }

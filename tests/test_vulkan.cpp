@@ -264,14 +264,15 @@ TEST(Vulkan, DISABLED_PipelineCacheIsSavedAfterWarmup) {
 }
 
 // Tensors past maxStorageBufferRange (128 MiB on lavapipe and many mobile
-// GPUs): elementwise launches are split into parts whose arguments each fit
-// in one binding, so a 512 MiB tensor is filled, added to, put through a
-// relu, given a bias, and summed whole and along its columns on lavapipe
-// (each was a DeviceLimit error before). Other kernels still refuse such
-// tensors, naming the limit. ctest's
-// vulkan_variants:small_storage_range runs the elementwise conformance
-// cases with a 1 KiB limit too.
-TEST(Vulkan, ElementwiseKernelsSplitTensorsPastTheStorageRange) {
+// GPUs): launches are split into parts whose arguments each fit in one
+// binding, so a 512 MiB tensor is filled, added to, put through a relu,
+// given a bias, summed whole and along its columns, put through a softmax
+// and a cross-entropy loss, and multiplied by a matrix on lavapipe (each
+// was a DeviceLimit error before). Kernels that do not split (transpose,
+// pooling, convolution's) still refuse such tensors, naming the limit.
+// ctest's vulkan_variants:small_storage_range* run the conformance cases
+// with limits of 1, 8 and 32 KiB too.
+TEST(Vulkan, KernelsSplitTensorsPastTheStorageRange) {
   VULKAN_OR_SKIP(d);
   if (!simulated_profile().empty())  // 1.5 GiB of tensors: not on a simulated device's heaps
     GTEST_SKIP() << "run on the device's own memory only (the split does not depend on it)";
@@ -316,17 +317,34 @@ TEST(Vulkan, ElementwiseKernelsSplitTensorsPastTheStorageRange) {
   std::vector<float> cols = sy::sum(a.reshape({n / 128, 128}), 0).to(sy::cpu()).to_vector<float>();
   ASSERT_EQ(cols.size(), 128u);
   for (float v : cols) EXPECT_EQ(v, 1.5f * float(n / 128));
-  // Kernels that do not split yet refuse it, naming the limit.
-  expect_error(
-      [&] {
-        (void)sy::softmax(a.reshape({n / 1024, 1024}), 1).to_vector<float>();
-      },
-      {"softmax", "maxStorageBufferRange", d.str()});
+  // Row kernels as blocks of rows: a softmax of equal logits is exactly
+  // 1/1024 everywhere, their cross-entropy log(1024) (the loss's first
+  // pass as launches over blocks, one finish over all their partials).
+  sy::Tensor logits = a.reshape({n / 1024, 1024});
+  std::vector<float> probs = sy::softmax(logits, 1).to(sy::cpu()).to_vector<float>();
+  wrong = 0;
+  for (float v : probs) wrong += v != 1.f / 1024;
+  EXPECT_EQ(wrong, 0u) << "softmax entries not 1/1024 of " << n;
+  probs.clear();
+  probs.shrink_to_fit();
+  sy::Tensor labels = sy::zeros({n / 1024}, sy::Options(sy::DType::i32).device(d));
+  EXPECT_NEAR(sy::cross_entropy(logits, labels).item(), std::log(1024.0), 1e-4);
+  // A GEMM whose A is 512 MiB: blocks of rows, each bound as its own range.
+  sy::Tensor w = sy::full({1024, 8}, 0.25f, d);
+  std::vector<float> prod = sy::matmul(logits, w).to(sy::cpu()).to_vector<float>();
+  ASSERT_EQ(prod.size(), size_t(n / 1024 * 8));
+  wrong = 0;
+  for (float v : prod) wrong += v != 384.f;  // 1.5 * 0.25 * 1024, exact
+  EXPECT_EQ(wrong, 0u) << "products not 384 of " << prod.size();
+  // Kernels that do not split refuse it, naming the limit.
+  expect_error([&] { (void)sy::transpose(logits).to_vector<float>(); },
+               {"transpose", "maxStorageBufferRange", d.str()});
 }
 
 // Sums whose input passes maxStorageBufferRange, on random data against the
 // CPU, in a child with a 4 KiB limit (SWITCHYARD_VK_MAX_RANGE): a whole
-// tensor's sum and a row's (row mode), column sums (a bias gradient's shape).
+// tensor's sum and a row's (row mode), column sums (a bias gradient's
+// shape), short row sums and sums over a middle dimension.
 TEST(Vulkan, SumsPastTheStorageRangeMatchTheCpu) {
   VULKAN_OR_SKIP(d);
   if (!std::getenv("SY_TEST_CHILD")) {
@@ -347,4 +365,9 @@ TEST(Vulkan, SumsPastTheStorageRangeMatchTheCpu) {
   close(sy::sum(row.to(d)), sy::sum(row), "whole sum");
   close(sy::sum(row.to(d), 1), sy::sum(row, 1), "row sum");
   close(sy::sum(cols.to(d), 0), sy::sum(cols, 0), "column sums");
+  // outer > 1: blocks of outer indices (rows of 7), or each index alone
+  // split along len when its slice (5000 x 2) passes the limit.
+  sy::Tensor mid = sy::randn({3, 5000, 2});
+  close(sy::sum(cols.to(d), 1), sy::sum(cols, 1), "row sums of 7");
+  close(sy::sum(mid.to(d), 1), sy::sum(mid, 1), "sums over a middle dimension");
 }

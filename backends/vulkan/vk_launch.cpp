@@ -150,7 +150,9 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
       return;
     }
     case Kernel::cross_entropy:
-      g[0] = flags & kFinish ? 1 : cross_entropy_groups(c, params<Kernel::cross_entropy>(p));
+      g[0] = flags & kFinish     ? 1
+             : flags & kPartials ? aux  // the planner's count (a part's share of the scratch)
+                                 : cross_entropy_groups(c, params<Kernel::cross_entropy>(p));
       return;
     case Kernel::cross_entropy_backward: {
       const auto q = params<Kernel::cross_entropy_backward>(p);

@@ -103,6 +103,7 @@ struct Launch {
   // The passes' region of the scratch buffer (bytes from its start), bound
   // at binding kScratchArg; kNoScratch: none.
   uint64_t scratch = kNoScratch, scratch_bytes = 0;
+  int64_t part = -1;  // while planning: the index of its part in `parts` (-1: the Program's)
 };
 // The dispatches of a Program, into `out`, pointing at the Program's
 // instructions and, for split launches, at `parts` (both reused: nothing is
@@ -118,6 +119,31 @@ struct Launch {
 // sizes (never a silently truncated result).
 void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launch>& out,
                    std::vector<Instr>& parts);
+
+// ---- tensors past maxStorageBufferRange (vk_ranges.cpp) -------------------
+// Bytes an argument may span in one binding: maxStorageBufferRange, less
+// what launch_params may add (its descriptor starts up to an alignment below
+// the argument and ends rounded up to 16 bytes); 0: no limit.
+uint64_t binding_room(const LaunchConfig& c);
+// Launches per instruction a split may make at most (more is a DeviceLimit).
+constexpr int64_t kMaxRangeParts = 4096;
+// Appends to `parts` the parts of `ins` whose arguments each fit one
+// binding, returning how many (0: it fits whole). Elementwise kernels split
+// into runs of elements (binary along its outermost dimension that fits),
+// row kernels (softmax, cross-entropy and their backwards, argmax) into
+// blocks of rows, expand and reduce_sum (outer > 1) along their outer index
+// (a reduce_sum part whose one outer slice still passes it is the
+// planner's to split along len, as it does a reduce_sum with outer == 1).
+// Other kernels never split: launch_params refuses their arguments.
+int64_t split_by_range(const LaunchConfig& c, const Instr& ins, std::vector<Instr>& parts);
+// Appends a GEMM's launches when it splits (returns 0 when it runs whole):
+// into blocks of (batch, M, N) whose operands each fit one binding (a block
+// narrower than C writes rows aux apart), each block into parts of K of at
+// most k_part (> 0; gemm_k_part: the loop budget) that add to C after the
+// first (kGemmAccumulate): the first adds the bias, the last applies the
+// activation.
+size_t split_gemm(const LaunchConfig& c, const Instr& ins, uint32_t at, int64_t k_part,
+                  std::vector<Launch>& out, std::vector<Instr>& parts);
 
 // ---- launch geometry, shared by the translation and the planner ----------
 constexpr uint32_t kTile = 32;  // transpose.comp's tile side

@@ -25,13 +25,6 @@ uint64_t isqrt(uint64_t v) {
   return r;
 }
 
-// Bytes an argument may span in one binding: maxStorageBufferRange, less
-// what launch_params may add (its descriptor starts up to an alignment below
-// the argument and ends rounded up to 16 bytes); 0: no limit.
-uint64_t binding_room(const LaunchConfig& c) {
-  return c.max_range ? c.max_range - std::min<uint64_t>(c.max_range, c.storage_align + 16) : 0;
-}
-
 // Whether a reduce_sum's input passes one binding and its first pass is cut
 // into launches by ranges of parts (outer == 1: the parts are consecutive
 // in memory).
@@ -233,181 +226,11 @@ int64_t gemm_k_part(const LaunchConfig& c) {
 
 }  // namespace
 
-// ---- tensors past maxStorageBufferRange ----------------------------------------
-
-namespace {
-
-template <class P>
-KernelParams with_n(P q, int64_t n) {
-  q.n = n;
-  return q;
-}
-
-// An elementwise launch seen as `outer` runs of n items along one axis:
-// argument a spans (count - 1) * step[a] + item[a] bytes for `count` items
-// from where it starts (step 0: the same bytes for any count, as Adam's
-// step counter). binary is cut along dimension k, the outermost longer
-// than 1 whose slices fit in `room` bytes (a flat one is one row of
-// elements first); the dimensions outside k are iterated (outer). False
-// for any launch that is not elementwise.
-struct Axis {
-  int64_t n = 0, outer = 1;
-  int k = 0;             // binary's dimension (outer: the dimensions before it)
-  bool elements = true;  // items are single elements (binary: k == 3)
-  uint64_t step[5] = {}, item[5] = {};
-  BinaryParams binary{};
-  int64_t out_strides[4] = {};  // binary's output, in elements
-};
-bool elementwise_axis(const Instr& ins, uint64_t room, Axis& x) {
-  const KernelParams& p = ins.params;
-  auto flat = [&](int64_t n, std::initializer_list<uint64_t> sizes) {
-    x.n = n;
-    int a = 0;
-    for (uint64_t z : sizes) x.step[a] = z, x.item[a++] = z ? z : 4;
-    return true;
-  };
-  switch (ins.kernel) {
-    case Kernel::fill:
-      return flat(params<Kernel::fill>(p).n, {dtype_size(params<Kernel::fill>(p).dtype)});
-    case Kernel::cast: {
-      const auto q = params<Kernel::cast>(p);
-      return flat(q.n, {dtype_size(q.to), dtype_size(q.from)});
-    }
-    case Kernel::affine:
-      return flat(params<Kernel::affine>(p).n, {4, 4});
-    case Kernel::unary:
-      return flat(params<Kernel::unary>(p).n, {4, 4});
-    case Kernel::unary_backward:
-      return flat(params<Kernel::unary_backward>(p).n, {4, 4, 4, 4});
-    case Kernel::sgd_update:
-      return flat(params<Kernel::sgd_update>(p).n, {4, 4});
-    case Kernel::sgd_momentum_update:
-      return flat(params<Kernel::sgd_momentum_update>(p).n, {4, 4, 4});
-    case Kernel::adam_update:
-      return flat(params<Kernel::adam_update>(p).n, {4, 4, 4, 4, 0});
-    case Kernel::binary: {
-      BinaryParams q = params<Kernel::binary>(p);
-      const int64_t* d = q.dims;
-      if (binary_flat(q))
-        q = BinaryParams{.op = q.op,
-                         .dims = {1, 1, 1, d[0] * d[1] * d[2] * d[3]},
-                         .a_strides = {0, 0, 0, 1},
-                         .b_strides = {0, 0, 0, 1}};
-      int64_t* out = x.out_strides;
-      out[3] = 1;
-      for (int j = 2; j >= 0; --j) out[j] = out[j + 1] * d[j + 1];
-      const int64_t* strides[3] = {out, q.a_strides, q.b_strides};
-      auto slice = [&](int a, int k) {  // bytes one index along k spans
-        if (a == 0) return uint64_t(out[k]) * 4;
-        int64_t e = 1;
-        for (int j = k + 1; j < 4; ++j) e += (d[j] - 1) * strides[a][j];
-        return uint64_t(e) * 4;
-      };
-      int k = 0;
-      while (k < 3 && (d[k] == 1 || std::max({slice(0, k), slice(1, k), slice(2, k)}) > room)) ++k;
-      x.k = k;
-      x.elements = k == 3;
-      x.n = d[k];
-      for (int j = 0; j < k; ++j) x.outer *= d[j];
-      for (int a = 0; a < 3; ++a) x.step[a] = uint64_t(strides[a][k]) * 4, x.item[a] = slice(a, k);
-      x.binary = q;
-      return true;
-    }
-    default:
-      return false;
-  }
-}
-
-// The params of `count` items of an elementwise launch.
-KernelParams part_params(const Instr& ins, const Axis& x, int64_t count) {
-  const KernelParams& p = ins.params;
-  switch (ins.kernel) {
-    case Kernel::fill:
-      return with_n(params<Kernel::fill>(p), count);
-    case Kernel::cast:
-      return with_n(params<Kernel::cast>(p), count);
-    case Kernel::affine:
-      return with_n(params<Kernel::affine>(p), count);
-    case Kernel::unary:
-      return with_n(params<Kernel::unary>(p), count);
-    case Kernel::unary_backward:
-      return with_n(params<Kernel::unary_backward>(p), count);
-    case Kernel::sgd_update:
-      return with_n(params<Kernel::sgd_update>(p), count);
-    case Kernel::sgd_momentum_update:
-      return with_n(params<Kernel::sgd_momentum_update>(p), count);
-    case Kernel::adam_update:
-      return with_n(params<Kernel::adam_update>(p), count);
-    default: {  // binary: one index of each dimension outside k
-      BinaryParams q = x.binary;
-      for (int j = 0; j < x.k; ++j) q.dims[j] = 1;
-      q.dims[x.k] = count;
-      return q;
-    }
-  }
-}
-
-constexpr int64_t kMaxRangeParts = 4096;
-
-// Splits an elementwise launch whose arguments would span more than the
-// device's maxStorageBufferRange into parts that each fit: each part's
-// arguments start further on and are bound as their own ranges. Returns
-// the number of parts appended to `parts` (0: not elementwise, or it fits).
-int64_t split_by_range(const LaunchConfig& c, const Instr& ins, std::vector<Instr>& parts) {
-  const uint64_t room = binding_room(c);
-  Axis x;
-  if (c.max_range == 0 || !elementwise_axis(ins, room, x) || x.n * x.outer <= 1) return 0;
-  int64_t count = x.n;
-  for (int a = 0; a < ins.nargs; ++a) {
-    if (x.item[a] > room)
-      throw DeviceLimit(detail::cat("[", kernel_name(ins.kernel), "] expected argument ", a,
-                                    "'s innermost rows within maxStorageBufferRange (", c.max_range,
-                                    " bytes) on ", c.device, ", found ", x.item[a], " bytes"));
-    if (x.step[a]) count = std::min<int64_t>(count, int64_t((room - x.item[a]) / x.step[a]) + 1);
-  }
-  count = std::min<int64_t>(count, INT32_MAX);  // params travel as 32-bit words
-  if (count >= x.n && x.outer == 1) return 0;
-  // A launch per part (its descriptor set, its table entry): a layout
-  // needing more, as a transposed operand cut element by element, is refused.
-  const int64_t total = x.outer * int64_t(ceil_div(nonneg(x.n), nonneg(count)));
-  if (total > kMaxRangeParts)
-    throw DeviceLimit(detail::cat("[", kernel_name(ins.kernel), "] expected at most ",
-                                  kMaxRangeParts, " launches to keep each argument within ",
-                                  "maxStorageBufferRange (", c.max_range, " bytes) on ", c.device,
-                                  ", found ", total,
-                                  " for this layout: make the operands "
-                                  "contiguous"));
-  if (x.elements && count > 16) count &= ~int64_t(15);  // parts start 16-element aligned
-  int64_t made = 0;
-  for (int64_t o = 0; o < x.outer; ++o) {
-    uint64_t base[5] = {};  // the run's start: one index of each dimension outside k
-    for (int64_t r = o, j = x.k - 1; j >= 0; --j) {
-      const int64_t i = r % x.binary.dims[j];
-      r /= x.binary.dims[j];
-      base[0] += uint64_t(i * x.out_strides[j]) * 4;
-      base[1] += uint64_t(i * x.binary.a_strides[j]) * 4;
-      base[2] += uint64_t(i * x.binary.b_strides[j]) * 4;
-    }
-    for (int64_t first = 0; first < x.n; first += count, ++made) {
-      const int64_t m = std::min(count, x.n - first);
-      Instr& part = parts.emplace_back(ins);
-      part.params = part_params(ins, x, m);
-      for (int a = 0; a < ins.nargs; ++a) {
-        part.args[size_t(a)].offset += base[a] + uint64_t(first) * x.step[a];
-        part.args[size_t(a)].bytes = uint64_t(m - 1) * x.step[a] + x.item[a];
-      }
-    }
-  }
-  return made;
-}
-
-}  // namespace
-
 void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launch>& out,
                    std::vector<Instr>& parts) {
   out.clear();
   parts.clear();
-  const int64_t part = gemm_k_part(c);
+  const int64_t k_part = gemm_k_part(c);
   // The scratch, handed out in order to the Program's split reductions and
   // reused from its start once full (the hazards then order the reuse).
   uint64_t used = 0;
@@ -417,19 +240,25 @@ void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launc
     used += bytes;
     return used - bytes;
   };
-  auto two_passes = [&](const Instr& ins, uint32_t at, uint32_t aux, uint64_t bytes) {
-    const uint64_t off = region(bytes);
-    out.push_back({&ins, kPartials, at, aux, off, bytes});
-    out.push_back({&ins, kFinish, at, aux, off, bytes});
+  // A launch of instruction `at`: the Program's own (part < 0) or parts[part]
+  // (its pointer set once `parts` has stopped growing).
+  auto push = [&](int64_t part, uint32_t at, uint32_t flags = 0, uint32_t aux = 0,
+                  uint64_t off = kNoScratch, uint64_t bytes = 0) {
+    out.push_back({part < 0 ? &prog.instrs[at] : nullptr, flags, at, aux, off, bytes, part});
   };
-  for (uint32_t at = 0; at < prog.instrs.size(); ++at) {
-    const Instr& ins = prog.instrs[at];
+  auto two_passes = [&](int64_t part, uint32_t at, uint32_t aux, uint64_t bytes) {
+    const uint64_t off = region(bytes);
+    push(part, at, kPartials, aux, off, bytes);
+    push(part, at, kFinish, aux, off, bytes);
+  };
+  // One instruction, or one part of it: a reduction in two passes where it
+  // splits, else one launch.
+  Instr copy;
+  auto plan_one = [&](int64_t part, uint32_t at) {
+    const Instr& ins = part < 0 ? prog.instrs[at] : (copy = parts[size_t(part)]);  // parts grows
     if (ins.kernel == Kernel::cross_entropy) {
       const uint32_t groups = cross_entropy_groups(c, params<Kernel::cross_entropy>(ins.params));
-      if (groups > 1) {
-        two_passes(ins, at, groups, uint64_t(groups) * 2 * sizeof(float));
-        continue;
-      }
+      if (groups > 1) return two_passes(part, at, groups, uint64_t(groups) * 2 * sizeof(float));
     }
     if (ins.kernel == Kernel::reduce_sum) {
       const ReduceSumParams r = params<Kernel::reduce_sum>(ins.params);
@@ -451,58 +280,53 @@ void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launc
           part_ins.params = q;
           part_ins.args[1].offset += l0 * step;
           part_ins.args[1].bytes = (l1 - l0) * step;
-          out.push_back({nullptr, kPartials, at, uint32_t(z1 - z0), off + z0 * outputs * 4,
-                         (z1 - z0) * outputs * 4});
+          push(int64_t(parts.size() - 1), at, kPartials, uint32_t(z1 - z0), off + z0 * outputs * 4,
+               (z1 - z0) * outputs * 4);
         }
-        Instr& finish = parts.emplace_back(ins);
-        finish.args[1].bytes = 16;  // bound, not read
-        out.push_back({nullptr, kFinish, at, n, off, bytes});
-        continue;
+        parts.emplace_back(ins).args[1].bytes = 16;  // the finish: bound, not read
+        return push(int64_t(parts.size() - 1), at, kFinish, n, off, bytes);
       }
-      if (n > 1) {
-        two_passes(ins, at, n, bytes);
-        continue;
-      }
+      if (n > 1) return two_passes(part, at, n, bytes);
     }
-    if (ins.kernel == Kernel::gemm && part > 0 && params<Kernel::gemm>(ins.params).k > part) {
-      const GemmParams g = params<Kernel::gemm>(ins.params);
-      const int64_t lda = g.lda ? g.lda : (g.trans_a ? g.m : g.k);
-      const int64_t ldb = g.ldb ? g.ldb : (g.trans_b ? g.k : g.n);
-      for (int64_t k0 = 0; k0 < g.k; k0 += part) {
-        GemmParams q = g;
-        q.k = std::min(part, g.k - k0);
-        q.lda = lda;
-        q.ldb = ldb;
-        q.has_bias = g.has_bias && k0 == 0;
-        if (k0 + q.k < g.k) q.act = Unary::none;
-        Instr& part_ins = parts.emplace_back(ins);
-        part_ins.params = q;
-        // A's (m, k) is at m*lda + k (k*lda + m transposed); B's (k, n) at
-        // k*ldb + n (n*ldb + k transposed): the part's columns of K start
-        // that many floats on.
-        const uint64_t adv[2] = {uint64_t(k0 * (g.trans_a ? lda : 1)) * 4,
-                                 uint64_t(k0 * (g.trans_b ? 1 : ldb)) * 4};
-        for (int a = 0; a < 2; ++a) {
-          Arg& arg = part_ins.args[size_t(a + 1)];
-          SY_CHECK(arg.bytes == 0 || arg.bytes > adv[a], "gemm", "expected operand ", a ? "B" : "A",
-                   " to extend past K column ", k0, ", found ", arg.bytes, " bytes");
-          arg.offset += adv[a];
-          if (arg.bytes) arg.bytes -= adv[a];
-        }
-        out.push_back({nullptr, k0 == 0 ? 0u : kGemmAccumulate, at});  // set below
-      }
+    push(part, at);
+  };
+  for (uint32_t at = 0; at < prog.instrs.size(); ++at) {
+    const Instr& ins = prog.instrs[at];
+    if (ins.kernel == Kernel::gemm) {  // blocks within the storage range, parts of K
+      if (split_gemm(c, ins, at, k_part, out, parts) == 0) push(-1, at);
       continue;
     }
-    if (const int64_t n = split_by_range(c, ins, parts); n > 0) {
-      for (int64_t k = 0; k < n; ++k) out.push_back({nullptr, 0, at});  // set below
-      continue;
+    const size_t first = parts.size();
+    const int64_t n = split_by_range(c, ins, parts);
+    if (n == 0) {
+      plan_one(-1, at);
+    } else if (ins.kernel == Kernel::cross_entropy) {
+      // Row blocks, each a first pass writing its workgroups' partials to
+      // its own slots of one region, then one finish over them all (the
+      // whole loss, bound without the rows).
+      uint32_t per[kMaxRangeParts] = {}, total = 0;
+      const uint32_t fit =
+          uint32_t(std::min<uint64_t>(c.scratch_bytes / 8 / uint64_t(n), kMaxGroups));
+      for (int64_t k = 0; k < n; ++k) {
+        const auto q = params<Kernel::cross_entropy>(parts[first + size_t(k)].params);
+        total += per[k] = std::max(1u, std::min(cross_entropy_groups(c, q), fit));
+      }
+      const uint64_t off = region(uint64_t(total) * 8);
+      for (int64_t k = 0, done = 0; k < n; done += per[k++])
+        push(int64_t(first) + k, at, kPartials, per[k], off + uint64_t(done) * 8, per[k] * 8ull);
+      Instr& finish = parts.emplace_back(ins);
+      finish.args[1].bytes = finish.args[2].bytes = 16;  // bound, not read
+      push(int64_t(parts.size() - 1), at, kFinish, total, off, uint64_t(total) * 8);
+    } else if (ins.kernel == Kernel::cross_entropy_backward) {
+      // aux: the rows the mean is over (the whole batch's, not the block's).
+      const uint32_t rows = uint32_t(params<Kernel::cross_entropy_backward>(ins.params).rows);
+      for (int64_t k = 0; k < n; ++k) push(int64_t(first) + k, at, 0, rows);
+    } else {
+      for (int64_t k = 0; k < n; ++k) plan_one(int64_t(first) + k, at);
     }
-    out.push_back({&ins, 0, at});
   }
-  // The parts, in order, once `parts` has stopped growing.
-  size_t next = 0;
   for (Launch& l : out)
-    if (!l.ins) l.ins = &parts[next++];
+    if (l.part >= 0) l.ins = &parts[size_t(l.part)];
   if (!c.loop_budget) return;
   // A quarter of the budget is left for what the count leaves out.
   const uint64_t most = c.loop_budget - c.loop_budget / 4;
