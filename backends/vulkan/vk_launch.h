@@ -107,9 +107,12 @@ struct Launch {
 };
 // The dispatches of a Program, into `out`, pointing at the Program's
 // instructions and, for split launches, at `parts` (both reused: nothing is
-// copied or allocated per step once they have grown). A GEMM whose K loop
-// would run past the loop budget becomes parts over ranges of K: the first
-// adds the bias, the later ones add to C, the last applies the activation.
+// copied or allocated per step once they have grown). A launch whose
+// arguments pass maxStorageBufferRange is first split into parts that fit
+// (split_by_range, split_gemm below), each planned as follows. A GEMM whose
+// K loop would run past the loop budget becomes parts over ranges of K: the
+// first adds the bias, the later ones add to C, the last applies the
+// activation.
 // A cross-entropy loss over more rows than one workgroup takes, and a
 // column sum whose outputs are too few to fill the device (or whose columns
 // are longer than the loop budget), become two passes through the scratch
@@ -131,9 +134,10 @@ constexpr int64_t kMaxRangeParts = 4096;
 // binding, returning how many (0: it fits whole). Elementwise kernels split
 // into runs of elements (binary along its outermost dimension that fits),
 // row kernels (softmax, cross-entropy and their backwards, argmax) into
-// blocks of rows, expand and reduce_sum (outer > 1) along their outer index
-// (a reduce_sum part whose one outer slice still passes it is the
-// planner's to split along len, as it does a reduce_sum with outer == 1).
+// blocks of rows, expand and reduce_sum (outer > 1) along their outer index,
+// or each outer index alone along len when one index's slice passes it
+// (expand here; reduce_sum in the planner, as it splits a reduce_sum with
+// outer == 1).
 // Other kernels never split: launch_params refuses their arguments.
 int64_t split_by_range(const LaunchConfig& c, const Instr& ins, std::vector<Instr>& parts);
 // Appends a GEMM's launches when it splits (returns 0 when it runs whole):

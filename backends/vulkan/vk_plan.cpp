@@ -1,8 +1,9 @@
 // SPDX-License-Identifier: MIT
 // Planning a Program's dispatches (plan_launches in vk_launch.h): GEMMs
 // split along K and launches checked against the driver's loop budget,
-// reductions split in two passes through the scratch, elementwise launches
-// split where their tensors pass maxStorageBufferRange.
+// reductions split in two passes through the scratch, launches whose
+// tensors pass maxStorageBufferRange split into parts (vk_ranges.cpp's
+// split_by_range and split_gemm) that are then planned the same way.
 #include <algorithm>
 #include <cmath>
 
@@ -319,8 +320,10 @@ void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launc
       push(int64_t(parts.size() - 1), at, kFinish, total, off, uint64_t(total) * 8);
     } else if (ins.kernel == Kernel::cross_entropy_backward) {
       // aux: the rows the mean is over (the whole batch's, not the block's).
-      const uint32_t rows = uint32_t(params<Kernel::cross_entropy_backward>(ins.params).rows);
-      for (int64_t k = 0; k < n; ++k) push(int64_t(first) + k, at, 0, rows);
+      const int64_t rows = params<Kernel::cross_entropy_backward>(ins.params).rows;
+      SY_CHECK(rows <= int64_t(UINT32_MAX), "cross_entropy_backward",
+               "expected at most 2^32 - 1 rows on ", c.device, ", found ", rows);
+      for (int64_t k = 0; k < n; ++k) push(int64_t(first) + k, at, 0, uint32_t(rows));
     } else {
       for (int64_t k = 0; k < n; ++k) plan_one(int64_t(first) + k, at);
     }

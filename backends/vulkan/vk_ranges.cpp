@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Tensors past maxStorageBufferRange (128 MiB on lavapipe and many mobile
 // GPUs; vk_launch.h's split_by_range and split_gemm): a launch whose
-// arguments would span more than one storage binding may becomes parts
+// arguments would span more than one storage binding may take becomes parts
 // whose arguments each start further on and are bound as ranges that fit.
 #include <algorithm>
 
@@ -232,8 +232,8 @@ int64_t split_by_range(const LaunchConfig& c, const Instr& ins, std::vector<Inst
   }
   count = std::min<int64_t>(count, INT32_MAX);  // params travel as 32-bit words
   if (count >= x.n && x.outer == 1) return 0;
-  check_parts(c, ins.kernel, uint64_t(x.outer) * ceil_div(nonneg(x.n), nonneg(count)));
   if (x.elements && count > 16) count &= ~int64_t(15);  // parts start 16-element aligned
+  check_parts(c, ins.kernel, uint64_t(x.outer) * ceil_div(nonneg(x.n), nonneg(count)));
   int64_t made = 0;
   for (int64_t o = 0; o < x.outer; ++o) {
     uint64_t base[5] = {};               // the run's start
@@ -332,20 +332,26 @@ size_t split_gemm(const LaunchConfig& c, const Instr& ins, uint32_t at, int64_t 
         cut(kb, nb, ldb);
       cut(mb, nb, N);
       if (bias) (g.bias_rows ? mb : nb) = std::min(g.bias_rows ? mb : nb, room);
-      // Whole tiles and BK steps, 16-byte aligned operands (vec4 loads).
-      auto round = [](uint64_t& v, uint64_t to) {
-        if (v > to) v -= v % to;
+      // A cut dimension in whole tiles and BK steps, 16-byte aligned
+      // operands (vec4 loads); one left whole stays whole.
+      auto round = [](uint64_t& v, uint64_t whole, uint64_t to) {
+        if (v < whole && v > to) v -= v % to;
       };
-      round(mb, c.gemm[0]);
-      round(nb, c.gemm[1]);
-      round(kb, c.gemm[2]);
+      round(mb, M, c.gemm[0]);
+      round(nb, N, c.gemm[1]);
+      round(kb, std::max<uint64_t>(K, 1), c.gemm[2]);
     }
   }
+  // The launches the range asks for (the loop budget's parts of K aside:
+  // those a GEMM on such a driver takes anyway).
+  if (by_range)
+    check_parts(c, Kernel::gemm,
+                ceil_div(B, bb) * ceil_div(M, mb) * ceil_div(N, nb) * (K ? ceil_div(K, kb) : 1));
   if (k_part > 0) kb = std::min(kb, uint64_t(k_part));
   if (!by_range && kb >= K) return 0;
   const uint64_t nk = K ? ceil_div(K, kb) : 1;
-  if (by_range)
-    check_parts(c, Kernel::gemm, ceil_div(B, bb) * ceil_div(M, mb) * ceil_div(N, nb) * nk);
+  SY_CHECK(N <= UINT32_MAX, "gemm", "expected at most 2^32 - 1 columns on ", c.device, ", found ",
+           N);
   size_t made = 0;
   for (uint64_t b0 = 0; b0 < B; b0 += bb)
     for (uint64_t i0 = 0; i0 < M; i0 += mb)
