@@ -371,3 +371,42 @@ TEST(Vulkan, SumsPastTheStorageRangeMatchTheCpu) {
   close(sy::sum(cols.to(d), 1), sy::sum(cols, 1), "row sums of 7");
   close(sy::sum(mid.to(d), 1), sy::sum(mid, 1), "sums over a middle dimension");
 }
+
+// Running out of descriptor sets (a driver with no memory for another pool,
+// or SWITCHYARD_VK_MAX_DESCRIPTOR_SETS, here 64) evicts the least recently
+// run recordings, which give their sets back, instead of failing: 60
+// Programs of a few launches each (two frames of sets per Program) all run
+// and stay right. A Program needing more sets than the budget holds is an
+// OutOfMemory error naming them, and the device keeps working. In a child,
+// so the budget is its own.
+TEST(Vulkan, RunningOutOfDescriptorSetsEvictsOldRecordings) {
+  VULKAN_OR_SKIP(d);
+  if (!std::getenv("SY_TEST_CHILD")) {
+    std::string cmd = std::string("SY_TEST_CHILD=1 SWITCHYARD_VK_MAX_DESCRIPTOR_SETS=64 ") +
+                      ::testing::internal::GetArgvs()[0] +
+                      " --gtest_filter=Vulkan.RunningOutOfDescriptorSetsEvictsOldRecordings "
+                      "> /dev/null 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << "the child's checks failed: run " << cmd;
+    return;
+  }
+  const uint64_t e0 = d.counters().recording_evictions;
+  for (int round = 0; round < 2; ++round)
+    for (int64_t i = 1; i <= 60; ++i) {  // a Program per length
+      std::vector<float> y = sy::relu(sy::full({i}, -1.f, d) * 2.f + 3.f).to_vector<float>();
+      ASSERT_EQ(y.size(), size_t(i));
+      for (float v : y) ASSERT_EQ(v, 1.f) << "length " << i << ", round " << round;
+    }
+  EXPECT_GT(d.counters().recording_evictions - e0, 0u) << "64 sets held every recording";
+  // A Program of 40 launches, run 3 times: its two frames cannot both hold
+  // sets, so each run takes the other frame's.
+  for (int run = 0; run < 3; ++run) {
+    sy::Tensor w = sy::full({8}, 0.f, d);
+    for (int k = 0; k < 40; ++k) w = w + 1.f;
+    EXPECT_EQ(w.to_vector<float>(), std::vector<float>(8, 40.f)) << "run " << run;
+  }
+  sy::Tensor x = sy::full({8}, 0.f, d);
+  for (int k = 0; k < 100; ++k) x = x + 1.f;  // one Program of 100 launches
+  expect_error([&] { (void)x.to_vector<float>(); },
+               {"descriptor sets", "SWITCHYARD_VK_MAX_DESCRIPTOR_SETS", d.str()});
+  EXPECT_EQ((sy::full({3}, 2.f, d) * 2.f).to_vector<float>(), std::vector<float>(3, 4.f));
+}

@@ -206,6 +206,12 @@ void Context::choose_tiles() {
     SY_CHECK(*w >= '1' && *w <= '9' && *end == 0, "vulkan",
              "expected SWITCHYARD_VK_WAIT_LIMIT_MS=N (milliseconds, at least 1), found '", w, "'");
   }
+  if (const char* ds = std::getenv("SWITCHYARD_VK_MAX_DESCRIPTOR_SETS")) {
+    char* end = nullptr;
+    max_descriptor_sets = uint64_t(std::strtoull(ds, &end, 10));
+    SY_CHECK(*ds >= '1' && *ds <= '9' && *end == 0, "vulkan",
+             "expected SWITCHYARD_VK_MAX_DESCRIPTOR_SETS=N (sets, at least 1), found '", ds, "'");
+  }
   lc.loop_budget = std::strncmp(p.props.deviceName, "llvmpipe", 8) == 0 ? 65535 : 0;
   if (const char* lb = std::getenv("SWITCHYARD_VK_LOOP_BUDGET")) {
     char* end = nullptr;

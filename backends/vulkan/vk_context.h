@@ -70,7 +70,10 @@ struct Context {
   bool use_subgroups = false;  // the _sg builds of kernels the table marks kSubgroup
   bool lost = false;           // VK_ERROR_DEVICE_LOST was seen, or a wait ran out
   uint64_t wait_limit_ms = 0;  // a fence wait longer than this is a lost device
-  std::string pending_error;   // bad input a kernel reported, thrown at the next wait
+  // Descriptor sets all pools together may hold (0: as many as the driver
+  // gives; SWITCHYARD_VK_MAX_DESCRIPTOR_SETS, tests of running out).
+  uint64_t max_descriptor_sets = 0;
+  std::string pending_error;  // bad input a kernel reported, thrown at the next wait
 
   std::string name() const { return owner.str(); }
   // Throws for a failed call: OutOfMemory for the out-of-memory results,

@@ -9,13 +9,21 @@
 
 namespace switchyard::vk_impl {
 
+void Recorder::free_sets(Frame& f) {
+  if (!f.sets.empty() && f.pool) {
+    vk.vkFreeDescriptorSets(c_.dev, f.pool, uint32_t(f.sets.size()), f.sets.data());
+    for (Pool& p : desc_pools_)
+      if (p.pool == f.pool) p.left += uint32_t(f.sets.size());
+  }
+  f.sets.clear();
+  f.written.clear();
+  f.recorded = false;  // its command buffer names them
+}
+
 void Recorder::free_recording(Recording& rec) {
   for (auto& f : rec.frames) {
     if (f.cb) vk.vkFreeCommandBuffers(c_.dev, c_.cmd_pool, 1, &f.cb), f.cb = VK_NULL_HANDLE;
-    if (!f.sets.empty() && f.pool)
-      vk.vkFreeDescriptorSets(c_.dev, f.pool, uint32_t(f.sets.size()), f.sets.data());
-    f.sets.clear();
-    f.written.clear();
+    free_sets(f);
   }
   if (rec.table_entries) table_ranges_.free(rec.table_offset, rec.table_entries);
   rec.table_entries = 0;
@@ -34,37 +42,81 @@ void Recorder::allocate_sets(Frame& fr, size_t n) {
       if (!ok) fr.sets.clear();
     }
   } clear{fr};
-  for (int attempt = 0; attempt < 2; ++attempt) {
+  bool fresh = false;          // the last pass made a pool: it must give the sets
+  VkResult made = VK_SUCCESS;  // why no pool gave them (for the message)
+  for (;; made = VK_SUCCESS) {
     // Newest pool first; sets freed by evicted recordings return to theirs.
     for (auto pool = desc_pools_.rbegin(); pool != desc_pools_.rend(); ++pool) {
-      ai.descriptorPool = *pool;
+      if (pool->left < n) continue;
+      ai.descriptorPool = pool->pool;
       VkResult r = vk.vkAllocateDescriptorSets(c_.dev, &ai, fr.sets.data());
       if (r == VK_SUCCESS) {
-        fr.pool = *pool;
+        fr.pool = pool->pool;
+        pool->left -= uint32_t(n);
         clear.ok = true;
         fr.written.assign(n * kArgBindings, VkDescriptorBufferInfo{});
         bump(c_.counters.descriptor_set_allocations, n);
         return;
       }
+      if (r == VK_ERROR_OUT_OF_HOST_MEMORY || r == VK_ERROR_OUT_OF_DEVICE_MEMORY) {
+        made = r;  // the driver's memory: evict rather than grow
+        break;
+      }
       if (r != VK_ERROR_OUT_OF_POOL_MEMORY && r != VK_ERROR_FRAGMENTED_POOL)
         c_.check(r, "execute", "vkAllocateDescriptorSets");
     }
-    uint32_t sets = uint32_t(std::max<size_t>(1024, n));
-    VkDescriptorPoolSize ps[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets * (kBindings - 1)},
-                                  {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, sets}};
-    VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
-    ci.flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT |
-               (c_.uab ? VK_DESCRIPTOR_POOL_CREATE_UPDATE_AFTER_BIND_BIT : 0);
-    ci.maxSets = sets;
-    ci.poolSizeCount = 2;
-    ci.pPoolSizes = ps;
-    VkDescriptorPool pool;
-    c_.check(vk.vkCreateDescriptorPool(c_.dev, &ci, nullptr, &pool), "execute",
-             "vkCreateDescriptorPool");
-    desc_pools_.push_back(pool);
+    SY_CHECK(!fresh, "execute", "expected a new descriptor pool to give ", n, " sets on ",
+             c_.name(), ", found it refused them");
+    // A new pool, within the budget; past it, or when the driver has no
+    // memory for one, the least recently run recording other than this
+    // one gives its sets back.
+    const uint64_t most = c_.max_descriptor_sets ? c_.max_descriptor_sets : UINT32_MAX;
+    const uint32_t sets =
+        uint32_t(std::min<uint64_t>(std::max<size_t>(1024, n), most - std::min(most, pool_sets_)));
+    VkDescriptorPool pool = VK_NULL_HANDLE;
+    if (made == VK_SUCCESS) made = VK_ERROR_OUT_OF_POOL_MEMORY;  // the budget, unless tried
+    if (made == VK_ERROR_OUT_OF_POOL_MEMORY && sets >= n) {
+      VkDescriptorPoolSize ps[2] = {{VK_DESCRIPTOR_TYPE_STORAGE_BUFFER, sets * (kBindings - 1)},
+                                    {VK_DESCRIPTOR_TYPE_UNIFORM_BUFFER, sets}};
+      VkDescriptorPoolCreateInfo ci{VK_STRUCTURE_TYPE_DESCRIPTOR_POOL_CREATE_INFO};
+      ci.flags = VK_DESCRIPTOR_POOL_CREATE_FREE_DESCRIPTOR_SET_BIT |
+                 (c_.uab ? VK_DESCRIPTOR_POOL_CREATE_UPDATE_AFTER_BIND_BIT : 0);
+      ci.maxSets = sets;
+      ci.poolSizeCount = 2;
+      ci.pPoolSizes = ps;
+      made = vk.vkCreateDescriptorPool(c_.dev, &ci, nullptr, &pool);
+      if (made != VK_ERROR_OUT_OF_HOST_MEMORY && made != VK_ERROR_OUT_OF_DEVICE_MEMORY &&
+          made != VK_ERROR_FRAGMENTATION_EXT)
+        c_.check(made, "execute", "vkCreateDescriptorPool");
+    }
+    if (made == VK_SUCCESS) {
+      desc_pools_.push_back({pool, sets});
+      pool_sets_ += sets;
+      fresh = true;
+      continue;
+    }
+    if (recordings_.size() > 1) {  // this step's recording is the most recent
+      evict_lru();
+      continue;
+    }
+    // Last, the sets of this Program's other frame (it re-records when next used).
+    bool freed = false;
+    for (auto& [id, rec] : recordings_)
+      for (Frame& f : rec.frames)
+        if (&f != &fr && !f.sets.empty()) {
+          t_.wait_for(f.serial);
+          free_sets(f);
+          freed = true;
+        }
+    if (freed) continue;
+    throw OutOfMemory(cat(
+        "[execute] expected ", n, " descriptor sets for one Program on ", c_.name(), ", found ",
+        made == VK_ERROR_OUT_OF_POOL_MEMORY ? cat(pool_sets_,
+                                                  " sets in all pools, the most "
+                                                  "SWITCHYARD_VK_MAX_DESCRIPTOR_SETS allows")
+                                            : cat("no memory for more (", result_name(made), ")"),
+        ", and no other recording to evict"));
   }
-  fr.sets.clear();
-  throw Error(cat("[execute] could not allocate ", n, " descriptor sets on ", c_.name()));
 }
 
 bool Recorder::write_sets(Frame& fr, size_t n) {
@@ -112,6 +164,7 @@ void Recorder::evict_lru() {
   for (auto& f : lru->second.frames) t_.wait_for(f.serial);
   free_recording(lru->second);
   recordings_.erase(lru);
+  bump(c_.counters.recording_evictions);
 }
 
 uint64_t Recorder::table_space(uint64_t entries) {
@@ -332,8 +385,9 @@ void Recorder::destroy() {
   scratch_ = nullptr;
   alloc_.free(table_);
   alloc_.free(status_);
-  for (VkDescriptorPool dp : desc_pools_) vk.vkDestroyDescriptorPool(c_.dev, dp, nullptr);
+  for (const Pool& p : desc_pools_) vk.vkDestroyDescriptorPool(c_.dev, p.pool, nullptr);
   desc_pools_.clear();
+  pool_sets_ = 0;
 }
 
 }  // namespace switchyard::vk_impl

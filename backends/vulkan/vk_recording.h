@@ -67,7 +67,12 @@ class Recorder {
 
  private:
   void free_recording(Recording& rec);
-  // n descriptor sets from one pool (a new pool when the last is full).
+  // Gives a frame's descriptor sets back to their pool (the frame must not
+  // be in flight); it is recorded again at its next use.
+  void free_sets(Frame& f);
+  // n descriptor sets from one pool: an existing one, else a new pool,
+  // else (the driver's memory or max_descriptor_sets exhausted) the sets of
+  // the least recently run recordings, evicted one at a time.
   void allocate_sets(Frame& fr, size_t n);
   // Points the frame's sets at this step's buffers, writing only what
   // changed. Returns true if anything changed.
@@ -85,7 +90,15 @@ class Recorder {
   Timeline& t_;
   Pipelines& pipes_;
   Profiler& prof_;
-  std::vector<VkDescriptorPool> desc_pools_;
+  // Each pool and the sets it has left, counted here: drivers may (lavapipe
+  // does) allocate past a pool's maxSets instead of failing, which would
+  // hide running out from the eviction below.
+  struct Pool {
+    VkDescriptorPool pool;
+    uint32_t left;
+  };
+  std::vector<Pool> desc_pools_;
+  uint64_t pool_sets_ = 0;  // sets desc_pools_ hold in all
   HostBuf status_, table_;
   Alloc* scratch_ = nullptr;  // LaunchConfig::scratch_bytes of device memory
   RangeAllocator table_ranges_;

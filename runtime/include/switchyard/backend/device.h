@@ -53,6 +53,10 @@ struct Counters {
   // CUDA: graphs given a run's new addresses or params by cudaGraphExecUpdate
   // instead of being captured and instantiated again.
   uint64_t command_updates = 0;
+  // Vulkan: recordings evicted (past 256 of them, for launch-table space,
+  // or to give their descriptor sets back when the pools could not grow:
+  // the driver's memory, SWITCHYARD_VK_MAX_DESCRIPTOR_SETS).
+  uint64_t recording_evictions = 0;
 };
 
 // Public non-virtual methods check arguments and keep the counters; the
