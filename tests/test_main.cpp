@@ -31,6 +31,24 @@ __attribute__((constructor(101))) static void set_test_environment() {
 }
 
 namespace {
+// SWITCHYARD_TEST_SUBGROUP=N (the vulkan_subgroup ctest variants): the run is
+// only worth its name if vulkan:0 really has subgroups of N invocations, so
+// a driver that ignores the width it was asked for fails the run.
+class ExpectedSubgroupSize : public ::testing::Environment {
+ public:
+  void SetUp() override {
+    const char* want = std::getenv("SWITCHYARD_TEST_SUBGROUP");
+    if (!want || !*want) return;
+    std::string found = "(no vulkan:0)";
+    for (auto* d : switchyard::devices())
+      if (d->str() == "vulkan:0")
+        for (auto& [k, v] : d->info().properties)
+          if (k == "subgroup") found = v;
+    EXPECT_EQ(found.substr(0, found.find(' ')), std::string(want))
+        << "SWITCHYARD_TEST_SUBGROUP=" << want << ": vulkan:0 reports subgroup " << found;
+  }
+};
+
 class NoValidationMessages : public ::testing::Environment {
  public:
   void TearDown() override {
@@ -43,6 +61,7 @@ class NoValidationMessages : public ::testing::Environment {
 
 int main(int argc, char** argv) {
   ::testing::InitGoogleTest(&argc, argv);
+  ::testing::AddGlobalTestEnvironment(new ExpectedSubgroupSize);
   ::testing::AddGlobalTestEnvironment(new NoValidationMessages);
   return RUN_ALL_TESTS();
 }

@@ -15,6 +15,7 @@
 #include <string>
 
 #include "switchyard/error.h"
+#include "test_env.h"
 #include "vk_instance.h"
 #include "vk_launch.h"
 #include "vk_memory_policy.h"
@@ -208,6 +209,79 @@ TEST(VulkanPipelineCache, ForeignDriverHeadersAreIgnored) {
     EXPECT_NE(why.find(b.says), std::string::npos)
         << "expected '" << b.says << "', got '" << why << "'";
   }
+}
+
+// ---- queue family (vk_instance.h) -------------------------------------------------
+// Which family each kind of device's queues are taken from, from the family
+// lists their drivers report (flags, queue count, timestamp bits).
+namespace {
+constexpr VkQueueFlags G = VK_QUEUE_GRAPHICS_BIT, C = VK_QUEUE_COMPUTE_BIT,
+                       T = VK_QUEUE_TRANSFER_BIT, SB = VK_QUEUE_SPARSE_BINDING_BIT,
+                       VD = VK_QUEUE_VIDEO_DECODE_BIT_KHR;
+VkQueueFamilyProperties family(VkQueueFlags f, uint32_t count, uint32_t ts = 64) {
+  VkQueueFamilyProperties q{};
+  q.queueFlags = f;
+  q.queueCount = count;
+  q.timestampValidBits = ts;
+  return q;
+}
+uint32_t choose(const std::vector<VkQueueFamilyProperties>& q, std::string* why = nullptr) {
+  std::string w;
+  const uint32_t f = vi::choose_queue_family(q, w);
+  if (why) *why = w;
+  EXPECT_EQ(f == UINT32_MAX, !w.empty()) << w;
+  return f;
+}
+}  // namespace
+
+TEST(VulkanQueueFamily, AsyncComputeFamiliesAreChosenWhereThereAreAny) {
+  unset_env("SWITCHYARD_VK_QUEUE_FAMILY");
+  // NVIDIA: graphics, transfer-only, compute-only, video.
+  EXPECT_EQ(choose({family(G | C | T | SB, 16), family(T | SB, 2), family(C | T | SB, 8),
+                    family(VD, 1, 0)}),
+            2u);
+  // AMD (RADV): graphics, compute-only (the async-compute engines), video.
+  EXPECT_EQ(choose({family(G | C | T | SB, 1), family(C | T | SB, 4), family(VD, 1, 0)}), 1u);
+  // Intel Arc: the compute engine beside the render engine and a copy engine.
+  EXPECT_EQ(choose({family(G | C | T, 1, 36), family(C | T, 1, 36), family(T, 1, 36)}), 1u);
+  // One family for everything: lavapipe, older Intel, Mali, Apple.
+  EXPECT_EQ(choose({family(G | C | T, 1)}), 0u);
+  EXPECT_EQ(choose({family(G | C | T, 2), family(T, 1)}), 0u);
+  // Adreno-like: a graphics family listed after a compute-only one.
+  EXPECT_EQ(choose({family(C, 1), family(G | C | T, 3)}), 0u);
+}
+
+TEST(VulkanQueueFamily, TimestampsBreakTiesAndNoComputeIsSaid) {
+  unset_env("SWITCHYARD_VK_QUEUE_FAMILY");
+  // Of two compute-only families, the one whose queues write timestamps.
+  EXPECT_EQ(choose({family(G | C | T, 1), family(C | T, 2, 0), family(C | T, 2, 64)}), 2u);
+  // A compute-only family without timestamps still beats graphics with them
+  // (the profiler says it has no timings; every run gets the better queue).
+  EXPECT_EQ(choose({family(G | C | T, 1, 64), family(C | T, 2, 0)}), 1u);
+  EXPECT_EQ(choose({family(G | C | T, 1, 0), family(G | C | T, 1, 48)}), 1u);
+  // A family that lists no queues is not one to take.
+  EXPECT_EQ(choose({family(C | T, 0), family(G | C | T, 1)}), 1u);
+  std::string why;
+  EXPECT_EQ(choose({family(T, 1), family(VD, 1, 0)}, &why), UINT32_MAX);
+  EXPECT_EQ(why, "no compute queue");
+  EXPECT_EQ(choose({}, &why), UINT32_MAX);
+}
+
+TEST(VulkanQueueFamily, TheSettingNamesAFamilyOrSaysWhichItCould) {
+  const std::vector<VkQueueFamilyProperties> nvidia = {family(G | C | T | SB, 16),
+                                                       family(T | SB, 2), family(C | T | SB, 8)};
+  set_env("SWITCHYARD_VK_QUEUE_FAMILY", "0");
+  EXPECT_EQ(choose(nvidia), 0u);
+  for (const char* bad : {"1", "3", "x", "-1", "2x", " 2"}) {
+    set_env("SWITCHYARD_VK_QUEUE_FAMILY", bad);
+    std::string why;
+    EXPECT_EQ(choose(nvidia, &why), UINT32_MAX) << bad;
+    EXPECT_NE(why.find("expected the index of a family with compute queues (0, 2), found '" +
+                       std::string(bad) + "'"),
+              std::string::npos)
+        << why;
+  }
+  unset_env("SWITCHYARD_VK_QUEUE_FAMILY");
 }
 
 // ---- launch geometry (vk_launch.h) ---------------------------------------------------

@@ -215,15 +215,7 @@ Physical query(VkPhysicalDevice pd, uint32_t instance_api) {
   vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
   p.queues.resize(n);
   vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, p.queues.data());
-  // Prefer a compute queue without graphics (an async-compute family).
-  int best = -1;
-  for (uint32_t q = 0; q < n; ++q) {
-    if (!(p.queues[q].queueFlags & VK_QUEUE_COMPUTE_BIT)) continue;
-    if (best < 0 || (!(p.queues[q].queueFlags & VK_QUEUE_GRAPHICS_BIT) &&
-                     (p.queues[best].queueFlags & VK_QUEUE_GRAPHICS_BIT)))
-      best = int(q);
-  }
-  p.queue_family = best < 0 ? UINT32_MAX : uint32_t(best);
+  p.queue_family = choose_queue_family(p.queues, p.queue_why);
   p.budget_ext = has_ext(p.exts, "VK_EXT_memory_budget");
   for (uint32_t t = 0; t < VK_MAX_MEMORY_TYPES; ++t) p.real_type[t] = t;
   p.subgroup_arith = (p.subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
@@ -232,9 +224,37 @@ Physical query(VkPhysicalDevice pd, uint32_t instance_api) {
   return p;
 }
 
+uint32_t choose_queue_family(const std::vector<VkQueueFamilyProperties>& q, std::string& why) {
+  const uint32_t n = uint32_t(q.size());
+  auto compute = [&](uint32_t f) {
+    return q[f].queueCount > 0 && (q[f].queueFlags & VK_QUEUE_COMPUTE_BIT);
+  };
+  if (const char* e = std::getenv("SWITCHYARD_VK_QUEUE_FAMILY"); e && *e) {
+    char* end = nullptr;
+    const unsigned long f = std::strtoul(e, &end, 10);
+    if (*e >= '0' && *e <= '9' && *end == 0 && f < n && compute(uint32_t(f))) return uint32_t(f);
+    std::string have;
+    for (uint32_t f2 = 0; f2 < n; ++f2)
+      if (compute(f2)) have += cat(have.empty() ? "" : ", ", f2);
+    why = cat("SWITCHYARD_VK_QUEUE_FAMILY: expected the index of a family with compute queues (",
+              have.empty() ? "none" : have, "), found '", e, "'");
+    return UINT32_MAX;
+  }
+  // Rank: compute-only before graphics+compute, then with timestamps
+  // before without, then the lowest index.
+  auto rank = [&](uint32_t f) {
+    return (q[f].queueFlags & VK_QUEUE_GRAPHICS_BIT ? 0 : 2) + (q[f].timestampValidBits ? 1 : 0);
+  };
+  uint32_t best = UINT32_MAX;
+  for (uint32_t f = 0; f < n; ++f)
+    if (compute(f) && (best == UINT32_MAX || rank(f) > rank(best))) best = f;
+  if (best == UINT32_MAX) why = "no compute queue";
+  return best;
+}
+
 std::string unsupported(const Physical& p, uint32_t storage_buffers) {
   if (p.api < VK_API_VERSION_1_1) return cat("Vulkan ", version_str(p.api), " (1.1 is required)");
-  if (p.queue_family == UINT32_MAX) return "no compute queue";
+  if (p.queue_family == UINT32_MAX) return p.queue_why;
   if (p.props.limits.maxPerStageDescriptorStorageBuffers < storage_buffers)
     return cat("maxPerStageDescriptorStorageBuffers is ",
                p.props.limits.maxPerStageDescriptorStorageBuffers, " (", storage_buffers,

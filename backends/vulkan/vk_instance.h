@@ -48,7 +48,8 @@ struct Physical {
   VkPhysicalDeviceFeatures features{};
   std::vector<VkQueueFamilyProperties> queues;
   std::vector<VkExtensionProperties> exts;
-  uint32_t queue_family = 0;
+  uint32_t queue_family = 0;  // choose_queue_family's; UINT32_MAX: none (queue_why says why)
+  std::string queue_why;
   bool subgroup_arith = false;
   // Memory facts (vk_memory_policy.h). Under SWITCHYARD_VK_SIMULATE, props'
   // type and nonCoherentAtomSize and `mem` are the simulated device's, and
@@ -61,6 +62,14 @@ struct Physical {
 };
 
 Physical query(VkPhysicalDevice pd, uint32_t instance_api);
+// The queue family Switchyard submits to: one with compute queues, a
+// compute-only (async-compute) family first, since it runs beside a
+// display's graphics work on its own hardware queue on AMD, NVIDIA and
+// Intel; then one whose queues write timestamps (the profiler's); then the
+// lowest index. SWITCHYARD_VK_QUEUE_FAMILY=N names one instead. UINT32_MAX
+// and `why` when there is none (or N is not one).
+uint32_t choose_queue_family(const std::vector<VkQueueFamilyProperties>& families,
+                             std::string& why);
 // Why this device cannot run Switchyard's shaders (which need
 // `storage_buffers` per stage), or "".
 std::string unsupported(const Physical& p, uint32_t storage_buffers);
