@@ -132,6 +132,12 @@ HostBuf Allocator::host_buffer(uint64_t size, MemRole role) {
   if (!create_memory(size, type, true, false, b, why))
     throw OutOfMemory(
         cat("[allocate] host-visible buffer of ", mib(size), " on ", c_.name(), ": ", why));
+  const char* what = role == MemRole::staging  ? "staging ring"
+                     : role == MemRole::table  ? "launch table"
+                     : role == MemRole::status ? "status word"
+                                               : "host buffer";
+  c_.set_name(VK_OBJECT_TYPE_BUFFER, b.buf, what);
+  c_.set_name(VK_OBJECT_TYPE_DEVICE_MEMORY, b.mem, what);
   return {b.mem, b.buf, size, b.mapped, b.real, b.bytes, b.coherent, b.cached};
 }
 
@@ -161,6 +167,10 @@ bool Allocator::create_block(uint32_t k, uint64_t size, bool dedicated, bool hos
   };
   if (!create_memory(size, type, c_.mem.zero_copy || host, true, b, why)) return false;
   if (role == MemRole::tensor_fallback) bump(c_.counters.fallback_blocks);
+  const std::string what = cat(host ? "pinned block " : "tensor block ", k, " (",
+                               dedicated ? "dedicated, " : "", mib(size), ")");
+  c_.set_name(VK_OBJECT_TYPE_BUFFER, b.buf, what);
+  c_.set_name(VK_OBJECT_TYPE_DEVICE_MEMORY, b.mem, what);
   b.ranges = RangeAllocator(size);
   if (!host) bump(c_.counters.bytes_reserved, b.bytes);
   blocks_[k] = std::move(b);

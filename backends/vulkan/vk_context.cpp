@@ -7,6 +7,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <vector>
 
 namespace switchyard::vk_impl {
 
@@ -15,13 +16,104 @@ void Context::check(VkResult r, const char* op, const char* what) {
   if (r == VK_ERROR_OUT_OF_DEVICE_MEMORY || r == VK_ERROR_OUT_OF_HOST_MEMORY)
     throw OutOfMemory(cat("[", op, "] ", what, " on ", name(), " failed: ", result_name(r)));
   if (r == VK_ERROR_DEVICE_LOST) {
+    const bool first = !lost;
     lost = true;
-    throw DeviceLost(
-        cat("[", op, "] ", what, " on ", name(), " failed: ", result_name(r),
-            ": the device is lost; every later use of it throws (other devices and the "
-            "CPU still work)"));
+    std::string m = cat("[", op, "] ", what, " on ", name(), " failed: ", result_name(r),
+                        ": the device is lost; every later use of it throws (other devices and "
+                        "the CPU still work)");
+    if (first) {
+      // The driver's account, unless the loss was injected (SWITCHYARD_VK_FAULT):
+      // the device is not lost then, and asking is invalid
+      // (VUID-vkGetDeviceFaultInfoEXT-device-07336).
+      const FaultStats f = fault_stats();
+      if (!(f.fired && f.result == VK_ERROR_DEVICE_LOST)) m += fault_detail();
+      lost_what = m;
+      // What was queued ends now: a lost device's waits return in finite
+      // time (the specification's rule), so nothing touches the device's
+      // memory after the error reaches the caller, and teardown at exit
+      // finds the queue idle (on lavapipe, under injected faults, the queue
+      // thread otherwise still compiles at exit, racing LLVM's destructors).
+      // Bounded: a driver that does not keep that rule is taken for hung.
+      if (on_lost) on_lost();
+    }
+    throw DeviceLost(m);
   }
   throw Error(cat("[", op, "] ", what, " on ", name(), " failed: ", result_name(r)));
+}
+
+void Context::set_name(VkObjectType type, uint64_t handle, const std::string& what) const {
+  if (!in->debug_utils || !vk.vkSetDebugUtilsObjectNameEXT || !handle || !dev) return;
+  const std::string n = cat("switchyard ", name(), " ", what);
+  VkDebugUtilsObjectNameInfoEXT ni{VK_STRUCTURE_TYPE_DEBUG_UTILS_OBJECT_NAME_INFO_EXT};
+  ni.objectType = type;
+  ni.objectHandle = handle;
+  ni.pObjectName = n.c_str();
+  vk.vkSetDebugUtilsObjectNameEXT(dev, &ni);  // a name that did not stick costs nothing
+}
+
+void Context::begin_label(VkCommandBuffer cb, const std::string& text) const {
+  VkDebugUtilsLabelEXT l{VK_STRUCTURE_TYPE_DEBUG_UTILS_LABEL_EXT};
+  l.pLabelName = text.c_str();
+  vk.vkCmdBeginDebugUtilsLabelEXT(cb, &l);
+}
+
+void Context::end_label(VkCommandBuffer cb) const { vk.vkCmdEndDebugUtilsLabelEXT(cb); }
+
+std::string Context::fault_detail() const {
+#ifdef VK_EXT_device_fault
+  if (!fault_info || !dev) return "";
+  VkDeviceFaultCountsEXT counts{VK_STRUCTURE_TYPE_DEVICE_FAULT_COUNTS_EXT};
+  VkResult r = fault_info(dev, &counts, nullptr);
+  if (r != VK_SUCCESS) return cat("; VK_EXT_device_fault gave no detail (", result_name(r), ")");
+  std::vector<VkDeviceFaultAddressInfoEXT> addrs(std::min<uint32_t>(counts.addressInfoCount, 16));
+  std::vector<VkDeviceFaultVendorInfoEXT> vendor(std::min<uint32_t>(counts.vendorInfoCount, 16));
+  const uint64_t dump = counts.vendorBinarySize;
+  counts.addressInfoCount = uint32_t(addrs.size());
+  counts.vendorInfoCount = uint32_t(vendor.size());
+  counts.vendorBinarySize = 0;  // the vendor's binary dump is not fetched
+  VkDeviceFaultInfoEXT info{VK_STRUCTURE_TYPE_DEVICE_FAULT_INFO_EXT};
+  info.pAddressInfos = addrs.data();
+  info.pVendorInfos = vendor.data();
+  r = fault_info(dev, &counts, &info);
+  if (r != VK_SUCCESS && r != VK_INCOMPLETE)
+    return cat("; VK_EXT_device_fault gave no detail (", result_name(r), ")");
+  auto hex = [](uint64_t v) {
+    char b[24];
+    std::snprintf(b, sizeof b, "0x%llx", static_cast<unsigned long long>(v));
+    return std::string(b);
+  };
+  static const char* const kinds[] = {"none",
+                                      "invalid read",
+                                      "invalid write",
+                                      "invalid execute",
+                                      "instruction pointer (unknown)",
+                                      "instruction pointer (invalid)",
+                                      "instruction pointer (fault)"};
+  std::string d =
+      cat("; the driver says (VK_EXT_device_fault): ",
+          info.description[0]
+              ? std::string(info.description, strnlen(info.description, VK_MAX_DESCRIPTION_SIZE))
+              : "(no description)");
+  for (uint32_t i = 0; i < std::min<uint32_t>(counts.addressInfoCount, uint32_t(addrs.size()));
+       ++i) {
+    const auto& a = addrs[i];
+    const uint32_t k = uint32_t(a.addressType);
+    d += cat(i ? ", " : "; addresses: ", k < 7 ? kinds[k] : "unknown kind", " at ",
+             hex(a.reportedAddress));
+    if (a.addressPrecision > 1) d += cat(" (within ", a.addressPrecision, " bytes)");
+  }
+  for (uint32_t i = 0; i < std::min<uint32_t>(counts.vendorInfoCount, uint32_t(vendor.size()));
+       ++i) {
+    const auto& v = vendor[i];
+    d += cat(i ? ", " : "; vendor: ",
+             std::string(v.description, strnlen(v.description, VK_MAX_DESCRIPTION_SIZE)), " (code ",
+             hex(v.vendorFaultCode), ", data ", hex(v.vendorFaultData), ")");
+  }
+  if (dump) d += cat("; a vendor crash dump of ", dump, " bytes was not saved");
+  return d;
+#else
+  return "";
+#endif
 }
 
 void Context::throw_pending() {
@@ -54,6 +146,19 @@ void Context::create() {
   std::vector<const char*> exts;
   if (uab_feature && p.api < VK_API_VERSION_1_2) exts.push_back("VK_EXT_descriptor_indexing");
   if (has_ext(p.exts, "VK_KHR_portability_subset")) exts.push_back("VK_KHR_portability_subset");
+#ifdef VK_EXT_device_fault
+  // VK_EXT_device_fault: the driver's account of a loss (the faulting
+  // address, the vendor's code), for the DeviceLost message.
+  VkPhysicalDeviceFaultFeaturesEXT fault{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FAULT_FEATURES_EXT};
+  if (has_ext(p.exts, VK_EXT_DEVICE_FAULT_EXTENSION_NAME)) {
+    VkPhysicalDeviceFeatures2 f2{VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_FEATURES_2};
+    f2.pNext = &fault;
+    vk.vkGetPhysicalDeviceFeatures2(p.pd, &f2);
+    fault.pNext = nullptr;
+    fault.deviceFaultVendorBinary = VK_FALSE;
+  }
+  if (fault.deviceFault) exts.push_back(VK_EXT_DEVICE_FAULT_EXTENSION_NAME);
+#endif
   VkDeviceCreateInfo ci{VK_STRUCTURE_TYPE_DEVICE_CREATE_INFO};
   ci.queueCreateInfoCount = 1;
   ci.pQueueCreateInfos = &q;
@@ -61,13 +166,27 @@ void Context::create() {
   ci.enabledExtensionCount = uint32_t(exts.size());
   ci.ppEnabledExtensionNames = exts.data();
   if (uab_feature && !env_on("SWITCHYARD_VK_NO_UPDATE_AFTER_BIND")) ci.pNext = &enable_di;
+#ifdef VK_EXT_device_fault
+  if (fault.deviceFault) {
+    fault.pNext = const_cast<void*>(ci.pNext);
+    ci.pNext = &fault;
+  }
+#endif
   check(vk.vkCreateDevice(p.pd, &ci, nullptr, &dev), "vulkan", "vkCreateDevice");
+#ifdef VK_EXT_device_fault
+  if (fault.deviceFault)
+    fault_info = reinterpret_cast<PFN_vkGetDeviceFaultInfoEXT>(
+        vk.vkGetDeviceProcAddr(dev, "vkGetDeviceFaultInfoEXT"));
+#endif
   vk.vkGetDeviceQueue(dev, p.queue_family, 0, &queue);
+  set_name(VK_OBJECT_TYPE_DEVICE, dev, "device");
+  set_name(VK_OBJECT_TYPE_QUEUE, queue, cat("queue (family ", p.queue_family, ")"));
 
   VkCommandPoolCreateInfo pci{VK_STRUCTURE_TYPE_COMMAND_POOL_CREATE_INFO};
   pci.flags = VK_COMMAND_POOL_CREATE_RESET_COMMAND_BUFFER_BIT;
   pci.queueFamilyIndex = p.queue_family;
   check(vk.vkCreateCommandPool(dev, &pci, nullptr, &cmd_pool), "vulkan", "vkCreateCommandPool");
+  set_name(VK_OBJECT_TYPE_COMMAND_POOL, cmd_pool, "command pool");
 
   // One set per launch: its arguments, the launch table, the status word.
   // With update-after-bind (descriptor indexing) a new buffer for an
@@ -101,6 +220,8 @@ void Context::create() {
   plci.pSetLayouts = &set_layout;
   check(vk.vkCreatePipelineLayout(dev, &plci, nullptr, &pipe_layout), "vulkan",
         "vkCreatePipelineLayout");
+  set_name(VK_OBJECT_TYPE_DESCRIPTOR_SET_LAYOUT, set_layout, "launch set layout");
+  set_name(VK_OBJECT_TYPE_PIPELINE_LAYOUT, pipe_layout, "launch pipeline layout");
 }
 
 bool Context::has_update_after_bind(bool feature) const {
@@ -234,6 +355,9 @@ void Context::destroy() {
   }
   // Back to the state before create(), so a failed set-up can be retried.
   dev = VK_NULL_HANDLE;
+#ifdef VK_EXT_device_fault
+  fault_info = nullptr;
+#endif
   queue = VK_NULL_HANDLE;
   cmd_pool = VK_NULL_HANDLE;
   set_layout = VK_NULL_HANDLE;

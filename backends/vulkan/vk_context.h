@@ -9,8 +9,11 @@
 // reference to the context; the context is created first and destroyed last.
 #pragma once
 #include <atomic>
+#include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "backend_api.h"
 #include "switchyard/error.h"
@@ -69,13 +72,42 @@ struct Context {
   bool gemm_sg = false;        // the gemm_sg build (A's loads shared across a subgroup)
   bool use_subgroups = false;  // the _sg builds of kernels the table marks kSubgroup
   bool lost = false;           // VK_ERROR_DEVICE_LOST was seen, or a wait ran out
+  bool hung = false;           // lost because a wait ran out: its work may never finish
   uint64_t wait_limit_ms = 0;  // a fence wait longer than this is a lost device
   // Descriptor sets all pools together may hold (0: as many as the driver
   // gives; SWITCHYARD_VK_MAX_DESCRIPTOR_SETS, tests of running out).
   uint64_t max_descriptor_sets = 0;
   std::string pending_error;  // bad input a kernel reported, thrown at the next wait
+  // VK_EXT_device_fault, where the device has it: what the driver says about
+  // a loss, added to the DeviceLost message. `lost_what`: the first loss's
+  // message, repeated by every later refusal.
+#ifdef VK_EXT_device_fault
+  PFN_vkGetDeviceFaultInfoEXT fault_info = nullptr;
+#endif
+  std::string lost_what;
+  // Called at the first VK_ERROR_DEVICE_LOST (under the device's lock): a
+  // bounded wait for what was submitted (VulkanDevice sets it).
+  std::function<void()> on_lost;
 
   std::string name() const { return owner.str(); }
+  // VK_EXT_debug_utils, when the instance has it (else nothing): the
+  // object's name, "switchyard <device> <what>", as validation messages and
+  // GPU debuggers show it; a label around commands (a launch's kernel).
+  void set_name(VkObjectType type, uint64_t handle, const std::string& what) const;
+  template <class H>
+  void set_name(VkObjectType type, H handle, const std::string& what) const {
+    if constexpr (std::is_pointer_v<H>)
+      set_name(type, uint64_t(reinterpret_cast<uintptr_t>(handle)), what);
+    else
+      set_name(type, uint64_t(handle), what);
+  }
+  bool labels() const {
+    return in->debug_utils && vk.vkCmdBeginDebugUtilsLabelEXT && vk.vkCmdEndDebugUtilsLabelEXT;
+  }
+  void begin_label(VkCommandBuffer cb, const std::string& text) const;
+  void end_label(VkCommandBuffer cb) const;
+  // The driver's account of a device loss (VK_EXT_device_fault), or "".
+  std::string fault_detail() const;
   // Throws for a failed call: OutOfMemory for the out-of-memory results,
   // DeviceLost for VK_ERROR_DEVICE_LOST (and the device stays lost), else
   // Error.

@@ -3,6 +3,9 @@
 // backend entry point (vulkan_backend) that lists the devices.
 #include "vk_device.h"
 
+#include <algorithm>
+
+#include "switchyard/settings.h"
 #include "units.h"
 
 namespace switchyard::vk_impl {
@@ -18,6 +21,9 @@ VulkanDevice::VulkanDevice(std::shared_ptr<Instance> in, Physical p, int index,
   timeline_.on_retire([this](uint64_t done) { xfer_.retire_through(done); });
   timeline_.on_retire([this](uint64_t done) { alloc_.retire_through(done); });
   timeline_.on_retire([this](uint64_t) { rec_.check_status(); });
+  c_.on_lost = [this] {
+    if (!timeline_.settle(std::min<uint64_t>(c_.wait_limit_ms, 2000))) c_.hung = true;
+  };
   std::lock_guard lock(c_.in->mu);
   c_.in->counters.push_back(&counters_.validation_messages);
 }
@@ -42,10 +48,7 @@ void VulkanDevice::shutdown() {
 void VulkanDevice::ensure() {
   if (shut_down_) throw Error(cat("[vulkan] ", str(), " was shut down (the program is exiting)"));
   if (ready_) {
-    if (c_.lost)
-      throw DeviceLost(cat("[vulkan] expected a working device, found ", str(),
-                           " lost (VK_ERROR_DEVICE_LOST or a wait past its limit): it cannot be "
-                           "used again in this process; other devices and the CPU still work"));
+    throw_if_lost();
     return;
   }
   try {
@@ -59,9 +62,26 @@ void VulkanDevice::ensure() {
   }
 }
 
+void VulkanDevice::throw_if_lost() const {
+  if (c_.lost)
+    throw DeviceLost(cat("[vulkan] expected a working device, found ", str(),
+                         " lost: it cannot be used again in this process; other devices and "
+                         "the CPU still work. It was lost here: ",
+                         c_.lost_what.empty() ? "VK_ERROR_DEVICE_LOST" : c_.lost_what));
+}
+
 void VulkanDevice::destroy() {
   ready_ = false;
   if (!c_.dev) return;
+  // A device taken for hung (a wait past SWITCHYARD_VK_WAIT_LIMIT_MS) may
+  // never finish: vkDeviceWaitIdle could block forever, at exit too. Its
+  // work gets a bounded wait; if it is still running, nothing is destroyed.
+  // A loss the driver reported needs no wait: lost work ends in finite time
+  // and a lost device's objects may be destroyed.
+  if (c_.hung && !timeline_.settle(std::min<uint64_t>(c_.wait_limit_ms, 2000))) {
+    abandon();
+    return;
+  }
   if (c_.queue) {
     // What is still waiting in the batch (uploads, copies into buffers that
     // die with the device) is not submitted: nothing can observe it, and at
@@ -88,6 +108,16 @@ void VulkanDevice::destroy() {
   c_.destroy();
 }
 
+void VulkanDevice::abandon() {
+  xfer_.drop_host_copies();
+  emit_message(cat("[vulkan] ", str(),
+                   " is hung: the work it was given has not finished, so its Vulkan objects are "
+                   "left to the driver, not destroyed"));
+  c_.in->abandoned_device = true;
+  c_.dev = VK_NULL_HANDLE;  // Context::destroy then only forgets the handles
+  c_.destroy();
+}
+
 void* VulkanDevice::host_pointer(Buffer b) {
   if (!b) return nullptr;
   std::lock_guard lock(mu_);
@@ -107,6 +137,7 @@ void VulkanDevice::wait_until_unused(Buffer b) {
   if (!b) return;
   std::lock_guard lock(mu_);
   if (!c_.dev) return;
+  throw_if_lost();  // a hung device would be waited on again
   timeline_.wait_for(static_cast<Alloc*>(b.handle)->last_use);
 }
 
@@ -183,6 +214,7 @@ void VulkanDevice::execute_impl(const Program& prog, std::span<const Binding> bi
 void VulkanDevice::synchronize_impl() {
   std::lock_guard lock(mu_);
   if (!c_.dev) return;
+  throw_if_lost();
   timeline_.wait_idle();
   c_.throw_pending();
 }

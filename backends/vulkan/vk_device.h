@@ -63,7 +63,13 @@ class VulkanDevice final : public BackendDevice {
   // that fails (a bad setting, out of memory) leaves nothing behind and
   // throws each time.
   void ensure();
+  // DeviceLost, repeating the first loss's message, once the device is lost.
+  void throw_if_lost() const;
   void destroy();
+  // Teardown of a device taken for hung whose work is still running: its
+  // objects may be in use, so none is destroyed; the handles are forgotten
+  // and the driver keeps them until the process ends.
+  void abandon();
   Buffer allocate_in(size_t bytes, bool host);
   // Completes what finished and gives back blocks that emptied: a
   // dedicated block whose tensor was freed, or every empty block when `all`.

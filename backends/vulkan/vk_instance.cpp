@@ -80,7 +80,15 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityFlagBits
   }
   // Emitted outside the lock: the app's handler may take locks of its own.
   try {
-    emit_message(cat("[vulkan validation] ", data && data->pMessage ? data->pMessage : "?"));
+    // The layer names the objects (ours are named, Context::set_name); the
+    // launch it happened in is the command-buffer label open then (the
+    // backend opens one per launch, never nested).
+    std::string where;
+    for (uint32_t i = 0; data && i < data->cmdBufLabelCount; ++i)
+      if (const char* l = data->pCmdBufLabels[i].pLabelName)
+        where += cat(where.empty() ? " [in launch: " : "; ", l);
+    if (!where.empty()) where += "]";
+    emit_message(cat("[vulkan validation] ", data && data->pMessage ? data->pMessage : "?", where));
   } catch (...) {  // no memory for the message: counted, not printed
   }
   if (outside) emit_message("[vulkan validation] (outside any device)");
@@ -92,8 +100,12 @@ VKAPI_ATTR VkBool32 VKAPI_CALL on_validation(VkDebugUtilsMessageSeverityFlagBits
 Instance::~Instance() { shutdown(); }
 
 void Instance::shutdown() {
+  // The messenger goes in any case (its user data is this object); the
+  // instance stays while an abandoned device, its child, lives.
   if (messenger && vk.vkDestroyDebugUtilsMessengerEXT)
     vk.vkDestroyDebugUtilsMessengerEXT(inst, messenger, nullptr);
+  messenger = VK_NULL_HANDLE;
+  if (abandoned_device) return;
   if (inst) vk.vkDestroyInstance(inst, nullptr);
   messenger = VK_NULL_HANDLE;
   inst = VK_NULL_HANDLE;
@@ -145,7 +157,7 @@ std::shared_ptr<Instance> create_instance(std::string& why) {
       return nullptr;
     }
     layers.push_back("VK_LAYER_KHRONOS_validation");
-    enable.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+    in->debug_utils = true;  // the layer provides it
     enable.push_back(VK_EXT_VALIDATION_FEATURES_EXTENSION_NAME);
     features.enabledValidationFeatureCount = 1;
     features.pEnabledValidationFeatures = &sync;
@@ -160,6 +172,9 @@ std::shared_ptr<Instance> create_instance(std::string& why) {
     next = &features;
     in->validation = true;
   }
+
+  in->debug_utils = in->debug_utils || has_ext(exts, VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
+  if (in->debug_utils) enable.push_back(VK_EXT_DEBUG_UTILS_EXTENSION_NAME);
 
   VkApplicationInfo app{VK_STRUCTURE_TYPE_APPLICATION_INFO};
   app.pApplicationName = "switchyard";

@@ -24,6 +24,14 @@ struct Instance {
   VkInstance inst = VK_NULL_HANDLE;
   VkDebugUtilsMessengerEXT messenger = VK_NULL_HANDLE;
   bool validation = false;
+  // VK_EXT_debug_utils is enabled (wherever the instance lists it: the
+  // loader's own, a validation or capture layer's): objects are named and
+  // launches labelled, for validation messages, RenderDoc and Nsight.
+  bool debug_utils = false;
+  // A device whose work never finished was left undestroyed (VulkanDevice::
+  // abandon): the instance, its parent, must outlive it, so it is not
+  // destroyed either.
+  bool abandoned_device = false;
   uint32_t api = VK_API_VERSION_1_1;  // the instance's API version
   std::mutex mu;
   std::vector<uint64_t*> counters;  // devices' Counters::validation_messages

@@ -137,7 +137,7 @@ void install_faults() {
 }  // namespace
 
 FaultStats fault_stats() {
-  return {g_fault.calls.load(), g_fault.fired.load(), g_fault.function.load()};
+  return {g_fault.calls.load(), g_fault.fired.load(), g_fault.function.load(), g_fault.result};
 }
 
 bool load_instance(VkInstance inst, std::string& why) {

@@ -81,11 +81,17 @@ namespace switchyard::vk_impl {
   X(vkFreeDescriptorSets)                     \
   X(vkCreatePipelineCache)                    \
   X(vkDestroyPipelineCache)                   \
-  X(vkGetPipelineCacheData)
+  X(vkGetPipelineCacheData)                   \
+  X(vkGetDeviceProcAddr)
 
-#define SY_VK_OPTIONAL_FUNCS(X)     \
-  X(vkCreateDebugUtilsMessengerEXT) \
-  X(vkDestroyDebugUtilsMessengerEXT)
+// VK_EXT_debug_utils (instance-level: the loader provides them for every
+// device once the instance enables the extension).
+#define SY_VK_OPTIONAL_FUNCS(X)      \
+  X(vkCreateDebugUtilsMessengerEXT)  \
+  X(vkDestroyDebugUtilsMessengerEXT) \
+  X(vkSetDebugUtilsObjectNameEXT)    \
+  X(vkCmdBeginDebugUtilsLabelEXT)    \
+  X(vkCmdEndDebugUtilsLabelEXT)
 
 struct Api {
 #define SY_VK_DECL(f) PFN_##f f = nullptr;
@@ -113,7 +119,8 @@ bool load_instance(VkInstance inst, std::string& why);
 struct FaultStats {
   uint64_t calls = 0;  // calls counted so far
   bool fired = false;
-  const char* function = "";  // the one that failed
+  const char* function = "";     // the one that failed
+  VkResult result = VK_SUCCESS;  // what it returned instead
 };
 FaultStats fault_stats();
 

@@ -255,6 +255,10 @@ VkResult Pipelines::create(uint64_t key, VkPipeline& pl, const char*& call) cons
   VkResult r = vk.vkCreateComputePipelines(c_.dev, cache_, 1, &ci, nullptr, &pl);
   vk.vkDestroyShaderModule(c_.dev, mod, nullptr);
   if (r != VK_SUCCESS) pl = VK_NULL_HANDLE;
+  char flags[16];
+  std::snprintf(flags, sizeof flags, "0x%x", unsigned(key >> 32));
+  c_.set_name(VK_OBJECT_TYPE_PIPELINE, pl,
+              cat("pipeline ", name, " (op ", int16_t(op16), ", flags ", flags, ")"));
   return r;
 }
 

@@ -21,6 +21,7 @@ int64_t Profiler::reserve(uint32_t n) {
     qi.queryType = VK_QUERY_TYPE_TIMESTAMP;
     qi.queryCount = kQueries;
     c_.check(vk.vkCreateQueryPool(c_.dev, &qi, nullptr, &pool_), "profile", "vkCreateQueryPool");
+    c_.set_name(VK_OBJECT_TYPE_QUERY_POOL, pool_, "timestamp queries");
   }
   for (;;) {
     queries_.retire_through(t_.done_serial());

@@ -35,6 +35,7 @@ void Recorder::allocate_sets(Frame& fr, size_t n) {
   ai.descriptorSetCount = uint32_t(n);
   ai.pSetLayouts = layouts.data();
   fr.sets.assign(n, VK_NULL_HANDLE);
+  fr.named = false;
   struct Clear {  // on any failure the frame holds no sets
     Frame& fr;
     bool ok = false;
@@ -93,6 +94,8 @@ void Recorder::allocate_sets(Frame& fr, size_t n) {
         c_.check(made, "execute", "vkCreateDescriptorPool");
     }
     if (made == VK_SUCCESS) {
+      c_.set_name(VK_OBJECT_TYPE_DESCRIPTOR_POOL, pool,
+                  cat("descriptor pool ", desc_pools_.size(), " (", sets, " sets)"));
       desc_pools_.push_back({pool, sets});
       pool_sets_ += sets;
       fresh = true;
@@ -196,6 +199,7 @@ void Recorder::record(Frame& fr, size_t instrs, const std::vector<uint32_t>& key
     ai.commandBufferCount = 1;
     c_.check(vk.vkAllocateCommandBuffers(c_.dev, &ai, &fr.cb), "execute",
              "vkAllocateCommandBuffers");
+    c_.set_name(VK_OBJECT_TYPE_COMMAND_BUFFER, fr.cb, "Program recording");
   } else {
     fr.recorded = false;
     c_.check(vk.vkResetCommandBuffer(fr.cb, 0), "execute", "vkResetCommandBuffer");
@@ -207,7 +211,25 @@ void Recorder::record(Frame& fr, size_t instrs, const std::vector<uint32_t>& key
     vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, prof_.pool(), q);
   }
   VkPipeline bound = VK_NULL_HANDLE;
+  // Each launch in a debug label naming its kernel, its Program
+  // instruction and, for an instruction planned as several launches, which
+  // one; its descriptor set named the same (once per set): validation
+  // messages, RenderDoc and Nsight point at the launch.
+  const bool label = c_.labels(), name = c_.in->debug_utils && !fr.named;
+  size_t first = 0, last = 0;  // the current instruction's launches
   for (size_t j = 0; j < n; ++j) {
+    std::string what;
+    if (label || name) {
+      const uint32_t at = launches_[j].instr;
+      if (j == 0 || launches_[j - 1].instr != at) {
+        first = last = j;
+        while (last + 1 < n && launches_[last + 1].instr == at) ++last;
+      }
+      what = cat(
+          kernel_name(launches_[j].ins->kernel), " [instruction ", at, "]",
+          last > first ? cat(" launch ", j - first + 1, " of ", last - first + 1) : std::string());
+      if (name) c_.set_name(VK_OBJECT_TYPE_DESCRIPTOR_SET, fr.sets[j], what);
+    }
     const uint32_t* e = &key[j * 5];  // pipeline, gx, gy, gz, barrier
     if (e[4])
       Timeline::barrier(fr.cb, VK_PIPELINE_STAGE_COMPUTE_SHADER_BIT, VK_ACCESS_SHADER_WRITE_BIT,
@@ -217,7 +239,9 @@ void Recorder::record(Frame& fr, size_t instrs, const std::vector<uint32_t>& key
     if (pl != bound) vk.vkCmdBindPipeline(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, pl), bound = pl;
     vk.vkCmdBindDescriptorSets(fr.cb, VK_PIPELINE_BIND_POINT_COMPUTE, c_.pipe_layout, 0, 1,
                                &fr.sets[j], 0, nullptr);
+    if (label) c_.begin_label(fr.cb, what);
     vk.vkCmdDispatch(fr.cb, e[1], e[2], e[3]);
+    if (label) c_.end_label(fr.cb);
     // One timestamp per Program instruction, after its last part: the
     // profile counts kernels as the Program has them.
     const uint32_t at = launches_[j].instr;
@@ -225,6 +249,7 @@ void Recorder::record(Frame& fr, size_t instrs, const std::vector<uint32_t>& key
       vk.vkCmdWriteTimestamp(fr.cb, VK_PIPELINE_STAGE_BOTTOM_OF_PIPE_BIT, prof_.pool(), q + at + 1);
   }
   t_.end_cb(fr.cb);
+  fr.named = true;
   fr.recorded = true;
   fr.profiled = query >= 0;
   bump(c_.counters.command_recordings);
@@ -283,7 +308,7 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
   Recording& rec = it->second;
   rec.last_step = ++step_;
   if (rec.key != key) {
-    for (auto& f : rec.frames) f.recorded = false;
+    for (auto& f : rec.frames) f.recorded = f.named = false;
     rec.key = key;
   }
   uint32_t fi = rec.next;

@@ -41,6 +41,7 @@ struct Frame {
   uint64_t serial = 0;                          // last submission using it
   bool recorded = false;
   bool profiled = false;  // recorded with timestamp queries
+  bool named = false;     // its sets carry their launches' debug names
 };
 
 struct Recording {

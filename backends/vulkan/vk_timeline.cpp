@@ -27,6 +27,7 @@ VkFence Timeline::get_fence() {
   VkFenceCreateInfo fci{VK_STRUCTURE_TYPE_FENCE_CREATE_INFO};
   VkFence f;
   c_.check(vk.vkCreateFence(c_.dev, &fci, nullptr, &f), "submit", "vkCreateFence");
+  c_.set_name(VK_OBJECT_TYPE_FENCE, f, "submission fence");
   return f;
 }
 
@@ -46,6 +47,7 @@ VkCommandBuffer Timeline::get_cb() {
   ai.commandBufferCount = 1;
   VkCommandBuffer cb;
   c_.check(vk.vkAllocateCommandBuffers(c_.dev, &ai, &cb), "submit", "vkAllocateCommandBuffers");
+  c_.set_name(VK_OBJECT_TYPE_COMMAND_BUFFER, cb, "transfers");
   return cb;
 }
 
@@ -140,12 +142,14 @@ void Timeline::retire(bool all, uint64_t upto) {
       // (under the device's lock).
       VkResult r = vk.vkWaitForFences(c_.dev, 1, &f.fence, VK_TRUE, c_.wait_limit_ms * 1000000ull);
       if (r == VK_TIMEOUT) {
-        c_.lost = true;
-        throw DeviceLost(cat("[synchronize] expected a submission on ", c_.name(),
-                             " to complete within ", c_.wait_limit_ms,
-                             " ms (SWITCHYARD_VK_WAIT_LIMIT_MS), found it still running: the "
-                             "device is taken for hung and lost; every later use of it throws "
-                             "(other devices and the CPU still work)"));
+        c_.lost = c_.hung = true;
+        std::string m = cat("[synchronize] expected a submission on ", c_.name(),
+                            " to complete within ", c_.wait_limit_ms,
+                            " ms (SWITCHYARD_VK_WAIT_LIMIT_MS), found it still running: the "
+                            "device is taken for hung and lost; every later use of it throws "
+                            "(other devices and the CPU still work)");
+        if (c_.lost_what.empty()) c_.lost_what = m;
+        throw DeviceLost(m);
       }
       c_.check(r, "synchronize", "vkWaitForFences");
     } else if (VkResult r = vk.vkGetFenceStatus(c_.dev, f.fence); r != VK_SUCCESS) {
@@ -171,6 +175,17 @@ void Timeline::wait_for(uint64_t serial) {
 void Timeline::wait_idle() {
   flush();
   retire(true);
+}
+
+bool Timeline::settle(uint64_t ms) {
+  std::vector<VkFence> fences;
+  for (auto& f : inflight_) fences.push_back(f.fence);
+  if (fences.empty()) return true;
+  const VkResult r =
+      vk.vkWaitForFences(c_.dev, uint32_t(fences.size()), fences.data(), VK_TRUE, ms * 1000000ull);
+  // VK_ERROR_DEVICE_LOST: the driver gave up on the work; its objects may be
+  // destroyed (the specification allows it on a lost device).
+  return r == VK_SUCCESS || r == VK_ERROR_DEVICE_LOST;
 }
 
 void Timeline::destroy() {

@@ -67,6 +67,9 @@ class Timeline {
   void retire(bool all, uint64_t upto = 0);
   void wait_for(uint64_t serial);
   void wait_idle();
+  // Teardown of a device taken for hung: waits up to `ms` for everything
+  // submitted (no throw); false if it is still running.
+  bool settle(uint64_t ms);
   // At teardown, after vkDeviceWaitIdle: fences and command buffers go.
   void destroy();
 

@@ -558,7 +558,12 @@ Tensor Tensor::pin_with(Device* only) const {
       d->release(b);
       continue;
     }
-    d->wait_until_unused(b);  // a reused buffer may still feed a queued copy
+    try {
+      d->wait_until_unused(b);  // a reused buffer may still feed a queued copy
+    } catch (...) {             // a lost device: the buffer goes back
+      d->release(b);
+      throw;
+    }
     if (bytes) std::memcpy(host, static_cast<char*>(m.storage->buffer.handle) + m.offset, bytes);
     Context& c = context_of(cpu());
     auto st = std::make_shared<Storage>(c.shared_from_this(), Buffer{host, b.bytes}, bytes);
