@@ -247,7 +247,7 @@ TEST(VulkanQueueFamily, AsyncComputeFamiliesAreChosenWhereThereAreAny) {
   // One family for everything: lavapipe, older Intel, Mali, Apple.
   EXPECT_EQ(choose({family(G | C | T, 1)}), 0u);
   EXPECT_EQ(choose({family(G | C | T, 2), family(T, 1)}), 0u);
-  // Adreno-like: a graphics family listed after a compute-only one.
+  // A compute-only family listed before the graphics one.
   EXPECT_EQ(choose({family(C, 1), family(G | C | T, 3)}), 0u);
 }
 
@@ -272,7 +272,8 @@ TEST(VulkanQueueFamily, TheSettingNamesAFamilyOrSaysWhichItCould) {
                                                        family(T | SB, 2), family(C | T | SB, 8)};
   set_env("SWITCHYARD_VK_QUEUE_FAMILY", "0");
   EXPECT_EQ(choose(nvidia), 0u);
-  for (const char* bad : {"1", "3", "x", "-1", "2x", " 2"}) {
+  for (const char* bad :
+       {"1", "3", "x", "-1", "+2", "2x", " 2", "4294967298", "99999999999999999999"}) {
     set_env("SWITCHYARD_VK_QUEUE_FAMILY", bad);
     std::string why;
     EXPECT_EQ(choose(nvidia, &why), UINT32_MAX) << bad;
