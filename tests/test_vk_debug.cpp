@@ -156,19 +156,23 @@ TEST(VulkanDebugUtils, ObjectsAreNamedAndEveryLaunchIsLabelled) {
   std::lock_guard lock(seen.mu);
   for (auto& [t, n] : seen.names)
     EXPECT_EQ(n.rfind("switchyard vulkan:0 ", 0), 0u) << "a name without its device: " << n;
-  EXPECT_TRUE(any_name(VK_OBJECT_TYPE_DEVICE, "device"));
-  EXPECT_TRUE(any_name(VK_OBJECT_TYPE_QUEUE, "queue (family "));
-  EXPECT_TRUE(any_name(VK_OBJECT_TYPE_COMMAND_POOL, "command pool"));
-  EXPECT_TRUE(any_name(VK_OBJECT_TYPE_PIPELINE, "pipeline gemm"));
-  EXPECT_TRUE(any_name(VK_OBJECT_TYPE_PIPELINE, "pipeline cross_entropy"));
-  EXPECT_TRUE(any_name(VK_OBJECT_TYPE_BUFFER, "tensor block 0"));
-  EXPECT_TRUE(any_name(VK_OBJECT_TYPE_DEVICE_MEMORY, "tensor block 0"));
-  EXPECT_TRUE(any_name(VK_OBJECT_TYPE_BUFFER, "launch table"));
-  EXPECT_TRUE(any_name(VK_OBJECT_TYPE_BUFFER, "status word"));
-  EXPECT_TRUE(any_name(VK_OBJECT_TYPE_DESCRIPTOR_POOL, "descriptor pool 0"));
-  EXPECT_TRUE(any_name(VK_OBJECT_TYPE_COMMAND_BUFFER, "Program recording"));
-  EXPECT_TRUE(any_name(VK_OBJECT_TYPE_FENCE, "submission fence"));
-  EXPECT_TRUE(any_name(VK_OBJECT_TYPE_DESCRIPTOR_SET, "gemm [instruction "));
+  const std::pair<VkObjectType, const char*> expected[] = {
+      {VK_OBJECT_TYPE_DEVICE, "device"},
+      {VK_OBJECT_TYPE_QUEUE, "queue (family "},
+      {VK_OBJECT_TYPE_COMMAND_POOL, "command pool"},
+      {VK_OBJECT_TYPE_PIPELINE, "pipeline gemm"},
+      {VK_OBJECT_TYPE_PIPELINE, "pipeline cross_entropy"},
+      {VK_OBJECT_TYPE_BUFFER, "tensor block 0"},
+      {VK_OBJECT_TYPE_DEVICE_MEMORY, "tensor block 0"},
+      {VK_OBJECT_TYPE_BUFFER, "launch table"},
+      {VK_OBJECT_TYPE_BUFFER, "status word"},
+      {VK_OBJECT_TYPE_DESCRIPTOR_POOL, "descriptor pool 0"},
+      {VK_OBJECT_TYPE_COMMAND_BUFFER, "Program recording"},
+      {VK_OBJECT_TYPE_FENCE, "submission fence"},
+      {VK_OBJECT_TYPE_DESCRIPTOR_SET, "gemm [instruction "}};
+  for (auto& [type, part] : expected)
+    EXPECT_TRUE(any_name(type, part))
+        << "no object of type " << type << " named '..." << part << "...'";
   // Every dispatch in a label that starts with a kernel's name; all labels
   // closed; the split cross-entropy's launches numbered.
   EXPECT_EQ(seen.unlabelled, 0);

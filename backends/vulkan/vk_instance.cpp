@@ -107,7 +107,6 @@ void Instance::shutdown() {
   messenger = VK_NULL_HANDLE;
   if (abandoned_device) return;
   if (inst) vk.vkDestroyInstance(inst, nullptr);
-  messenger = VK_NULL_HANDLE;
   inst = VK_NULL_HANDLE;
 }
 
