@@ -19,7 +19,8 @@ set -euo pipefail
 
 pkgs=(cmake g++ make pkg-config libgtest-dev libopenblas-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
       dataset-fashion-mnist python3 clang-format clang libclang-rt-dev
-      libvulkan1 libvulkan-dev glslc spirv-tools vulkan-validationlayers mesa-vulkan-drivers)
+      libvulkan1 libvulkan-dev glslc spirv-tools vulkan-validationlayers mesa-vulkan-drivers
+      libopenmpi-dev openmpi-bin)
 for opt in "$@"; do
   case $opt in
     --bench) pkgs+=(python3-numpy python3-torch libtorch-dev libopenblas0-pthread) ;;

@@ -1,7 +1,10 @@
 // SPDX-License-Identifier: MIT
 // Device selection by name, the device list, transfers and counters.
 #include <cstdlib>
+#include <functional>
+#include <map>
 
+#include "graph.h"
 #include "helpers.h"
 #include "serial_ring.h"
 #include "test_env.h"
@@ -183,6 +186,95 @@ TEST(Device, AnOpTheDeviceLacksFailsWhenTheGraphIsBuilt) {
   expect_error([&] { (void)sy::softmax(x); },
                {"[softmax]", "partial:0", "it implements:", "unary"});
   expect_error([&] { (void)x.softmax(-1); }, {"[softmax]", "does not"});
+}
+
+// Cross-device copies respect both devices' queues. Two doubles over CPU
+// devices: "queued" runs nothing until synchronize(), as a GPU's queue, and
+// shares its memory with the host (zero-copy); "staged" has no host pointer,
+// as a GPU whose memory the host cannot map, so a copy from it into "queued"
+// downloads straight into the destination's pooled buffer.
+namespace {
+class QueuedOrStagedDevice final : public sy::BackendDevice {
+ public:
+  QueuedOrStagedDevice(const std::string& name, bool queued)
+      : sy::BackendDevice({name, 0, name + " CPU double", sy::DeviceType::cpu, 1 << 30, {}}),
+        inner_(sy::detail::make_cpu_device(name + "_inner", 0)),
+        cpu_(sy::backend_of(*inner_)),
+        queued_(queued) {}
+  bool supports(sy::Kernel k) const override { return cpu_.supports(k); }
+  void* host_pointer(sy::Buffer b) override { return queued_ ? cpu_.host_pointer(b) : nullptr; }
+
+ private:
+  void later(std::function<void()> f) {
+    if (queued_)
+      queue_.push_back(std::move(f));
+    else
+      f();
+  }
+  sy::Buffer allocate_impl(size_t n) override { return cpu_.allocate(n); }
+  void release_impl(sy::Buffer b) override {
+    later([this, b] { cpu_.release(b); });
+  }
+  void upload_impl(sy::Buffer d, size_t o, const void* s, size_t n) override {
+    auto data = std::make_shared<std::vector<char>>(static_cast<const char*>(s),
+                                                    static_cast<const char*>(s) + n);
+    later([this, d, o, data] { cpu_.upload(d, o, data->data(), data->size()); });
+  }
+  void download_impl(sy::Buffer s, size_t o, void* d, size_t n) override {
+    later([this, s, o, d, n] { cpu_.download(s, o, d, n); });
+  }
+  void copy_impl(sy::Buffer s, size_t so, sy::Buffer d, size_t dof, size_t n) override {
+    later([this, s, so, d, dof, n] { cpu_.copy(s, so, d, dof, n); });
+  }
+  void execute_impl(const sy::Program& p, std::span<const sy::Binding> b) override {
+    later(
+        [this, p, bind = std::vector<sy::Binding>(b.begin(), b.end())] { cpu_.execute(p, bind); });
+  }
+  void synchronize_impl() override {
+    for (auto& f : queue_) f();
+    queue_.clear();
+  }
+
+  std::shared_ptr<sy::Device> inner_;
+  sy::BackendDevice& cpu_;
+  bool queued_;
+  std::vector<std::function<void()>> queue_;
+};
+
+// The doubles' contexts are made with SWITCHYARD_POISON off: the poisoning
+// synchronizes the device on every buffer handed out, which would hide the race.
+sy::Device& double_device(const std::string& name, bool queued) {
+  static std::map<std::string, sy::Device*> made;
+  if (!made.count(name)) {
+    const char* p = std::getenv("SWITCHYARD_POISON");
+    const std::string saved = p ? p : "";
+    unset_env("SWITCHYARD_POISON");
+    sy::register_backend({name, true, "", {std::make_shared<QueuedOrStagedDevice>(name, queued)}});
+    made[name] = &sy::device(name + ":0");  // its context is made here, unpoisoned
+    if (p) set_env("SWITCHYARD_POISON", saved.c_str());
+  }
+  return *made[name];
+}
+}  // namespace
+
+TEST(Device, ACopyIntoZeroCopyMemoryWaitsForTheQueuedUsersOfThatBuffer) {
+  sy::Device& q = double_device("queued", true);
+  sy::Device& s = double_device("staged", false);
+  const std::vector<float> ones(1024, 1.f), sevens(1024, 7.f);
+  Tensor src = sy::from_vector(sevens, {1024}, s);
+  Tensor doubled;
+  void* reused = nullptr;
+  {
+    Tensor x = sy::from_vector(ones, {1024}, q);  // an upload queued on q
+    doubled = sy::mul(x, 2.f);
+    sy::eval({doubled});  // queued on q too: reads x's buffer, later
+    reused = sy::detail::node_of(x)->storage->buffer.handle;
+  }  // x's buffer goes back to q's pool while queued work still uses it
+  Tensor y = src.to(q);
+  ASSERT_EQ(sy::detail::node_of(y)->storage->buffer.handle, reused)
+      << "the copy is expected to land in x's pooled buffer";
+  EXPECT_EQ(y.to_vector<float>(), sevens) << "the queued upload of x overwrote the copy";
+  EXPECT_EQ(doubled.to_vector<float>(), std::vector<float>(1024, 2.f));
 }
 
 // The GPU backends' shared bookkeeping for asynchronously used memory.

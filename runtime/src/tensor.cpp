@@ -499,6 +499,10 @@ Tensor Tensor::to(Device& dev, bool non_blocking) const {
         from.synchronize();  // the host must see finished values
         d.upload(st->buffer, 0, static_cast<char*>(host) + m.offset, bytes);
       } else if (void* dst = d.host_pointer(st->buffer)) {
+        // The host writes the destination's memory here, outside its queue:
+        // a pooled buffer may still be read or written by work queued on
+        // `d` before it was released, which must finish first.
+        d.wait_until_unused(st->buffer);
         from.download(m.storage->buffer, m.offset, dst, bytes);
         from.synchronize();
       } else {  // GPU to GPU through the host
