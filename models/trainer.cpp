@@ -13,6 +13,7 @@
 #include "mlp.h"
 #include "switchyard/error.h"
 #include "switchyard/optim.h"
+#include "switchyard/parallel.h"
 #include "switchyard/profile.h"
 #include "vit.h"
 
@@ -79,7 +80,6 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
   SY_CHECK(cfg.epochs >= 1, "train", "expected epochs >= 1, found ", cfg.epochs);
   SY_CHECK(cfg.batch >= 1, "train", "expected batch >= 1, found ", cfg.batch);
   SY_CHECK(cfg.lr > 0, "train", "expected lr > 0, found ", cfg.lr);
-  Device& dev = device(cfg.device);
   SY_CHECK(cfg.limit == -1 || cfg.limit >= 1, "train",
            "expected limit >= 1 (or -1 for all samples), found ", cfg.limit);
   auto train = std::make_shared<data::FashionMNIST>(cfg.data_dir, true, cfg.limit);
@@ -93,11 +93,26 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
   sizes.insert(sizes.end(), cfg.hidden.begin(), cfg.hidden.end());
   sizes.push_back(10);
   auto model = make_model(cfg, sizes);  // built on the cpu, then moved, as in PyTorch
+  // `net` runs the steps: the model, or DataParallel over it (which holds
+  // the model on its first device and gathers outputs there).
+  std::shared_ptr<nn::Module> net = model;
+  std::shared_ptr<nn::DataParallel> dp;
+  if (!cfg.devices.empty()) {
+    SY_CHECK(cfg.balance == "equal" || cfg.balance == "measured", "train",
+             "expected balance equal or measured, found '", cfg.balance, "'");
+    nn::DataParallelOptions o;
+    o.balance = cfg.balance == "measured" ? nn::DataParallelOptions::Balance::measured
+                                          : nn::DataParallelOptions::Balance::equal;
+    dp = std::make_shared<nn::DataParallel>(model, cfg.devices, o);
+    net = dp;
+  }
+  Device& dev = dp ? dp->output_device() : device(cfg.device);
   model->to(dev);
   auto opt = make_optimizer(cfg.opt, model->parameters(), cfg.lr);
   // On a GPU the loader's thread puts batches in pinned memory, so moving
   // them is a device-side copy that overlaps with the queued step.
-  bool pin = dev.info().backend != "cpu";
+  // DataParallel moves each device's rows itself, from the host.
+  bool pin = dev.info().backend != "cpu" && !dp;
   data::DataLoader loader(train, {.batch_size = cfg.batch,
                                   .shuffle = true,
                                   .seed = cfg.seed,
@@ -131,9 +146,9 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
     model->train(true);
     for (const auto& batch : loader) {
       profile::Span step(profile::Track::step, "train step", &dev);
-      Tensor x = batch.data.to(dev, true), y = batch.target.to(dev, true);
+      Tensor x = dp ? batch.data : batch.data.to(dev, true), y = batch.target.to(dev, true);
       opt->zero_grad();
-      Tensor loss = cross_entropy((*model)(x), y);
+      Tensor loss = cross_entropy((*net)(x), y);
       loss.backward();
       opt->step();
       float l = loss.item();  // the step's single submission happens here
@@ -169,6 +184,16 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
   r.final_loss = r.epochs.back().loss;
   r.test_acc = r.epochs.back().test_acc;
   r.train_samples_per_s = train_seconds > 0 ? double(r.train_samples) / train_seconds : 0;
+  if (dp) {
+    const nn::DataParallelStats st = dp->stats();
+    for (Device* d : dp->devices()) r.devices.push_back(d->str());
+    r.shard = st.shard;
+    r.comm_seconds = st.comm_seconds;
+    r.exposed_comm_seconds = st.comm_seconds;  // every move waits: none is hidden
+    r.bytes_per_step = st.steps ? double(st.bytes_moved) / double(st.steps) : 0;
+  } else {
+    r.devices = {dev.str()};
+  }
   return r;
 }
 

@@ -33,6 +33,10 @@ struct TrainConfig {
   // `save` names another place): epochs run from the checkpoint's + 1 to
   // `epochs`, exactly as the uninterrupted run would.
   std::string resume;
+  // Data parallelism in one process (nn::DataParallel): the batch split over
+  // these devices each step, `balance` equal or measured. Empty: `device`.
+  std::vector<std::string> devices;
+  std::string balance = "equal";
 };
 
 struct EpochStats {
@@ -49,6 +53,14 @@ struct TrainResult {
   int first_epoch = 1;                // > 1 when resumed
   std::string resumed_from;           // the checkpoint used
   std::vector<std::string> warnings;  // damaged checkpoints skipped on resume
+  // Parallel runs: the devices the batch was split over, how it was split
+  // at the end, and what moving data between devices (or ranks) cost.
+  std::vector<std::string> devices;
+  std::vector<int64_t> shard;
+  int world_size = 1;
+  double comm_seconds = 0;          // moving parameters, gradients, activations
+  double exposed_comm_seconds = 0;  // of which not hidden behind compute
+  double bytes_per_step = 0;        // between devices or ranks, per step
 };
 
 // Accuracy and mean cross-entropy of `model` on `ds` (batches of 1000, in

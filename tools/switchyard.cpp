@@ -85,8 +85,21 @@ struct TrainFlags {
   std::string hidden = "256,128";
   bool json = false, prof = false;
   std::string trace;
-  int losses = 0;  // first step losses to report
+  int losses = 0;       // first step losses to report
+  std::string devices;  // --devices cpu,vulkan:0
 };
+
+std::vector<std::string> split_list(const std::string& s) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (b <= s.size()) {
+    size_t e = s.find(',', b);
+    if (e == std::string::npos) e = s.size();
+    if (e > b) out.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  return out;
+}
 
 int cmd_train(TrainFlags& f) {
   sy::models::TrainConfig& cfg = f.cfg;
@@ -95,9 +108,19 @@ int cmd_train(TrainFlags& f) {
   const bool json = f.json, prof = f.prof || !f.trace.empty();
   const std::string& trace = f.trace;
   bool tty = !json && sy::platform::stderr_is_terminal();
+  if (!f.devices.empty()) cfg.devices = split_list(f.devices);
+  // The device whose counters --profile reads: DataParallel's first.
+  const std::string main_device = cfg.devices.empty() ? cfg.device : cfg.devices.front();
+  std::string where =
+      sy::device(main_device).str() + " (" + sy::device(main_device).info().name + ")";
+  if (cfg.devices.size() > 1) {
+    where = "";
+    for (const std::string& d : cfg.devices)
+      where += (where.empty() ? "" : ", ") + sy::device(d).str();
+    where = "DataParallel over " + where + " (balance " + cfg.balance + ")";
+  }
   if (!json)
-    std::printf("device %s (%s)  model %s  epochs %d  batch %lld  opt %s  lr %g\n",
-                sy::device(cfg.device).str().c_str(), sy::device(cfg.device).info().name.c_str(),
+    std::printf("device %s  model %s  epochs %d  batch %lld  opt %s  lr %g\n", where.c_str(),
                 cfg.model.c_str(), cfg.epochs, (long long)cfg.batch, cfg.opt.c_str(),
                 double(cfg.lr));
   std::fflush(stdout);
@@ -121,7 +144,7 @@ int cmd_train(TrainFlags& f) {
                   cfg.epochs, s.loss, s.test_acc, s.samples_per_s, s.seconds);
     std::fflush(stdout);
   };
-  sy::BackendDevice& dev = sy::backend_device(cfg.device);  // for its launch counters
+  sy::BackendDevice& dev = sy::backend_device(main_device);  // for its launch counters
   sy::Counters before = dev.counters();
   if (prof) {
     sy::profile::clear();
@@ -160,7 +183,15 @@ int cmd_train(TrainFlags& f) {
                                  {"train_samples_per_s", rounded(r.train_samples_per_s, 1)},
                                  {"test_acc", rounded(r.test_acc, 4)},
                                  {"final_loss", rounded(r.final_loss, 6)},
-                                 {"peak_rss_mb", rounded(peak_rss_mb(), 1)}};
+                                 {"peak_rss_mb", rounded(peak_rss_mb(), 1)},
+                                 {"world_size", r.world_size},
+                                 {"devices", r.devices}};
+  if (r.devices.size() > 1 || r.world_size > 1) {
+    line["shard"] = r.shard;
+    line["comm_s"] = rounded(r.comm_seconds, 4);
+    line["exposed_comm_s"] = rounded(r.exposed_comm_seconds, 4);
+    line["bytes_per_step"] = rounded(r.bytes_per_step, 0);
+  }
   if (!r.resumed_from.empty()) {
     line["resumed_from"] = r.resumed_from;
     line["first_epoch"] = r.first_epoch;
@@ -278,6 +309,14 @@ int cli_main(int argc, char** argv, bool execute) {
   train
       ->add_option("--device", tf.cfg.device,
                    "cpu, vulkan[:N], cuda[:N] or auto (default: $SWITCHYARD_DEVICE, else auto)")
+      ->capture_default_str();
+  train->add_option("--devices", tf.devices,
+                    "DataParallel: split each batch over these devices, e.g. cpu,vulkan:0");
+  train
+      ->add_option("--balance", tf.cfg.balance,
+                   "DataParallel's split: equal, or measured (by each device's speed on the "
+                   "first steps)")
+      ->check(CLI::IsMember({"equal", "measured"}))
       ->capture_default_str();
   train->add_option("--epochs", tf.cfg.epochs, "passes over the training set")
       ->check(CLI::Range(1, 1000000))

@@ -7,6 +7,7 @@
 #include "switchyard/nn.h"
 #include "switchyard/ops.h"
 #include "switchyard/optim.h"
+#include "switchyard/parallel.h"
 #include "switchyard/serialize.h"
 #include "switchyard/settings.h"
 #include "switchyard/tensor.h"
