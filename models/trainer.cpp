@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <tuple>
 
 #include "checkpoint.h"
 #include "cnn.h"
 #include "mlp.h"
+#include "switchyard/distributed.h"
 #include "switchyard/error.h"
 #include "switchyard/optim.h"
 #include "switchyard/parallel.h"
@@ -69,6 +71,18 @@ static std::shared_ptr<nn::Module> make_model(const TrainConfig& c,
   throw Error(detail::cat("[train] unknown model '", c.model, "': expected mlp, cnn or vit"));
 }
 
+// A distributed rank's device: `name` resolved by local rank ("auto": the
+// local_rank-th GPU, else the CPU; "cuda" or "vulkan": that backend's).
+static Device& rank_device(const std::string& name) {
+  const int local = distributed::get_local_rank();
+  std::vector<Device*> pool;
+  for (Device* d : devices())
+    if (name == "auto" ? d->info().type != DeviceType::cpu : d->info().backend == name)
+      pool.push_back(d);
+  if (pool.empty()) return name == "auto" ? cpu() : device(name);  // its error names what exists
+  return *pool[size_t(local) % pool.size()];
+}
+
 static bool is_model_file(const std::string& path) {
   const std::string ext = ".safetensors";
   return path.size() >= ext.size() && path.compare(path.size() - ext.size(), ext.size(), ext) == 0;
@@ -106,7 +120,15 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
     dp = std::make_shared<nn::DataParallel>(model, cfg.devices, o);
     net = dp;
   }
-  Device& dev = dp ? dp->output_device() : device(cfg.device);
+  const bool dist = cfg.distributed;
+  const int rank = distributed::get_rank(), world = distributed::get_world_size();
+  if (dist) {
+    SY_CHECK(distributed::is_initialized(), "train",
+             "expected distributed::init_process_group() before a distributed run (the CLI's "
+             "--distributed does it), found no process group");
+    SY_CHECK(!dp, "train", "expected either devices (DataParallel) or distributed, found both");
+  }
+  Device& dev = dp ? dp->output_device() : dist ? rank_device(cfg.device) : device(cfg.device);
   model->to(dev);
   auto opt = make_optimizer(cfg.opt, model->parameters(), cfg.lr);
   // On a GPU the loader's thread puts batches in pinned memory, so moving
@@ -117,7 +139,8 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
                                   .shuffle = true,
                                   .seed = cfg.seed,
                                   .pin_memory = pin,
-                                  .pin_device = &dev});
+                                  .pin_device = &dev,
+                                  .sampler = {.num_replicas = world, .rank = rank}});
 
   TrainResult r;
   r.device = dev.str();
@@ -138,6 +161,19 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
   SY_CHECK(!cfg.resume.empty() || ckpt_dir.empty() || !has_checkpoints(ckpt_dir), "train", "'",
            ckpt_dir, "' holds checkpoints of an earlier run; expected --resume ", ckpt_dir,
            " to continue it, or an empty directory");
+  // Across processes: rank 0's values to every rank, then gradients
+  // all-reduced in every backward.
+  if (dist) net = std::make_shared<nn::DistributedDataParallel>(model);
+  const distributed::CommStats comm0 = distributed::comm_stats();
+  // The mean of every rank's values, weighted by its rows: what one process
+  // with the whole batch reports.
+  auto global_mean = [&](double sum, int64_t rows) {
+    Tensor pair = from_vector(std::vector<float>{float(sum), float(rows)}, {2});
+    distributed::all_reduce(pair);
+    auto v = pair.to_vector<float>();
+    return std::pair<double, int64_t>{v[0], int64_t(v[1])};
+  };
+  const bool lead = rank == 0;  // reports, evaluates and saves
   double train_seconds = 0;
   for (int e = r.first_epoch; e <= cfg.epochs; ++e) {
     auto t0 = clock::now();
@@ -158,11 +194,18 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
                " too high?); --keep-going trains on regardless");
       loss_sum += double(l) * double(x.size(0));
       seen += x.size(0);
-      if (int(r.first_losses.size()) < cfg.record_losses) r.first_losses.push_back(l);
+      if (int(r.first_losses.size()) < cfg.record_losses) {
+        if (dist) {  // the global batch's loss (one more small all-reduce per step)
+          auto [sum, rows] = global_mean(double(l) * double(x.size(0)), x.size(0));
+          l = float(sum / double(rows));
+        }
+        r.first_losses.push_back(l);
+      }
       ++r.steps;
       ++bi;
-      if (progress) progress(e, bi, loader.num_batches(), loss_sum / double(seen));
+      if (progress && lead) progress(e, bi, loader.num_batches(), loss_sum / double(seen));
     }
+    if (dist) std::tie(loss_sum, seen) = global_mean(loss_sum, seen);
     double secs = std::chrono::duration<double>(clock::now() - t0).count();
     train_seconds += secs;
     r.train_samples += seen;
@@ -172,15 +215,15 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
     s.loss = seen ? loss_sum / double(seen) : 0;
     s.seconds = secs;
     s.samples_per_s = secs > 0 ? double(seen) / secs : 0;
-    s.test_acc = evaluate(*model, test, dev).accuracy;
+    if (lead) s.test_acc = evaluate(*model, test, dev).accuracy;
     r.epochs.push_back(s);
-    if (!ckpt_dir.empty()) {
+    if (!ckpt_dir.empty() && lead) {
       save_checkpoint(ckpt_dir, e, *model, *opt, settings);
       nn::save(*model, ckpt_dir + "/model.safetensors");
     }
-    if (epoch_done) epoch_done(s);
+    if (epoch_done && lead) epoch_done(s);
   }
-  if (is_model_file(cfg.save)) nn::save(*model, cfg.save);
+  if (is_model_file(cfg.save) && lead) nn::save(*model, cfg.save);
   r.final_loss = r.epochs.back().loss;
   r.test_acc = r.epochs.back().test_acc;
   r.train_samples_per_s = train_seconds > 0 ? double(r.train_samples) / train_seconds : 0;
@@ -193,6 +236,13 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
     r.bytes_per_step = st.steps ? double(st.bytes_moved) / double(st.steps) : 0;
   } else {
     r.devices = {dev.str()};
+  }
+  if (dist) {
+    const distributed::CommStats c = distributed::comm_stats();
+    r.world_size = world;
+    r.comm_seconds = c.seconds - comm0.seconds;
+    r.exposed_comm_seconds = c.exposed_seconds - comm0.exposed_seconds;
+    r.bytes_per_step = r.steps ? double(c.bytes - comm0.bytes) / double(r.steps) : 0;
   }
   return r;
 }

@@ -37,6 +37,12 @@ struct TrainConfig {
   // these devices each step, `balance` equal or measured. Empty: `device`.
   std::vector<std::string> devices;
   std::string balance = "equal";
+  // Across processes (DistributedDataParallel over the process group, which
+  // the caller has initialized): each rank trains on its share of every
+  // batch of `batch` rows on one device, `device` resolved by local rank
+  // (auto: the local_rank-th GPU, else the CPU). Rank 0 alone reports
+  // progress, evaluates and writes checkpoints.
+  bool distributed = false;
 };
 
 struct EpochStats {

@@ -19,6 +19,7 @@
 #include "switchyard/backend/device.h"
 #include "switchyard/backend/files.h"
 #include "switchyard/backend/platform.h"
+#include "switchyard/distributed.h"
 #include "switchyard/profile.h"
 #include "trainer.h"
 #include "vit.h"
@@ -101,8 +102,22 @@ std::vector<std::string> split_list(const std::string& s) {
   return out;
 }
 
+// Leaves the process group however cmd_train ends.
+struct ProcessGroup {
+  explicit ProcessGroup(bool on) {
+    if (on) sy::distributed::init_process_group("mpi");
+  }
+  ~ProcessGroup() {
+    if (std::uncaught_exceptions() == 0) sy::distributed::destroy_process_group();
+  }
+};
+
 int cmd_train(TrainFlags& f) {
   sy::models::TrainConfig& cfg = f.cfg;
+  ProcessGroup group(cfg.distributed);
+  // Only rank 0 prints (and saves): the others train silently.
+  if (sy::distributed::get_rank() != 0) f.json = true;
+  const bool quiet = sy::distributed::get_rank() != 0;
   cfg.record_losses = std::max(cfg.record_losses, f.losses);
   cfg.hidden = f.hidden.empty() ? std::vector<int64_t>{} : sy::models::parse_sizes(f.hidden);
   const bool json = f.json, prof = f.prof || !f.trace.empty();
@@ -119,6 +134,9 @@ int cmd_train(TrainFlags& f) {
       where += (where.empty() ? "" : ", ") + sy::device(d).str();
     where = "DataParallel over " + where + " (balance " + cfg.balance + ")";
   }
+  if (cfg.distributed)
+    where += ", rank 0 of " + std::to_string(sy::distributed::get_world_size()) +
+             " (DistributedDataParallel over MPI)";
   if (!json)
     std::printf("device %s  model %s  epochs %d  batch %lld  opt %s  lr %g\n", where.c_str(),
                 cfg.model.c_str(), cfg.epochs, (long long)cfg.batch, cfg.opt.c_str(),
@@ -203,7 +221,7 @@ int cmd_train(TrainFlags& f) {
     for (size_t i = 0; i < r.first_losses.size() && i < size_t(f.losses); ++i)
       l.push_back(double(r.first_losses[i]));  // as float: every digit, for exact comparisons
   }
-  std::printf("%s\n", line.dump().c_str());
+  if (!quiet) std::printf("%s\n", line.dump().c_str());
   return 0;
 }
 
@@ -318,6 +336,10 @@ int cli_main(int argc, char** argv, bool execute) {
                    "first steps)")
       ->check(CLI::IsMember({"equal", "measured"}))
       ->capture_default_str();
+  train->add_flag("--distributed", tf.cfg.distributed,
+                  "train over the processes of an MPI job (mpirun -np N switchyard train "
+                  "--distributed): each rank on its share of every batch, on its device "
+                  "(--device resolved by local rank)");
   train->add_option("--epochs", tf.cfg.epochs, "passes over the training set")
       ->check(CLI::Range(1, 1000000))
       ->capture_default_str();
@@ -446,6 +468,14 @@ int cli_main(int argc, char** argv, bool execute) {
     if (inspect->parsed()) return cmd_inspect(inspect_path, inspect_json);
     return sy::bench::run(bench->remaining());
   } catch (const std::exception& e) {
+    if (sy::distributed::get_world_size() > 1) {
+      // One rank failed: say which, and end the job, so that the others do
+      // not wait for it until their timeout.
+      std::fprintf(stderr, "switchyard (rank %d of %d): %s\n", sy::distributed::get_rank(),
+                   sy::distributed::get_world_size(), e.what());
+      std::fflush(stderr);
+      sy::distributed::abort_group(1);
+    }
     std::fprintf(stderr, "switchyard: %s\n", e.what());
     return 1;
   }

@@ -232,6 +232,7 @@ struct DataLoader::Epoch {
   std::shared_ptr<const Dataset> ds;
   std::vector<int64_t> order;
   int64_t batch = 1, batches = 0, consumed = 0;
+  int64_t ranks = 1, rank = 0;
   bool prefetch = true, pin = false;
   Device* pin_device = nullptr;
   std::thread worker;
@@ -243,6 +244,11 @@ struct DataLoader::Epoch {
 
   Batch make(int64_t b) {
     int64_t lo = b * batch, hi = std::min<int64_t>(int64_t(order.size()), lo + batch);
+    if (ranks > 1) {  // this rank's share: sizes differ by at most one row
+      const int64_t n = hi - lo, q = n / ranks, extra = n % ranks;
+      lo += rank * q + std::min<int64_t>(rank, extra);
+      hi = lo + q + (rank < extra);
+    }
     Batch out = ds->get_batch(std::span<const int64_t>(order.data() + lo, size_t(hi - lo)));
     if (pin && pin_device)
       out = {out.data.pin_memory(*pin_device), out.target.pin_memory(*pin_device)};
@@ -301,11 +307,19 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> ds, LoaderOptions o)
     : ds_(std::move(ds)), o_(o) {
   SY_CHECK(ds_ != nullptr, "DataLoader", "expected a dataset, found null");
   SY_CHECK(o.batch_size > 0, "DataLoader", "expected batch_size > 0, found ", o.batch_size);
+  const DistributedSampler& d = o.sampler;
+  SY_CHECK(d.num_replicas >= 1 && d.rank >= 0 && d.rank < d.num_replicas, "DataLoader",
+           "expected a sampler rank in [0, num_replicas), found rank ", d.rank, " of ",
+           d.num_replicas);
+  SY_CHECK(o.batch_size >= d.num_replicas, "DataLoader", "expected batch_size >= num_replicas (",
+           d.num_replicas, ") so that every rank has rows, found ", o.batch_size);
 }
 
 int64_t DataLoader::num_batches() const {
   int64_t n = ds_->size();
-  return o_.drop_last ? n / o_.batch_size : (n + o_.batch_size - 1) / o_.batch_size;
+  int64_t full = n / o_.batch_size, last = n % o_.batch_size;
+  // A last batch too small to give every rank a row is dropped.
+  return full + (!o_.drop_last && last >= o_.sampler.num_replicas);
 }
 
 std::vector<int64_t> DataLoader::order(uint64_t epoch) const {
@@ -326,6 +340,8 @@ DataLoader::Iterator DataLoader::begin() {
   e->order = order(epoch_++);
   e->batch = o_.batch_size;
   e->batches = num_batches();
+  e->ranks = o_.sampler.num_replicas;
+  e->rank = o_.sampler.rank;
   e->prefetch = o_.prefetch;
   e->pin = o_.pin_memory;
   e->pin_device = o_.pin_device;

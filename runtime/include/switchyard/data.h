@@ -68,14 +68,30 @@ class FashionMNIST : public Dataset {
   int64_t pixels_ = 0;
 };
 
+// For training over several processes (DistributedDataParallel): rank
+// `rank` of `num_replicas` takes its share of every batch. Every rank walks
+// the same order (the loader's seed and epoch, so the shuffle is shared and
+// changes each epoch) in batches of batch_size, the global batch, and keeps
+// rows [rank * n / R, (rank + 1) * n / R) of each, rounded so that shares
+// differ by at most one row: the ranks together see exactly what one process
+// would, whatever their number, so a run over R ranks trains as one
+// process with the same batch_size. (PyTorch's sampler strides the order and
+// batch_size is per rank instead.) A last batch with fewer rows than ranks
+// is dropped, so that every rank has rows in every step.
+struct DistributedSampler {
+  int num_replicas = 1;
+  int rank = 0;
+};
+
 struct LoaderOptions {
   int64_t batch_size = 64;
   bool shuffle = false;  // as PyTorch's DataLoader
   uint64_t seed = 0;
   bool drop_last = false;
-  bool prefetch = true;          // prepare the next batch on a background thread
-  bool pin_memory = false;       // batches in pinned memory (Tensor::pin_memory)
-  Device* pin_device = nullptr;  // whose pinned memory; nullptr: the first GPU's
+  bool prefetch = true;             // prepare the next batch on a background thread
+  bool pin_memory = false;          // batches in pinned memory (Tensor::pin_memory)
+  Device* pin_device = nullptr;     // whose pinned memory; nullptr: the first GPU's
+  DistributedSampler sampler = {};  // this process's share of each batch
 };
 
 class DataLoader {
