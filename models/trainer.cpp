@@ -129,7 +129,7 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
     SY_CHECK(!dp, "train", "expected either devices (DataParallel) or distributed, found both");
   }
   Device& dev = dp ? dp->output_device() : dist ? rank_device(cfg.device) : device(cfg.device);
-  model->to(dev);
+  if (!dp) model->to(dev);  // DataParallel holds it on its first device
   auto opt = make_optimizer(cfg.opt, model->parameters(), cfg.lr);
   // On a GPU the loader's thread puts batches in pinned memory, so moving
   // them is a device-side copy that overlaps with the queued step.

@@ -258,3 +258,46 @@ TEST(DataParallel, MeasuredBalanceGivesASlowDeviceFewerRows) {
   EXPECT_EQ(st.steps, 4);
   EXPECT_GT(st.bytes_moved, 0u);
 }
+
+// Gradients accumulate across backward passes without zero_grad, as on one
+// device; frozen parameters get none, on any replica.
+TEST(DataParallel, AccumulationAndFrozenParametersAsOnOneDevice) {
+  mock_device();
+  sy::data::Batch b = fashion(10);
+  auto ref = model(5);
+  auto m = model(5);
+  sy::nn::DataParallel dp(m, {"cpu", "mock:0"});
+  ref->parameters()[0].requires_grad_(false);
+  m->parameters()[0].requires_grad_(false);
+  for (int pass = 0; pass < 2; ++pass) {  // no zero_grad between them
+    sy::cross_entropy((*ref)(b.data), b.target).backward();
+    sy::cross_entropy(dp(b.data), b.target).backward();
+  }
+  auto pr = ref->parameters(), pd = dp.parameters();
+  EXPECT_FALSE(pd[0].grad().defined()) << "a frozen parameter";
+  for (size_t i = 1; i < pr.size(); ++i)
+    EXPECT_LE(max_rel(pd[i].grad().to_vector<float>(), pr[i].grad().to_vector<float>()), 1e-5)
+        << "parameter " << i << ", two passes accumulated";
+  Tensor out = dp(b.data);
+  Tensor loss = sy::cross_entropy(out, b.target);
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  expect_error([&] { loss.backward(); }, {"[backward]", "second time"});
+}
+
+// A copy to a replica that fails (an injected upload fault on the second
+// device) leaves no replica half updated: the next forward copies again.
+TEST(DataParallel, AFailedCopyToAReplicaIsRetriedNotForgotten) {
+  sy::BackendDevice& mock = mock_device();
+  sy::data::Batch b = fashion(8);
+  auto m = model(6);
+  sy::nn::DataParallel dp(m, {"cpu", "mock:0"});
+  sy::optim::SGD opt(dp.parameters(), 0.5f);
+  sy::cross_entropy(dp(b.data), b.target).backward();
+  opt.step();  // the model changes: the next forward copies it
+  mock.inject_fault(sy::FaultOp::upload, 2);
+  expect_error([&] { (void)dp(b.data); }, {"injected"});
+  Tensor got = dp(b.data);
+  Tensor want = (*m)(b.data);  // the model itself, on the cpu
+  EXPECT_LE(max_rel(got.to_vector<float>(), want.to_vector<float>()), 1e-6)
+      << "the replica on mock:0 runs the stepped values";
+}

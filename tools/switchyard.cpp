@@ -124,6 +124,9 @@ int cmd_train(TrainFlags& f) {
   const std::string& trace = f.trace;
   bool tty = !json && sy::platform::stderr_is_terminal();
   if (!f.devices.empty()) cfg.devices = split_list(f.devices);
+  SY_CHECK(cfg.balance == "equal" || !cfg.devices.empty(), "train",
+           "expected --devices with --balance ", cfg.balance,
+           " (it splits DataParallel's batches)");
   // The device whose counters --profile reads: DataParallel's first.
   const std::string main_device = cfg.devices.empty() ? cfg.device : cfg.devices.front();
   std::string where =

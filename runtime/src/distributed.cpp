@@ -48,6 +48,41 @@ namespace {
   return from_data(src, like.dtype(), like.shape(), Options(like.device()));
 }
 
+// f32 values times `scale`, read from `t` into `dst` / written from `src`
+// into a new tensor like `like`: one pass over host-visible memory (the CPU,
+// zero-copy GPU memory), else a transfer and a pass over the host buffer.
+[[maybe_unused]] void read_scaled(const Tensor& t, float* dst, float scale) {
+  const size_t n = size_t(t.numel());
+  if (!n) return;
+  auto lock = detail::lock_graph(t);
+  detail::NodePtr m = detail::materialize(t);
+  BackendDevice& from = *m->ctx->device;
+  if (void* host = from.host_pointer(m->storage->buffer)) {
+    from.synchronize();  // the host must see finished values
+    const float* src = reinterpret_cast<const float*>(static_cast<char*>(host) + m->offset);
+    for (size_t i = 0; i < n; ++i) dst[i] = src[i] * scale;
+  } else {
+    from.download(m->storage->buffer, m->offset, dst, n * sizeof(float));
+    from.synchronize();
+    for (size_t i = 0; i < n; ++i) dst[i] *= scale;
+  }
+}
+[[maybe_unused]] Tensor from_host_scaled(float* src, float scale, const Tensor& like) {
+  const size_t n = size_t(like.numel());
+  detail::Context& c = detail::context_of(like.device());
+  BackendDevice& d = *c.device;
+  auto st = detail::new_storage(c, n * sizeof(float));
+  if (void* host = d.host_pointer(st->buffer)) {
+    d.wait_until_unused(st->buffer);  // a pooled buffer: queued work may still use it
+    float* dst = static_cast<float*>(host);
+    for (size_t i = 0; i < n; ++i) dst[i] = src[i] * scale;
+  } else {
+    for (size_t i = 0; i < n; ++i) src[i] *= scale;
+    if (n) d.upload(st->buffer, 0, src, n * sizeof(float));
+  }
+  return detail::wrap(detail::make_leaf(c, std::move(st), 0, like.shape(), DType::f32));
+}
+
 }  // namespace
 
 #if SWITCHYARD_HAVE_MPI
@@ -91,7 +126,10 @@ Group& ready(const char* op) {
 
 // Polls until every request is done, at most the group's timeout: a rank
 // that died or hung is an error naming the collective, not a hang.
-void wait_all(Group& g, std::vector<MPI_Request>& reqs, const char* op) {
+// The wait counts as exposed communication unless the caller accounts for
+// it (`own_accounting`).
+void wait_all(Group& g, std::vector<MPI_Request>& reqs, const char* op,
+              bool own_accounting = false) {
   const double t0 = now_s(), deadline = t0 + g.timeout_s;
   for (int spins = 0;; ++spins) {
     int done = 0;
@@ -110,7 +148,7 @@ void wait_all(Group& g, std::vector<MPI_Request>& reqs, const char* op) {
     else
       std::this_thread::sleep_for(std::chrono::microseconds(50));
   }
-  g.stats.exposed_seconds += now_s() - t0;
+  if (!own_accounting) g.stats.exposed_seconds += now_s() - t0;
 }
 
 void count(Group& g, uint64_t bytes, double seconds) {
@@ -279,7 +317,9 @@ void barrier() { unavailable("barrier"); }
 
 namespace switchyard::nn {
 using distributed::from_host;
+using distributed::from_host_scaled;
 using distributed::read_host;
+using distributed::read_scaled;
 
 struct DistributedDataParallel::State {
   DistributedOptions opt;
@@ -386,14 +426,16 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
     out = Tensor();  // the graph is spent
 
     std::lock_guard<std::mutex> lock(g.mu);
-    const double t0 = distributed::now_s();
+    double t0 = 0;  // when the first bucket's reduction starts
     int64_t global = rows;
     std::vector<MPI_Request> reqs(1);
     distributed::check_mpi(
         MPI_Iallreduce(MPI_IN_PLACE, &global, 1, MPI_INT64_T, MPI_SUM, g.comm, reqs.data()), op,
         "MPI_Iallreduce");
     uint64_t bytes = sizeof(int64_t);
+    double overlapped = 0;  // computing later buckets while earlier ones reduce
     for (size_t b = 0; b < s.buckets.size(); ++b) {
+      const double tc = distributed::now_s();
       std::vector<Tensor> ready;
       for (size_t i : s.buckets[b])
         if (s.params[i].grad().defined()) ready.push_back(s.params[i].grad());
@@ -404,14 +446,15 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
         const size_t n = size_t(s.params[i].numel());
         Tensor gi = s.params[i].grad();
         if (gi.defined()) {
-          read_host(gi, buf + off);
-          for (size_t j = 0; j < n; ++j) buf[off + j] *= float(rows);
+          read_scaled(gi, buf + off, float(rows));
         } else {
           std::fill(buf + off, buf + off + n, 0.f);  // unused here, maybe not on another rank
         }
         off += n;
       }
+      if (b > 0) overlapped += distributed::now_s() - tc;
       reqs.emplace_back();
+      if (b == 0) t0 = distributed::now_s();
       distributed::check_mpi(
           MPI_Iallreduce(MPI_IN_PLACE, buf, int(off), MPI_FLOAT, MPI_SUM, g.comm, &reqs.back()), op,
           "MPI_Iallreduce");
@@ -419,9 +462,13 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
       int done = 0;  // lets MPI progress the reductions already started
       MPI_Testall(int(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
     }
-    distributed::wait_all(g, reqs, op);
-    // Computing the gradients is not communication: only waiting is exposed.
-    distributed::count(g, bytes, distributed::now_s() - t0);
+    distributed::wait_all(g, reqs, op, true);
+    // In flight from the first reduction's start to the last's end; of
+    // that, what was not spent computing later buckets' gradients is exposed
+    // (MPI's own progress calls included).
+    const double flight = distributed::now_s() - t0;
+    distributed::count(g, bytes, flight);
+    g.stats.exposed_seconds += std::max(0.0, flight - overlapped);
     SY_CHECK(global > 0, op, "expected rows in the global batch, found ", global);
     s.global_rows = global;
 
@@ -432,11 +479,9 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
       size_t off = 0;
       for (size_t i : s.buckets[b]) {
         Tensor& p = s.params[i];
-        const size_t n = size_t(p.numel());
-        for (size_t j = 0; j < n; ++j) buf[off + j] *= scale;
-        Tensor reduced = from_host(buf + off, p);
+        Tensor reduced = from_host_scaled(buf + off, scale, p);
         p.set_grad(old[i].defined() ? add(old[i], reduced) : reduced);
-        off += n;
+        off += size_t(p.numel());
       }
     }
     return std::vector<Tensor>{};

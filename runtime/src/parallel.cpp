@@ -78,6 +78,9 @@ struct DataParallel::State {
 
   // Copies the model's current values to replicas 1.., when they changed.
   void broadcast() {
+    for (size_t k = 1; k < replicas.size(); ++k)  // frozen parameters are frozen in each
+      for (size_t i = 0; i < params[0].size(); ++i)
+        params[k][i].requires_grad_(params[0][i].requires_grad());
     std::vector<Tensor> values = params[0];
     values.insert(values.end(), buffers[0].begin(), buffers[0].end());
     bool changed = sent.size() != values.size();
@@ -85,14 +88,19 @@ struct DataParallel::State {
       changed = sent[i].lock() != detail::node_of(values[i]);
     if (!changed) return;
     NoGradGuard no_grad;
-    sent.clear();
-    for (const Tensor& v : values) sent.push_back(detail::node_of(v));
+    // Every copy first, then the swaps, then `sent`: a copy that fails (out
+    // of memory on a device) leaves no replica half updated, and the next
+    // forward copies again.
+    std::vector<std::pair<Tensor, Tensor>> swaps;
     for (size_t k = 1; k < replicas.size(); ++k) {
       for (size_t i = 0; i < params[0].size(); ++i)
-        params[k][i].set_data(move(params[0][i].detach(), *devices[k]));
+        swaps.push_back({params[k][i], move(params[0][i].detach(), *devices[k])});
       for (size_t i = 0; i < buffers[0].size(); ++i)
-        buffers[k][i].set_data(move(buffers[0][i], *devices[k]));
+        swaps.push_back({buffers[k][i], move(buffers[0][i], *devices[k])});
     }
+    for (auto& [target, value] : swaps) target.set_data(value);
+    sent.clear();
+    for (const Tensor& v : values) sent.push_back(detail::node_of(v));
   }
 
   // Whether this step is timed: after the first (untimed: it compiles and
@@ -145,8 +153,11 @@ struct DataParallel::State {
     std::vector<double> speed(devices.size(), 0.0);
     for (size_t k = 0; k < devices.size(); ++k)
       speed[k] = busy_s[k] > 0 ? double(busy_samples[k]) / busy_s[k] : 0.0;
-    const double total = std::accumulate(speed.begin(), speed.end(), 0.0);
-    if (total <= 0) return;
+    double total = std::accumulate(speed.begin(), speed.end(), 0.0);
+    if (total <= 0) {  // nothing measured: equal shares, and no more timed steps
+      speed.assign(devices.size(), 1.0);
+      total = double(devices.size());
+    }
     weights.clear();
     for (double v : speed) weights.push_back(v / total);
     std::lock_guard<std::mutex> lock(mu);
@@ -248,6 +259,15 @@ Tensor DataParallel::forward(const Tensor& x) {
   State& s = *state_;
   SY_CHECK(x.defined() && x.dim() >= 1, op, "expected an input with a batch dimension, found ",
            x.defined() ? "a scalar" : "an undefined tensor");
+  SY_CHECK(x.size(0) >= 1, op, "expected at least one row to split, found an empty batch");
+  // The replicas mirror the parameters the model had when this was built.
+  const std::vector<Tensor> now = module_->parameters();
+  bool same = now.size() == s.params[0].size();
+  for (size_t i = 0; same && i < now.size(); ++i) same = now[i].impl() == s.params[0][i].impl();
+  SY_CHECK(same, op,
+           "expected the model's parameters to keep their identity (assign values with "
+           "set_data or load_state_dict), found a parameter replaced or added: build the "
+           "DataParallel again");
   const double t0 = now_s();
   s.settle_weights();
   const bool timed = s.timed_step();
@@ -276,7 +296,7 @@ Tensor DataParallel::forward(const Tensor& x) {
       xk.requires_grad_();
     }
     begin += rows[k];
-    s.replicas[k]->train(is_training());
+    if (k > 0) s.replicas[k]->train(module_->is_training());
     (*xs)[k] = xk;
     (*outs)[k] = (*s.replicas[k])(xk);
     work[k].push_back((*outs)[k]);
@@ -304,7 +324,7 @@ Tensor DataParallel::forward(const Tensor& x) {
   }
 
   bool needs = x_grad;
-  for (size_t k = 0; k < k_count; ++k) needs = needs || (rows[k] && (*outs)[k].requires_grad());
+  for (const Tensor& p : s.params[0]) needs = needs || p.requires_grad();
   if (!grad || !needs) return out;
 
   // The backward: every replica's, at once; the gradients of replicas 1..
@@ -316,28 +336,45 @@ Tensor DataParallel::forward(const Tensor& x) {
   for (const Tensor& p : master) fn->inputs.push_back(p.requires_grad() ? p.impl_ptr() : nullptr);
   if (x_grad) fn->inputs.push_back(x.impl_ptr());
   Device* x_dev = &x.device();
-  std::weak_ptr<State> weak = state_;
-  fn->backward = [weak, xs, outs, rows, x_grad, x_dev, timed](const Tensor& g) {
-    auto sp = weak.lock();
-    SY_CHECK(sp != nullptr, "DataParallel",
-             "backward through the output of a DataParallel that no longer exists");
+  fn->backward = [sp = state_, xs, outs, rows, x_grad, x_dev, timed](const Tensor& g) {
     State& s = *sp;
-    const double t0 = now_s();
     const size_t k_count = s.devices.size();
-    std::vector<std::vector<Tensor>> work(k_count);
-    int64_t begin = 0;
-    for (size_t k = 0; k < k_count; ++k) {
-      if (rows[k] == 0) continue;
-      Tensor gk = s.move(g.slice(begin, begin + rows[k]), *s.devices[k]);
-      begin += rows[k];
-      if (k > 0)
-        for (Tensor& p : s.params[k]) p.zero_grad();
-      (*outs)[k].backward(gk);
-      for (Tensor& p : s.params[k])
-        if (p.grad().defined()) work[k].push_back(p.grad());
-      if (x_grad && (*xs)[k].grad().defined()) work[k].push_back((*xs)[k].grad());
+    for (size_t k = 0; k < k_count; ++k)
+      SY_CHECK(!rows[k] || (*outs)[k].defined(), "backward",
+               "trying to backward through DataParallel's output a second time; its replicas' "
+               "graphs were freed by the first backward()");
+    const double t0 = now_s();
+    // The model's gradients so far, set aside: replica 0's backward adds into
+    // them, and if anything below fails they are put back as they were (a
+    // step after the error never sees one replica's share alone).
+    std::vector<Tensor> before;
+    for (Tensor& p : s.params[0]) {
+      before.push_back(p.grad());
+      p.zero_grad();
     }
-    s.run(work, rows, timed);
+    std::vector<std::vector<Tensor>> work(k_count);
+    try {
+      int64_t begin = 0;
+      for (size_t k = 0; k < k_count; ++k) {
+        if (rows[k] == 0) continue;
+        Tensor gk = s.move(g.slice(begin, begin + rows[k]), *s.devices[k]);
+        begin += rows[k];
+        if (k > 0)
+          for (Tensor& p : s.params[k]) p.zero_grad();
+        (*outs)[k].backward(gk);
+        for (Tensor& p : s.params[k])
+          if (p.grad().defined()) work[k].push_back(p.grad());
+        if (x_grad && (*xs)[k].grad().defined()) work[k].push_back((*xs)[k].grad());
+      }
+      s.run(work, rows, timed);
+    } catch (...) {
+      for (size_t i = 0; i < before.size(); ++i) s.params[0][i].set_grad(before[i]);
+      throw;
+    }
+    for (size_t i = 0; i < before.size(); ++i) {  // replica 0's share on top of the old
+      Tensor now = s.params[0][i].grad();
+      if (before[i].defined()) s.params[0][i].set_grad(now.defined() ? before[i] + now : before[i]);
+    }
 
     const std::vector<Tensor>& master = s.params[0];
     std::vector<Tensor> result;
