@@ -80,21 +80,6 @@ double seconds_since(Clock::time_point t0) {
   return std::chrono::duration<double>(Clock::now() - t0).count();
 }
 
-std::vector<std::string> split(const std::string& s, const char* what) {
-  std::vector<std::string> out;
-  size_t b = 0;
-  while (b <= s.size()) {
-    size_t e = s.find(',', b);
-    if (e == std::string::npos) e = s.size();
-    if (e > b) out.push_back(s.substr(b, e - b));
-    b = e + 1;
-  }
-  if (out.empty())
-    throw Error(std::string("[bench] ") + what + " expects a comma-separated list, found '" + s +
-                "'");
-  return out;
-}
-
 // ---- measurement ----------------------------------------------------------------------
 struct Timing {
   std::vector<double> wall, dev;  // seconds per run
@@ -670,6 +655,21 @@ std::vector<Result> staging_rerun(const BenchOptions& o, const std::vector<Backe
 }
 
 }  // namespace
+
+std::vector<std::string> split(const std::string& s, const char* what) {
+  std::vector<std::string> out;
+  size_t b = 0;
+  while (b <= s.size()) {
+    size_t e = s.find(',', b);
+    if (e == std::string::npos) e = s.size();
+    if (e > b) out.push_back(s.substr(b, e - b));
+    b = e + 1;
+  }
+  if (out.empty())
+    throw Error(std::string("[bench] ") + what + " expects a comma-separated list, found '" + s +
+                "'");
+  return out;
+}
 
 int run(const std::vector<std::string>& args) {
   std::optional<BenchOptions> parsed = parse(args);

@@ -19,5 +19,8 @@ bool rerun_with_staging(const std::string& args, std::string& out, std::string& 
 
 // The known option closest to a misspelt one (at most two edits away), or "".
 std::string closest_option(const std::string& word, const std::vector<std::string>& known);
+// "a,b,c" -> {"a", "b", "c"} (empty items dropped); an empty list is an
+// error naming `what` (the option it came from).
+std::vector<std::string> split(const std::string& s, const char* what);
 
 }  // namespace switchyard::bench

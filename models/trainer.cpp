@@ -71,16 +71,17 @@ static std::shared_ptr<nn::Module> make_model(const TrainConfig& c,
   throw Error(detail::cat("[train] unknown model '", c.model, "': expected mlp, cnn or vit"));
 }
 
-// A distributed rank's device: `name` resolved by local rank ("auto": the
-// local_rank-th GPU, else the CPU; "cuda" or "vulkan": that backend's).
+// A distributed rank's device. A backend ("cuda", "vulkan", or "auto": the
+// backend auto picks) gives the local_rank-th of its devices (wrapping when
+// ranks outnumber them); a named device ("cuda:1", "cpu") is that device.
 static Device& rank_device(const std::string& name) {
-  const int local = distributed::get_local_rank();
+  const bool indexed = name.find(':') != std::string::npos;
+  Device& first = device(name);  // the name checked; auto resolved
+  if (indexed || first.info().backend == "cpu") return first;
   std::vector<Device*> pool;
   for (Device* d : devices())
-    if (name == "auto" ? d->info().type != DeviceType::cpu : d->info().backend == name)
-      pool.push_back(d);
-  if (pool.empty()) return name == "auto" ? cpu() : device(name);  // its error names what exists
-  return *pool[size_t(local) % pool.size()];
+    if (d->info().backend == first.info().backend) pool.push_back(d);
+  return *pool[size_t(distributed::get_local_rank()) % pool.size()];
 }
 
 static bool is_model_file(const std::string& path) {
@@ -215,7 +216,9 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
     s.loss = seen ? loss_sum / double(seen) : 0;
     s.seconds = secs;
     s.samples_per_s = secs > 0 ? double(seen) / secs : 0;
-    if (lead) s.test_acc = evaluate(*model, test, dev).accuracy;
+    // Every rank evaluates (rank 0 reports): none runs ahead into the next
+    // epoch's collectives while another evaluates, whatever it takes.
+    s.test_acc = evaluate(*model, test, dev).accuracy;
     r.epochs.push_back(s);
     if (!ckpt_dir.empty() && lead) {
       save_checkpoint(ckpt_dir, e, *model, *opt, settings);

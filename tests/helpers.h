@@ -8,7 +8,9 @@
 #include <cctype>
 #include <cmath>
 #include <cstdlib>
+#include <memory>
 #include <random>
+#include <span>
 #include <string>
 #include <tuple>
 #include <vector>
@@ -43,6 +45,18 @@ inline double nse(const std::vector<float>& a, const std::vector<double>& b) {
 
 inline std::vector<double> to_d(const std::vector<float>& v) { return {v.begin(), v.end()}; }
 
+// The largest difference relative to b's largest magnitude (gradients of
+// one model computed two ways).
+inline double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
+  EXPECT_EQ(a.size(), b.size());
+  double num = 0, den = 0;
+  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
+    num = std::max(num, std::abs(double(a[i]) - double(b[i])));
+    den = std::max(den, std::abs(double(b[i])));
+  }
+  return den > 0 ? num / den : num;
+}
+
 // A second device: a CPU device registered as backend "mock".
 // The names of a state_dict, in order.
 inline std::vector<std::string> names_of(const sy::NamedTensors& sd) {
@@ -50,6 +64,39 @@ inline std::vector<std::string> names_of(const sy::NamedTensors& sd) {
   for (auto& [n, t] : sd) out.push_back(n);
   return out;
 }
+
+// A test double: a device of backend `name` that hands everything to a CPU
+// device of its own. Doubles override what they change (a kernel missing,
+// a queue, a delay).
+class CpuDouble : public sy::BackendDevice {
+ public:
+  CpuDouble(const std::string& name, const std::string& what)
+      : sy::BackendDevice({name, 0, what, sy::DeviceType::cpu, 1 << 30, {}}),
+        inner_(sy::detail::make_cpu_device(name + "_inner", 0)),
+        cpu_(sy::backend_of(*inner_)) {}
+  bool supports(sy::Kernel k) const override { return cpu_.supports(k); }
+  void* host_pointer(sy::Buffer b) override { return cpu_.host_pointer(b); }
+
+ protected:
+  sy::Buffer allocate_impl(size_t n) override { return cpu_.allocate(n); }
+  void release_impl(sy::Buffer b) override { cpu_.release(b); }
+  void upload_impl(sy::Buffer d, size_t o, const void* s, size_t n) override {
+    cpu_.upload(d, o, s, n);
+  }
+  void download_impl(sy::Buffer s, size_t o, void* d, size_t n) override {
+    cpu_.download(s, o, d, n);
+  }
+  void copy_impl(sy::Buffer s, size_t so, sy::Buffer d, size_t dof, size_t n) override {
+    cpu_.copy(s, so, d, dof, n);
+  }
+  void execute_impl(const sy::Program& p, std::span<const sy::Binding> b) override {
+    cpu_.execute(p, b);
+  }
+  void synchronize_impl() override { cpu_.synchronize(); }
+
+  std::shared_ptr<sy::Device> inner_;
+  sy::BackendDevice& cpu_;
+};
 
 inline sy::BackendDevice& mock_device() {
   static sy::BackendDevice* d = [] {

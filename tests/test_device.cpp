@@ -143,34 +143,10 @@ TEST(Device, CountersTrackAllocationsAndReleases) {
 // naming the kernel, the device and what it has, and the kernels it has
 // still run. The double is a CPU device that says it has no softmax.
 namespace {
-class NoSoftmaxDevice final : public sy::BackendDevice {
+class NoSoftmaxDevice final : public CpuDouble {
  public:
-  NoSoftmaxDevice()
-      : sy::BackendDevice({"partial", 0, "CPU without softmax", sy::DeviceType::cpu, 1 << 30, {}}),
-        inner_(sy::detail::make_cpu_device("partial_inner", 0)),
-        cpu_(sy::backend_of(*inner_)) {}
+  NoSoftmaxDevice() : CpuDouble("partial", "CPU without softmax") {}
   bool supports(sy::Kernel k) const override { return k != sy::Kernel::softmax; }
-  void* host_pointer(sy::Buffer b) override { return cpu_.host_pointer(b); }
-
- private:
-  sy::Buffer allocate_impl(size_t n) override { return cpu_.allocate(n); }
-  void release_impl(sy::Buffer b) override { cpu_.release(b); }
-  void upload_impl(sy::Buffer d, size_t o, const void* s, size_t n) override {
-    cpu_.upload(d, o, s, n);
-  }
-  void download_impl(sy::Buffer s, size_t o, void* d, size_t n) override {
-    cpu_.download(s, o, d, n);
-  }
-  void copy_impl(sy::Buffer s, size_t so, sy::Buffer d, size_t dof, size_t n) override {
-    cpu_.copy(s, so, d, dof, n);
-  }
-  void execute_impl(const sy::Program& p, std::span<const sy::Binding> b) override {
-    cpu_.execute(p, b);
-  }
-  void synchronize_impl() override { cpu_.synchronize(); }
-
-  std::shared_ptr<sy::Device> inner_;
-  sy::BackendDevice& cpu_;
 };
 }  // namespace
 
@@ -194,14 +170,11 @@ TEST(Device, AnOpTheDeviceLacksFailsWhenTheGraphIsBuilt) {
 // as a GPU whose memory the host cannot map, so a copy from it into "queued"
 // downloads straight into the destination's pooled buffer.
 namespace {
-class QueuedOrStagedDevice final : public sy::BackendDevice {
+class QueuedOrStagedDevice final : public CpuDouble {
  public:
   QueuedOrStagedDevice(const std::string& name, bool queued)
-      : sy::BackendDevice({name, 0, name + " CPU double", sy::DeviceType::cpu, 1 << 30, {}}),
-        inner_(sy::detail::make_cpu_device(name + "_inner", 0)),
-        cpu_(sy::backend_of(*inner_)),
-        queued_(queued) {}
-  bool supports(sy::Kernel k) const override { return cpu_.supports(k); }
+      : CpuDouble(name, name + " CPU double"), queued_(queued) {}
+  ~QueuedOrStagedDevice() override { synchronize_impl(); }  // queued releases too
   void* host_pointer(sy::Buffer b) override { return queued_ ? cpu_.host_pointer(b) : nullptr; }
 
  private:
@@ -211,7 +184,6 @@ class QueuedOrStagedDevice final : public sy::BackendDevice {
     else
       f();
   }
-  sy::Buffer allocate_impl(size_t n) override { return cpu_.allocate(n); }
   void release_impl(sy::Buffer b) override {
     later([this, b] { cpu_.release(b); });
   }
@@ -235,8 +207,6 @@ class QueuedOrStagedDevice final : public sy::BackendDevice {
     queue_.clear();
   }
 
-  std::shared_ptr<sy::Device> inner_;
-  sy::BackendDevice& cpu_;
   bool queued_;
   std::vector<std::function<void()>> queue_;
 };

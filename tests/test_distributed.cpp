@@ -24,15 +24,6 @@ class Group : public ::testing::Environment {
 [[maybe_unused]] ::testing::Environment* const group_env =
     ::testing::AddGlobalTestEnvironment(new Group);
 
-double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    num = std::max(num, std::abs(double(a[i]) - double(b[i])));
-    den = std::max(den, std::abs(double(b[i])));
-  }
-  return den > 0 ? num / den : num;
-}
 }  // namespace
 
 TEST(Distributed, TheGroupComesFromTheLauncher) {
@@ -168,6 +159,45 @@ TEST(Distributed, DdpTrainsAsOneProcessWithTheWholeBatch) {
     dist::all_reduce(lo, dist::ReduceOp::max);
     EXPECT_LE(max_rel(hi.to_vector<float>(), (lo * -1.f).to_vector<float>()), 1e-5);
   }
+}
+
+// Gradients accumulate across backward passes without zero_grad, frozen
+// parameters get none, and the input's gradient comes back, as in one
+// process (every rank checks its own rows against the whole batch's).
+TEST(Distributed, DdpAccumulationFrozenParametersAndInputGradients) {
+  const int world = dist::get_world_size(), rank = dist::get_rank();
+  const int64_t n = 12, q = n / world, extra = n % world;
+  const int64_t lo = rank * q + std::min<int64_t>(rank, extra), hi = lo + q + (rank < extra);
+  auto ds = std::make_shared<sy::data::FashionMNIST>(sy::data::FashionMNIST::kDefaultDir, true, n);
+  std::vector<int64_t> all(static_cast<size_t>(n));
+  for (int64_t i = 0; i < n; ++i) all[size_t(i)] = i;
+  sy::data::Batch b = ds->get_batch(all);
+  auto make = [] {
+    sy::manual_seed(21);
+    return sy::models::mlp({784, 16, 10});
+  };
+  auto ref = make(), local = make();
+  ref->parameters()[0].requires_grad_(false);
+  local->parameters()[0].requires_grad_(false);
+  sy::nn::DistributedDataParallel ddp(local);
+  Tensor x_ref, x_mine;
+  for (int pass = 0; pass < 2; ++pass) {  // no zero_grad between them
+    x_ref = b.data.detach().requires_grad_();
+    sy::cross_entropy((*ref)(x_ref), b.target).backward();
+    x_mine = b.data.slice(lo, hi).detach().requires_grad_();
+    sy::cross_entropy(ddp(x_mine), b.target.slice(lo, hi)).backward();
+  }
+  auto pr = ref->parameters(), pd = ddp.parameters();
+  EXPECT_FALSE(pd[0].grad().defined()) << "a frozen parameter";
+  for (size_t i = 1; i < pr.size(); ++i)
+    EXPECT_LE(max_rel(pd[i].grad().to_vector<float>(), pr[i].grad().to_vector<float>()), 1e-5)
+        << "parameter " << i << ", two passes accumulated";
+  // The input's gradient is this rank's loss's (a mean over its rows).
+  Tensor want = x_ref.grad().slice(lo, hi) * (float(n) / float(hi - lo));
+  EXPECT_LE(max_rel(x_mine.grad().to_vector<float>(), want.to_vector<float>()), 1e-5);
+  Tensor loss = sy::cross_entropy(ddp(x_mine.detach()), b.target.slice(lo, hi));
+  loss.backward(Tensor(), /*retain_graph=*/true);
+  expect_error([&] { loss.backward(); }, {"[backward]", "second time"});
 }
 
 // Run alone (ctest distributed:timeout, SWITCHYARD_DIST_TIMEOUT_S=2): rank 0

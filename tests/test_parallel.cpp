@@ -27,16 +27,6 @@ sy::data::Batch fashion(int64_t n) {
   return ds->get_batch(idx);
 }
 
-double max_rel(const std::vector<float>& a, const std::vector<float>& b) {
-  EXPECT_EQ(a.size(), b.size());
-  double num = 0, den = 0;
-  for (size_t i = 0; i < a.size() && i < b.size(); ++i) {
-    num = std::max(num, std::abs(double(a[i]) - double(b[i])));
-    den = std::max(den, std::abs(double(b[i])));
-  }
-  return den > 0 ? num / den : num;
-}
-
 std::shared_ptr<sy::nn::Sequential> model(uint64_t seed) {
   sy::manual_seed(seed);
   return sy::models::mlp({784, 64, 32, 10});
@@ -157,15 +147,10 @@ TEST(DataParallel, BadArgumentsAreClearErrors) {
 // A CPU device whose every Program takes `delay` longer, logging when each
 // ran: a slow GPU, to show the devices run at once and the measured split.
 namespace {
-class SlowDevice final : public sy::BackendDevice {
+class SlowDevice final : public CpuDouble {
  public:
   SlowDevice(const std::string& name, std::chrono::milliseconds delay)
-      : sy::BackendDevice({name, 0, name + " CPU double", sy::DeviceType::cpu, 1 << 30, {}}),
-        inner_(sy::detail::make_cpu_device(name + "_inner", 0)),
-        cpu_(sy::backend_of(*inner_)),
-        delay_(delay) {}
-  bool supports(sy::Kernel k) const override { return cpu_.supports(k); }
-  void* host_pointer(sy::Buffer b) override { return cpu_.host_pointer(b); }
+      : CpuDouble(name, name + " CPU double"), delay_(delay) {}
   using Clock = std::chrono::steady_clock;
   std::vector<std::pair<Clock::time_point, Clock::time_point>> runs() {
     std::lock_guard<std::mutex> lock(mu_);
@@ -173,17 +158,6 @@ class SlowDevice final : public sy::BackendDevice {
   }
 
  private:
-  sy::Buffer allocate_impl(size_t n) override { return cpu_.allocate(n); }
-  void release_impl(sy::Buffer b) override { cpu_.release(b); }
-  void upload_impl(sy::Buffer d, size_t o, const void* s, size_t n) override {
-    cpu_.upload(d, o, s, n);
-  }
-  void download_impl(sy::Buffer s, size_t o, void* d, size_t n) override {
-    cpu_.download(s, o, d, n);
-  }
-  void copy_impl(sy::Buffer s, size_t so, sy::Buffer d, size_t dof, size_t n) override {
-    cpu_.copy(s, so, d, dof, n);
-  }
   void execute_impl(const sy::Program& p, std::span<const sy::Binding> b) override {
     auto t0 = Clock::now();
     std::this_thread::sleep_for(delay_);
@@ -191,10 +165,7 @@ class SlowDevice final : public sy::BackendDevice {
     std::lock_guard<std::mutex> lock(mu_);
     runs_.push_back({t0, Clock::now()});
   }
-  void synchronize_impl() override {}
 
-  std::shared_ptr<sy::Device> inner_;
-  sy::BackendDevice& cpu_;
   std::chrono::milliseconds delay_;
   std::mutex mu_;
   std::vector<std::pair<Clock::time_point, Clock::time_point>> runs_;
@@ -301,3 +272,16 @@ TEST(DataParallel, AFailedCopyToAReplicaIsRetriedNotForgotten) {
   EXPECT_LE(max_rel(got.to_vector<float>(), want.to_vector<float>()), 1e-6)
       << "the replica on mock:0 runs the stepped values";
 }
+
+#ifdef SWITCHYARD_TEST_CUDA_EMU
+// Three backends in one model: the CUDA backend (on the host emulation of
+// the CUDA runtime: device memory the host cannot map, so its copies to the
+// CPU download into zero-copy memory), Vulkan (lavapipe, under validation)
+// and the CPU, against one device with the whole batch.
+TEST(DataParallel, CudaBesideVulkanAndTheCpuMatchesOneDevice) {
+  SKIP_UNLESS_AVAILABLE("vulkan:0");
+  const std::string cuda = cuda_test_device();
+  expect_matches(train({"cpu", cuda, "vulkan:0"}, 66, 20), train({"cpu"}, 66, 20), 1e-4);
+  expect_matches(train({cuda, "cpu"}, 64, 10), train({"cpu"}, 64, 10), 1e-4);
+}
+#endif

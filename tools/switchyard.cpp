@@ -90,25 +90,14 @@ struct TrainFlags {
   std::string devices;  // --devices cpu,vulkan:0
 };
 
-std::vector<std::string> split_list(const std::string& s) {
-  std::vector<std::string> out;
-  size_t b = 0;
-  while (b <= s.size()) {
-    size_t e = s.find(',', b);
-    if (e == std::string::npos) e = s.size();
-    if (e > b) out.push_back(s.substr(b, e - b));
-    b = e + 1;
-  }
-  return out;
-}
-
 // Leaves the process group however cmd_train ends.
 struct ProcessGroup {
   explicit ProcessGroup(bool on) {
     if (on) sy::distributed::init_process_group("mpi");
   }
-  ~ProcessGroup() {
-    if (std::uncaught_exceptions() == 0) sy::distributed::destroy_process_group();
+  ~ProcessGroup() {  // on an error with other ranks, the job is ended instead (main)
+    if (std::uncaught_exceptions() == 0 || sy::distributed::get_world_size() == 1)
+      sy::distributed::destroy_process_group();
   }
 };
 
@@ -123,7 +112,7 @@ int cmd_train(TrainFlags& f) {
   const bool json = f.json, prof = f.prof || !f.trace.empty();
   const std::string& trace = f.trace;
   bool tty = !json && sy::platform::stderr_is_terminal();
-  if (!f.devices.empty()) cfg.devices = split_list(f.devices);
+  if (!f.devices.empty()) cfg.devices = sy::bench::split(f.devices, "--devices");
   SY_CHECK(cfg.balance == "equal" || !cfg.devices.empty(), "train",
            "expected --devices with --balance ", cfg.balance,
            " (it splits DataParallel's batches)");

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <climits>
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
@@ -28,20 +29,30 @@ namespace {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
 }
 
+// Where the host reads `t`'s bytes: its memory when the host can see it
+// (the CPU, zero-copy GPU memory), after the device finished writing it;
+// else `dst`, downloaded into. The caller holds `lock`.
+const void* host_source(const Tensor& t, void* dst, std::unique_lock<std::recursive_mutex>& lock) {
+  lock = detail::lock_graph(t);
+  detail::NodePtr m = detail::materialize(t);
+  BackendDevice& from = *m->ctx->device;
+  const size_t bytes = size_t(t.numel()) * dtype_size(t.dtype());
+  if (void* host = from.host_pointer(m->storage->buffer)) {
+    from.synchronize();  // the host must see finished values
+    return static_cast<char*>(host) + m->offset;
+  }
+  from.download(m->storage->buffer, m->offset, dst, bytes);
+  from.synchronize();
+  return dst;
+}
+
 // The bytes of a tensor of any device, into `dst`.
 [[maybe_unused]] void read_host(const Tensor& t, void* dst) {
   const size_t bytes = size_t(t.numel()) * dtype_size(t.dtype());
   if (!bytes) return;
-  auto lock = detail::lock_graph(t);
-  detail::NodePtr m = detail::materialize(t);
-  BackendDevice& from = *m->ctx->device;
-  if (void* host = from.host_pointer(m->storage->buffer)) {
-    from.synchronize();  // the host must see finished values
-    std::memcpy(dst, static_cast<char*>(host) + m->offset, bytes);
-  } else {
-    from.download(m->storage->buffer, m->offset, dst, bytes);
-    from.synchronize();
-  }
+  std::unique_lock<std::recursive_mutex> lock;
+  const void* src = host_source(t, dst, lock);
+  if (src != dst) std::memcpy(dst, src, bytes);
 }
 
 [[maybe_unused]] Tensor from_host(const void* src, const Tensor& like) {
@@ -54,18 +65,9 @@ namespace {
 [[maybe_unused]] void read_scaled(const Tensor& t, float* dst, float scale) {
   const size_t n = size_t(t.numel());
   if (!n) return;
-  auto lock = detail::lock_graph(t);
-  detail::NodePtr m = detail::materialize(t);
-  BackendDevice& from = *m->ctx->device;
-  if (void* host = from.host_pointer(m->storage->buffer)) {
-    from.synchronize();  // the host must see finished values
-    const float* src = reinterpret_cast<const float*>(static_cast<char*>(host) + m->offset);
-    for (size_t i = 0; i < n; ++i) dst[i] = src[i] * scale;
-  } else {
-    from.download(m->storage->buffer, m->offset, dst, n * sizeof(float));
-    from.synchronize();
-    for (size_t i = 0; i < n; ++i) dst[i] *= scale;
-  }
+  std::unique_lock<std::recursive_mutex> lock;
+  const float* src = static_cast<const float*>(host_source(t, dst, lock));
+  for (size_t i = 0; i < n; ++i) dst[i] = src[i] * scale;  // in place when downloaded
 }
 [[maybe_unused]] Tensor from_host_scaled(float* src, float scale, const Tensor& like) {
   const size_t n = size_t(like.numel());
@@ -159,6 +161,35 @@ void count(Group& g, uint64_t bytes, double seconds) {
 
 MPI_Op mpi_op(ReduceOp op) { return op == ReduceOp::max ? MPI_MAX : MPI_SUM; }
 
+// A buffer that MPI may still write (a wait that failed): kept for the
+// life of the process, never freed under a pending request.
+template <class V>
+void park(V&& buffer) {
+  static std::mutex mu;
+  static auto* kept = new std::vector<std::shared_ptr<void>>();  // never destroyed
+  std::lock_guard<std::mutex> lock(mu);
+  kept->push_back(std::make_shared<std::decay_t<V>>(std::forward<V>(buffer)));
+}
+
+// Waits for `req`, whose collective uses `buffer`; when that fails, the
+// buffer is parked and the group marked unusable (ranks are out of step).
+template <class V>
+void wait_for(Group& g, std::vector<MPI_Request>& req, const char* op, V& buffer) {
+  try {
+    wait_all(g, req, op);
+  } catch (const std::exception& e) {
+    if (g.broken.empty()) g.broken = detail::cat(op, " failed on rank ", g.rank, ": ", e.what());
+    park(std::move(buffer));
+    throw;
+  }
+}
+
+int mpi_count(size_t n, const char* op) {
+  SY_CHECK(n <= size_t(INT_MAX), op, "expected at most ", INT_MAX,
+           " elements in one collective, found ", n);
+  return int(n);
+}
+
 }  // namespace
 
 bool is_available() { return true; }
@@ -167,26 +198,6 @@ std::string unavailable_reason() { return ""; }
 void init_process_group(const std::string& backend, InitOptions o) {
   const char* op = "init_process_group";
   SY_CHECK(backend == "mpi", op, "expected backend \"mpi\", found \"", backend, "\"");
-  Group& g = group();
-  std::lock_guard<std::mutex> lock(g.mu);
-  SY_CHECK(!g.initialized, op, "expected one process group, found one already initialized");
-  int inited = 0;
-  MPI_Initialized(&inited);
-  if (!inited) {
-    int provided = 0;
-    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_FUNNELED, &provided), op,
-              "MPI_Init_thread");
-    g.owns_mpi = true;
-  }
-  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g.comm), op, "MPI_Comm_dup");
-  MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
-  MPI_Comm_rank(g.comm, &g.rank);
-  MPI_Comm_size(g.comm, &g.size);
-  MPI_Comm local;
-  check_mpi(MPI_Comm_split_type(g.comm, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &local), op,
-            "MPI_Comm_split_type");
-  MPI_Comm_rank(local, &g.local_rank);
-  MPI_Comm_free(&local);
   double t = o.timeout_s;
   if (t <= 0) {
     t = 300;
@@ -197,6 +208,35 @@ void init_process_group(const std::string& backend, InitOptions o) {
                "expected SWITCHYARD_DIST_TIMEOUT_S to be seconds > 0, found '", e, "'");
     }
   }
+  Group& g = group();
+  std::lock_guard<std::mutex> lock(g.mu);
+  SY_CHECK(!g.initialized, op, "expected one process group, found one already initialized");
+  int inited = 0, finalized = 0;
+  MPI_Initialized(&inited);
+  MPI_Finalized(&finalized);
+  SY_CHECK(!finalized, op,
+           "expected MPI not yet finalized, found it finalized (MPI cannot "
+           "start twice in a process)");
+  int provided = 0;
+  if (!inited) {
+    // SERIALIZED: any thread may call, one at a time (the group's lock).
+    check_mpi(MPI_Init_thread(nullptr, nullptr, MPI_THREAD_SERIALIZED, &provided), op,
+              "MPI_Init_thread");
+    g.owns_mpi = true;
+  } else {
+    MPI_Query_thread(&provided);
+  }
+  SY_CHECK(provided >= MPI_THREAD_FUNNELED, op,
+           "expected MPI with thread support FUNNELED or better, found SINGLE");
+  check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g.comm), op, "MPI_Comm_dup");
+  MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
+  MPI_Comm_rank(g.comm, &g.rank);
+  MPI_Comm_size(g.comm, &g.size);
+  MPI_Comm local;
+  check_mpi(MPI_Comm_split_type(g.comm, MPI_COMM_TYPE_SHARED, g.rank, MPI_INFO_NULL, &local), op,
+            "MPI_Comm_split_type");
+  MPI_Comm_rank(local, &g.local_rank);
+  MPI_Comm_free(&local);
   g.timeout_s = t;
   g.broken.clear();
   g.stats = {};
@@ -209,13 +249,20 @@ void destroy_process_group() {
   Group& g = group();
   std::lock_guard<std::mutex> lock(g.mu);
   if (!g.initialized) return;
-  MPI_Comm_free(&g.comm);
-  g.initialized = false;
-  if (g.owns_mpi && g.broken.empty()) {
-    int finalized = 0;
-    MPI_Finalized(&finalized);
-    if (!finalized) MPI_Finalize();
+  // Every rank here before MPI_Finalize (which has no deadline of its own):
+  // a rank that never comes leaves MPI running rather than hanging this one.
+  if (g.broken.empty()) {
+    std::vector<MPI_Request> req(1);
+    try {
+      check_mpi(MPI_Ibarrier(g.comm, req.data()), "destroy_process_group", "MPI_Ibarrier");
+      wait_all(g, req, "destroy_process_group");
+    } catch (...) {  // broken now: not finalized
+    }
   }
+  g.initialized = false;
+  if (!g.broken.empty()) return;  // pending requests may still use the communicator
+  MPI_Comm_free(&g.comm);
+  if (g.owns_mpi) MPI_Finalize();
 }
 
 void abort_group(int code) {
@@ -245,10 +292,10 @@ void all_reduce(Tensor& t, ReduceOp op) {
   read_host(t, buf.data());
   const double t0 = now_s();
   std::vector<MPI_Request> req(1);
-  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.data(), int(buf.size()), MPI_FLOAT, mpi_op(op), g.comm,
-                           req.data()),
+  check_mpi(MPI_Iallreduce(MPI_IN_PLACE, buf.data(), mpi_count(buf.size(), name), MPI_FLOAT,
+                           mpi_op(op), g.comm, req.data()),
             name, "MPI_Iallreduce");
-  wait_all(g, req, name);
+  wait_for(g, req, name, buf);
   count(g, buf.size() * sizeof(float), now_s() - t0);
   if (op == ReduceOp::avg)
     for (float& v : buf) v /= float(g.size);
@@ -266,9 +313,9 @@ void broadcast(Tensor& t, int src) {
   if (g.rank == src) read_host(t, buf.data());
   const double t0 = now_s();
   std::vector<MPI_Request> req(1);
-  check_mpi(MPI_Ibcast(buf.data(), int(buf.size()), MPI_FLOAT, src, g.comm, req.data()), name,
-            "MPI_Ibcast");
-  wait_all(g, req, name);
+  check_mpi(MPI_Ibcast(buf.data(), mpi_count(buf.size(), name), MPI_FLOAT, src, g.comm, req.data()),
+            name, "MPI_Ibcast");
+  wait_for(g, req, name, buf);
   count(g, buf.size() * sizeof(float), now_s() - t0);
   if (g.rank != src) t.set_data(from_host(buf.data(), t));
 }
@@ -324,18 +371,144 @@ using distributed::read_scaled;
 struct DistributedDataParallel::State {
   DistributedOptions opt;
   std::vector<Tensor> params;
-  // Parameter indices per bucket, last layers first (their gradients are
-  // computed first), each bucket with its host buffer.
-  std::vector<std::vector<size_t>> buckets;
-  std::vector<std::vector<float>> bufs;
-  int64_t global_rows = 0;
+  // Host buffers of the reductions: the global batch's rows and, per
+  // trainable parameter, on how many ranks it has a gradient; the gradients.
+  std::vector<int64_t> counts;
+  std::vector<float> flat;
+  int64_t global_rows = 0, last_buckets = 0;
 };
 
 DistributedDataParallel::~DistributedDataParallel() = default;
 int64_t DistributedDataParallel::global_batch() const { return state_->global_rows; }
-int64_t DistributedDataParallel::buckets() const { return int64_t(state_->buckets.size()); }
+int64_t DistributedDataParallel::buckets() const { return state_->last_buckets; }
 
 #if SWITCHYARD_HAVE_MPI
+
+namespace {
+
+// Rank 0's bytes of `state` on every rank, in messages of at most 1 GiB.
+void broadcast_state(distributed::Group& g, std::vector<Tensor>& state, const char* op) {
+  size_t total = 0;
+  for (const Tensor& t : state) total += size_t(t.numel()) * dtype_size(t.dtype());
+  std::vector<char> bytes(total);
+  {
+    std::lock_guard<std::mutex> lock(g.mu);
+    size_t off = 0;
+    if (g.rank == 0)
+      for (const Tensor& t : state) {
+        read_host(t, bytes.data() + off);
+        off += size_t(t.numel()) * dtype_size(t.dtype());
+      }
+    const double t0 = distributed::now_s();
+    std::vector<MPI_Request> reqs;
+    constexpr size_t kChunk = size_t(1) << 30;
+    for (size_t at = 0; at < total; at += kChunk) {
+      reqs.emplace_back();
+      distributed::check_mpi(MPI_Ibcast(bytes.data() + at, int(std::min(kChunk, total - at)),
+                                        MPI_BYTE, 0, g.comm, &reqs.back()),
+                             op, "MPI_Ibcast");
+    }
+    distributed::wait_for(g, reqs, op, bytes);
+    distributed::count(g, total, distributed::now_s() - t0);
+  }
+  if (g.rank != 0) {
+    NoGradGuard no_grad;
+    size_t off = 0;
+    for (Tensor& t : state) {
+      t.set_data(from_host(bytes.data() + off, t));
+      off += size_t(t.numel()) * dtype_size(t.dtype());
+    }
+  }
+}
+
+// All-reduces the gradients of `trainable` (indices into s.params), in
+// buckets of about cap bytes, last layers first, each rank's weighted by
+// its rows; sets each parameter's gradient to the global batch's mean (on
+// top of `old`), or leaves it as it was where no rank has one.
+void reduce_gradients(DistributedDataParallel::State& s, distributed::Group& g,
+                      const std::vector<size_t>& trainable, const std::vector<Tensor>& old,
+                      int64_t rows, const char* op) {
+  const size_t m = trainable.size();
+  s.counts.assign(m + 1, 0);
+  s.counts[0] = rows;
+  size_t total = 0;
+  for (size_t j = 0; j < m; ++j) {
+    s.counts[1 + j] = s.params[trainable[j]].grad().defined();
+    total += size_t(s.params[trainable[j]].numel());
+  }
+  s.flat.resize(total);
+  std::vector<MPI_Request> reqs(1);
+  distributed::check_mpi(MPI_Iallreduce(MPI_IN_PLACE, s.counts.data(), int(m + 1), MPI_INT64_T,
+                                        MPI_SUM, g.comm, reqs.data()),
+                         op, "MPI_Iallreduce");
+  double t0 = 0;  // when the first bucket's reduction starts
+  const size_t cap = std::max<size_t>(size_t(s.opt.bucket_cap_mb * 1024 * 1024), 1);
+  uint64_t bytes = (m + 1) * sizeof(int64_t);
+  size_t off = 0;
+  int64_t buckets = 0;
+  for (size_t j = m; j > 0;) {  // one bucket: parameters from the last back
+    size_t first = j, filled = 0;
+    std::vector<Tensor> ready;
+    while (first > 0 && (filled == 0 || filled < cap)) {
+      --first;
+      const Tensor& p = s.params[trainable[first]];
+      filled += size_t(p.numel()) * sizeof(float);
+      if (p.grad().defined()) ready.push_back(p.grad());
+    }
+    switchyard::eval(ready);
+    const size_t begin = off;
+    for (size_t k = j; k-- > first;) {
+      const Tensor& p = s.params[trainable[k]];
+      const size_t n = size_t(p.numel());
+      if (p.grad().defined())
+        read_scaled(p.grad(), s.flat.data() + off, float(rows));
+      else  // unused here, maybe not on another rank
+        std::fill(s.flat.begin() + ptrdiff_t(off), s.flat.begin() + ptrdiff_t(off + n), 0.f);
+      off += n;
+    }
+    reqs.emplace_back();
+    if (buckets == 0) t0 = distributed::now_s();
+    distributed::check_mpi(
+        MPI_Iallreduce(MPI_IN_PLACE, s.flat.data() + begin, distributed::mpi_count(off - begin, op),
+                       MPI_FLOAT, MPI_SUM, g.comm, &reqs.back()),
+        op, "MPI_Iallreduce");
+    bytes += (off - begin) * sizeof(float);
+    ++buckets;
+    int done = 0;  // lets MPI progress the reductions already started
+    MPI_Testall(int(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
+    j = first;
+  }
+  distributed::wait_all(g, reqs, op, true);
+  // Every gradient is computed by the first bucket's evaluation (the lazy
+  // backward evaluates all it queued at once): the reductions overlap no
+  // compute, so all of their time is exposed.
+  const double flight = distributed::now_s() - t0;
+  distributed::count(g, bytes, flight);
+  g.stats.exposed_seconds += flight;
+  const int64_t global = s.counts[0];
+  SY_CHECK(global > 0, op, "expected rows in the global batch, found ", global);
+  s.global_rows = global;
+  s.last_buckets = buckets;
+
+  NoGradGuard no_grad;
+  const float scale = 1.f / float(global);
+  off = 0;
+  for (size_t k = m; k-- > 0;) {
+    Tensor& p = s.params[trainable[k]];
+    const size_t n = size_t(p.numel());
+    if (s.counts[1 + k] > 0) {
+      Tensor g_new = from_host_scaled(s.flat.data() + off, scale, p);
+      if (old[trainable[k]].defined()) g_new = add(old[trainable[k]], g_new);
+      p.set_grad(g_new);
+      detail::queue_value(detail::node_of(g_new));  // accumulation stays bounded
+    } else {
+      p.set_grad(old[trainable[k]]);
+    }
+    off += n;
+  }
+}
+
+}  // namespace
 
 DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
                                                  DistributedOptions o)
@@ -350,141 +523,72 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   s.params = module_->parameters();
   for (const Tensor& p : s.params)
     SY_CHECK(p.dtype() == DType::f32, op, "expected f32 parameters, found ", dtype_name(p.dtype()));
-
-  // Every rank starts from rank 0's values: parameters and buffers, one
-  // broadcast of their bytes.
+  // Every rank starts from rank 0's parameters and buffers.
   std::vector<Tensor> state = s.params;
   for (auto& [n, b] : module_->named_buffers()) state.push_back(b);
-  size_t total = 0;
-  for (const Tensor& t : state) total += size_t(t.numel()) * dtype_size(t.dtype());
-  std::vector<char> bytes(total);
-  {
-    std::lock_guard<std::mutex> lock(g.mu);
-    size_t off = 0;
-    if (g.rank == 0)
-      for (const Tensor& t : state) {
-        read_host(t, bytes.data() + off);
-        off += size_t(t.numel()) * dtype_size(t.dtype());
-      }
-    const double t0 = distributed::now_s();
-    std::vector<MPI_Request> req(1);
-    distributed::check_mpi(MPI_Ibcast(bytes.data(), int(total), MPI_BYTE, 0, g.comm, req.data()),
-                           op, "MPI_Ibcast");
-    distributed::wait_all(g, req, op);
-    distributed::count(g, total, distributed::now_s() - t0);
-  }
-  if (g.rank != 0) {
-    NoGradGuard no_grad;
-    size_t off = 0;
-    for (Tensor& t : state) {
-      t.set_data(from_host(bytes.data() + off, t));
-      off += size_t(t.numel()) * dtype_size(t.dtype());
-    }
-  }
-
-  const size_t cap = std::max<size_t>(size_t(o.bucket_cap_mb * 1024 * 1024), 1);
-  size_t filled = 0;
-  for (size_t i = s.params.size(); i-- > 0;) {
-    if (s.buckets.empty() || filled >= cap) {
-      s.buckets.emplace_back();
-      filled = 0;
-    }
-    s.buckets.back().push_back(i);
-    filled += size_t(s.params[i].numel()) * sizeof(float);
-  }
-  for (auto& b : s.buckets) {
-    size_t n = 0;
-    for (size_t i : b) n += size_t(s.params[i].numel());
-    s.bufs.emplace_back(n);
-  }
+  broadcast_state(g, state, op);
 }
 
 Tensor DistributedDataParallel::forward(const Tensor& x) {
   const char* op = "DistributedDataParallel";
   SY_CHECK(x.defined() && x.dim() >= 1, op, "expected an input with a batch dimension");
-  Tensor out = (*module_)(x);
+  const bool x_grad = is_grad_enabled() && x.requires_grad();
+  Tensor xin = x;
+  if (x_grad) {  // a leaf of this rank's graph: its gradient is returned below
+    xin = x.detach();
+    xin.requires_grad_();
+  }
+  Tensor out = (*module_)(xin);
   if (!is_grad_enabled() || !out.requires_grad()) return out;
   const int64_t rows = x.size(0);
-  // The backward: this rank's (its own graph's, run here), then the
-  // gradients all-reduced bucket by bucket, each bucket's reduction started
-  // as soon as its gradients are evaluated, weighted by this rank's rows
-  // and divided by the global batch's.
+  // The backward: this rank's own graph's, then the gradients all-reduced.
   auto fn = std::make_shared<detail::GradFn>();
   fn->name = "DistributedDataParallel";
-  std::weak_ptr<State> weak = state_;
-  fn->backward = [weak, out, rows, op](const Tensor& grad) mutable {
-    auto sp = weak.lock();
-    SY_CHECK(sp != nullptr, op, "backward after the DistributedDataParallel was destroyed");
+  if (x_grad) fn->inputs.push_back(x.impl_ptr());
+  fn->backward = [sp = state_, out, xin, rows, x_grad, op](const Tensor& grad) mutable {
+    SY_CHECK(out.defined(), "backward",
+             "trying to backward through DistributedDataParallel's output a second time; its "
+             "graph was freed by the first backward()");
     State& s = *sp;
     distributed::Group& g = distributed::ready(op);
+    // The gradients so far, set aside (restored if anything fails): the
+    // reduced ones are added to them.
     std::vector<Tensor> old(s.params.size());
+    std::vector<size_t> trainable;
     for (size_t i = 0; i < s.params.size(); ++i) {
       old[i] = s.params[i].grad();
       s.params[i].zero_grad();
+      if (s.params[i].requires_grad()) trainable.push_back(i);
     }
-    out.backward(grad);
+    auto restore = [&] {
+      for (size_t i = 0; i < s.params.size(); ++i) s.params[i].set_grad(old[i]);
+    };
+    try {
+      out.backward(grad);
+    } catch (...) {
+      restore();
+      throw;
+    }
     out = Tensor();  // the graph is spent
-
+    Tensor gx = x_grad ? xin.grad() : Tensor();
+    xin = Tensor();
     std::lock_guard<std::mutex> lock(g.mu);
-    double t0 = 0;  // when the first bucket's reduction starts
-    int64_t global = rows;
-    std::vector<MPI_Request> reqs(1);
-    distributed::check_mpi(
-        MPI_Iallreduce(MPI_IN_PLACE, &global, 1, MPI_INT64_T, MPI_SUM, g.comm, reqs.data()), op,
-        "MPI_Iallreduce");
-    uint64_t bytes = sizeof(int64_t);
-    double overlapped = 0;  // computing later buckets while earlier ones reduce
-    for (size_t b = 0; b < s.buckets.size(); ++b) {
-      const double tc = distributed::now_s();
-      std::vector<Tensor> ready;
-      for (size_t i : s.buckets[b])
-        if (s.params[i].grad().defined()) ready.push_back(s.params[i].grad());
-      switchyard::eval(ready);  // this bucket's gradients: one submission
-      float* buf = s.bufs[b].data();
-      size_t off = 0;
-      for (size_t i : s.buckets[b]) {
-        const size_t n = size_t(s.params[i].numel());
-        Tensor gi = s.params[i].grad();
-        if (gi.defined()) {
-          read_scaled(gi, buf + off, float(rows));
-        } else {
-          std::fill(buf + off, buf + off + n, 0.f);  // unused here, maybe not on another rank
-        }
-        off += n;
-      }
-      if (b > 0) overlapped += distributed::now_s() - tc;
-      reqs.emplace_back();
-      if (b == 0) t0 = distributed::now_s();
-      distributed::check_mpi(
-          MPI_Iallreduce(MPI_IN_PLACE, buf, int(off), MPI_FLOAT, MPI_SUM, g.comm, &reqs.back()), op,
-          "MPI_Iallreduce");
-      bytes += off * sizeof(float);
-      int done = 0;  // lets MPI progress the reductions already started
-      MPI_Testall(int(reqs.size()), reqs.data(), &done, MPI_STATUSES_IGNORE);
+    try {
+      reduce_gradients(s, g, trainable, old, rows, op);
+    } catch (const std::exception& e) {
+      restore();
+      // Reductions may be under way: the ranks are out of step and MPI may
+      // still write the buffers, which are kept.
+      if (g.broken.empty())
+        g.broken = detail::cat("a DistributedDataParallel backward failed on rank ", g.rank, ": ",
+                               e.what());
+      distributed::park(std::move(s.counts));
+      distributed::park(std::move(s.flat));
+      throw;
     }
-    distributed::wait_all(g, reqs, op, true);
-    // In flight from the first reduction's start to the last's end; of
-    // that, what was not spent computing later buckets' gradients is exposed
-    // (MPI's own progress calls included).
-    const double flight = distributed::now_s() - t0;
-    distributed::count(g, bytes, flight);
-    g.stats.exposed_seconds += std::max(0.0, flight - overlapped);
-    SY_CHECK(global > 0, op, "expected rows in the global batch, found ", global);
-    s.global_rows = global;
-
-    NoGradGuard no_grad;
-    const float scale = 1.f / float(global);
-    for (size_t b = 0; b < s.buckets.size(); ++b) {
-      float* buf = s.bufs[b].data();
-      size_t off = 0;
-      for (size_t i : s.buckets[b]) {
-        Tensor& p = s.params[i];
-        Tensor reduced = from_host_scaled(buf + off, scale, p);
-        p.set_grad(old[i].defined() ? add(old[i], reduced) : reduced);
-        off += size_t(p.numel());
-      }
-    }
-    return std::vector<Tensor>{};
+    std::vector<Tensor> result;
+    if (x_grad) result.push_back(gx);
+    return result;
   };
   Tensor result = out.detach();
   result.requires_grad_();

@@ -353,6 +353,7 @@ Tensor DataParallel::forward(const Tensor& x) {
       p.zero_grad();
     }
     std::vector<std::vector<Tensor>> work(k_count);
+    std::vector<Tensor> result;
     try {
       int64_t begin = 0;
       for (size_t k = 0; k < k_count; ++k) {
@@ -367,6 +368,29 @@ Tensor DataParallel::forward(const Tensor& x) {
         if (x_grad && (*xs)[k].grad().defined()) work[k].push_back((*xs)[k].grad());
       }
       s.run(work, rows, timed);
+
+      const std::vector<Tensor>& master = s.params[0];
+      for (size_t i = 0; i < master.size(); ++i) {
+        Tensor sum;
+        if (master[i].requires_grad())
+          for (size_t k = 1; k < k_count; ++k) {
+            Tensor gi = rows[k] ? s.params[k][i].grad() : Tensor();
+            if (!gi.defined()) continue;
+            Tensor moved = s.move(gi, master[i].device());
+            sum = sum.defined() ? sum + moved : moved;
+          }
+        result.push_back(sum);
+      }
+      if (x_grad) {
+        std::vector<Tensor> parts;
+        for (size_t k = 0; k < k_count; ++k) {
+          if (!rows[k]) continue;
+          Tensor gx = (*xs)[k].grad();
+          parts.push_back(gx.defined() ? s.move(gx, *x_dev)
+                                       : zeros((*xs)[k].shape(), Options(*x_dev)));
+        }
+        result.push_back(cat(parts, 0));
+      }
     } catch (...) {
       for (size_t i = 0; i < before.size(); ++i) s.params[0][i].set_grad(before[i]);
       throw;
@@ -374,30 +398,6 @@ Tensor DataParallel::forward(const Tensor& x) {
     for (size_t i = 0; i < before.size(); ++i) {  // replica 0's share on top of the old
       Tensor now = s.params[0][i].grad();
       if (before[i].defined()) s.params[0][i].set_grad(now.defined() ? before[i] + now : before[i]);
-    }
-
-    const std::vector<Tensor>& master = s.params[0];
-    std::vector<Tensor> result;
-    for (size_t i = 0; i < master.size(); ++i) {
-      Tensor sum;
-      if (master[i].requires_grad())
-        for (size_t k = 1; k < k_count; ++k) {
-          Tensor gi = rows[k] ? s.params[k][i].grad() : Tensor();
-          if (!gi.defined()) continue;
-          Tensor moved = s.move(gi, master[i].device());
-          sum = sum.defined() ? sum + moved : moved;
-        }
-      result.push_back(sum);
-    }
-    if (x_grad) {
-      std::vector<Tensor> parts;
-      for (size_t k = 0; k < k_count; ++k) {
-        if (!rows[k]) continue;
-        Tensor gx = (*xs)[k].grad();
-        parts.push_back(gx.defined() ? s.move(gx, *x_dev)
-                                     : zeros((*xs)[k].shape(), Options(*x_dev)));
-      }
-      result.push_back(cat(parts, 0));
     }
     for (size_t k = 0; k < k_count; ++k) {  // the graphs are spent: free them now
       (*outs)[k] = Tensor();

@@ -73,11 +73,12 @@ class FashionMNIST : public Dataset {
 // the same order (the loader's seed and epoch, so the shuffle is shared and
 // changes each epoch) in batches of batch_size, the global batch, and keeps
 // rows [rank * n / R, (rank + 1) * n / R) of each, rounded so that shares
-// differ by at most one row: the ranks together see exactly what one process
-// would, whatever their number, so a run over R ranks trains as one
-// process with the same batch_size. (PyTorch's sampler strides the order and
-// batch_size is per rank instead.) A last batch with fewer rows than ranks
-// is dropped, so that every rank has rows in every step.
+// differ by at most one row: the ranks together see exactly the batches one
+// process would, whatever their number, so a model without batch
+// statistics (no BatchNorm) trains over R ranks as in one process with the
+// same batch_size. (PyTorch's sampler strides the order and batch_size is
+// per rank instead.) A last batch with fewer rows than ranks is dropped, so
+// that every rank has rows in every step.
 struct DistributedSampler {
   int num_replicas = 1;
   int rank = 0;

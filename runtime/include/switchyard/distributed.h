@@ -25,10 +25,14 @@ struct InitOptions {
 };
 // Joins the group the launcher started: world size and rank from MPI
 // (mpirun -np N, srun). backend: "mpi". A single process not started by a
-// launcher is a group of one. Throws when already initialized.
+// launcher is a group of one. Starts MPI (thread level SERIALIZED: any
+// thread may call, one at a time) unless the application did. Throws when
+// already initialized.
 void init_process_group(const std::string& backend = "mpi", InitOptions o = {});
 bool is_initialized();
-// Leaves the group (MPI_Finalize, when init_process_group started MPI).
+// Leaves the group: a barrier with the timeout, then MPI_Finalize when
+// init_process_group started MPI. After a failed collective (the ranks out
+// of step), MPI is left as it is rather than finalized.
 void destroy_process_group();
 // Ends every rank of the job now, with `code` (MPI_Abort), when this
 // process is one of several; returns otherwise. For an application's error
@@ -62,9 +66,10 @@ CommStats comm_stats();
 namespace switchyard::nn {
 
 struct DistributedOptions {
-  // Gradients are all-reduced in buckets of about this size, last layers
-  // first: a bucket's reduction starts as soon as its gradients are computed
-  // and runs while the earlier layers' are (PyTorch: bucket_cap_mb).
+  // Gradients are all-reduced in messages of about this size, last layers
+  // first, each started as soon as it is filled (PyTorch: bucket_cap_mb).
+  // The lazy backward computes every gradient in one submission, so today
+  // the reductions follow the compute rather than overlap it.
   double bucket_cap_mb = 0.25;
 };
 
@@ -72,7 +77,9 @@ struct DistributedOptions {
 // own batch; the constructor broadcasts rank 0's parameters and buffers, and
 // backward through the output all-reduces the gradients so that every rank
 // holds the gradient of the global batch (each rank's weighted by its rows:
-// ranks may have batches of different sizes). Needs init_process_group().
+// ranks may have batches of different sizes; the loss must be a mean over
+// the batch, as cross_entropy's). Frozen parameters are left out; one that
+// no rank used keeps no gradient. Needs init_process_group().
 class DistributedDataParallel : public Module {
  public:
   explicit DistributedDataParallel(std::shared_ptr<Module> module, DistributedOptions o = {});
