@@ -9,8 +9,11 @@ include(GNUInstallDirs)
 include(CMakePackageConfigHelpers)
 set(SY_CMAKE_DIR ${CMAKE_INSTALL_LIBDIR}/cmake/Switchyard)
 
+# distributed.h stays out: its library (switchyard_distributed, over MPI) is
+# not part of the installed package yet; builds of this tree and subproject
+# users link Switchyard::distributed.
 install(DIRECTORY runtime/include/switchyard DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}
-        COMPONENT Development PATTERN backend EXCLUDE)
+        COMPONENT Development PATTERN backend EXCLUDE PATTERN distributed.h EXCLUDE)
 install(DIRECTORY runtime/include/switchyard/backend
         DESTINATION ${CMAKE_INSTALL_INCLUDEDIR}/switchyard COMPONENT Backend)
 install(FILES ${PROJECT_BINARY_DIR}/runtime/include/switchyard/version.h

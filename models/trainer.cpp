@@ -122,7 +122,9 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
     net = dp;
   }
   const bool dist = cfg.distributed;
-  const int rank = distributed::get_rank(), world = distributed::get_world_size();
+  // A process group the caller made for other work does not shard this run.
+  const int rank = dist ? distributed::get_rank() : 0;
+  const int world = dist ? distributed::get_world_size() : 1;
   if (dist) {
     SY_CHECK(distributed::is_initialized(), "train",
              "expected distributed::init_process_group() before a distributed run (the CLI's "

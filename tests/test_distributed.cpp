@@ -195,6 +195,11 @@ TEST(Distributed, DdpAccumulationFrozenParametersAndInputGradients) {
   // The input's gradient is this rank's loss's (a mean over its rows).
   Tensor want = x_ref.grad().slice(lo, hi) * (float(n) / float(hi - lo));
   EXPECT_LE(max_rel(x_mine.grad().to_vector<float>(), want.to_vector<float>()), 1e-5);
+  // Frozen after a backward: it keeps the gradient it has.
+  const auto kept = pd[1].grad().to_vector<float>();
+  pd[1].requires_grad_(false);
+  sy::cross_entropy(ddp(b.data.slice(lo, hi)), b.target.slice(lo, hi)).backward();
+  EXPECT_EQ(pd[1].grad().to_vector<float>(), kept);
   Tensor loss = sy::cross_entropy(ddp(x_mine.detach()), b.target.slice(lo, hi));
   loss.backward(Tensor(), /*retain_graph=*/true);
   expect_error([&] { loss.backward(); }, {"[backward]", "second time"});

@@ -109,7 +109,7 @@ int cmd_train(TrainFlags& f) {
   const bool quiet = sy::distributed::get_rank() != 0;
   cfg.record_losses = std::max(cfg.record_losses, f.losses);
   cfg.hidden = f.hidden.empty() ? std::vector<int64_t>{} : sy::models::parse_sizes(f.hidden);
-  const bool json = f.json, prof = f.prof || !f.trace.empty();
+  const bool json = f.json, prof = (f.prof || !f.trace.empty()) && !quiet;  // rank 0's
   const std::string& trace = f.trace;
   bool tty = !json && sy::platform::stderr_is_terminal();
   if (!f.devices.empty()) cfg.devices = sy::bench::split(f.devices, "--devices");

@@ -92,7 +92,7 @@ const void* host_source(const Tensor& t, void* dst, std::unique_lock<std::recurs
 namespace {
 
 struct Group {
-  std::mutex mu;  // one collective at a time per process (MPI_THREAD_FUNNELED)
+  std::mutex mu;  // one MPI call at a time per process (MPI_THREAD_SERIALIZED)
   bool initialized = false, owns_mpi = false;
   MPI_Comm comm = MPI_COMM_NULL;
   int rank = 0, size = 1, local_rank = 0;
@@ -226,8 +226,10 @@ void init_process_group(const std::string& backend, InitOptions o) {
   } else {
     MPI_Query_thread(&provided);
   }
-  SY_CHECK(provided >= MPI_THREAD_FUNNELED, op,
-           "expected MPI with thread support FUNNELED or better, found SINGLE");
+  SY_CHECK(provided >= MPI_THREAD_SERIALIZED, op,
+           "expected MPI started with thread support SERIALIZED or better (any thread may "
+           "call, one at a time), found level ",
+           provided);
   check_mpi(MPI_Comm_dup(MPI_COMM_WORLD, &g.comm), op, "MPI_Comm_dup");
   MPI_Comm_set_errhandler(g.comm, MPI_ERRORS_RETURN);
   MPI_Comm_rank(g.comm, &g.rank);
@@ -556,12 +558,13 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
     std::vector<Tensor> old(s.params.size());
     std::vector<size_t> trainable;
     for (size_t i = 0; i < s.params.size(); ++i) {
+      if (!s.params[i].requires_grad()) continue;  // a frozen one keeps what it has
       old[i] = s.params[i].grad();
       s.params[i].zero_grad();
-      if (s.params[i].requires_grad()) trainable.push_back(i);
+      trainable.push_back(i);
     }
     auto restore = [&] {
-      for (size_t i = 0; i < s.params.size(); ++i) s.params[i].set_grad(old[i]);
+      for (size_t i : trainable) s.params[i].set_grad(old[i]);
     };
     try {
       out.backward(grad);

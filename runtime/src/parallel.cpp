@@ -397,7 +397,10 @@ Tensor DataParallel::forward(const Tensor& x) {
     }
     for (size_t i = 0; i < before.size(); ++i) {  // replica 0's share on top of the old
       Tensor now = s.params[0][i].grad();
-      if (before[i].defined()) s.params[0][i].set_grad(now.defined() ? before[i] + now : before[i]);
+      if (!before[i].defined()) continue;
+      Tensor sum = now.defined() ? before[i] + now : before[i];
+      s.params[0][i].set_grad(sum);
+      detail::queue_value(detail::node_of(sum));  // accumulation stays bounded
     }
     for (size_t k = 0; k < k_count; ++k) {  // the graphs are spent: free them now
       (*outs)[k] = Tensor();

@@ -78,8 +78,9 @@ struct DistributedOptions {
 // backward through the output all-reduces the gradients so that every rank
 // holds the gradient of the global batch (each rank's weighted by its rows:
 // ranks may have batches of different sizes; the loss must be a mean over
-// the batch, as cross_entropy's). Frozen parameters are left out; one that
-// no rank used keeps no gradient. Needs init_process_group().
+// the batch, as cross_entropy's). Frozen parameters are left out (every rank
+// must freeze the same ones); one that no rank used keeps no gradient.
+// Needs init_process_group().
 class DistributedDataParallel : public Module {
  public:
   explicit DistributedDataParallel(std::shared_ptr<Module> module, DistributedOptions o = {});
