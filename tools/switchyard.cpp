@@ -105,8 +105,8 @@ int cmd_train(TrainFlags& f) {
   sy::models::TrainConfig& cfg = f.cfg;
   ProcessGroup group(cfg.distributed);
   // Only rank 0 prints (and saves): the others train silently.
-  if (sy::distributed::get_rank() != 0) f.json = true;
   const bool quiet = sy::distributed::get_rank() != 0;
+  if (quiet) f.json = true;
   cfg.record_losses = std::max(cfg.record_losses, f.losses);
   cfg.hidden = f.hidden.empty() ? std::vector<int64_t>{} : sy::models::parse_sizes(f.hidden);
   const bool json = f.json, prof = (f.prof || !f.trace.empty()) && !quiet;  // rank 0's

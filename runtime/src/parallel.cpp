@@ -10,7 +10,6 @@
 #include "switchyard/parallel.h"
 
 #include <algorithm>
-#include <chrono>
 #include <cmath>
 #include <future>
 #include <mutex>
@@ -19,20 +18,19 @@
 
 #include "graph.h"
 #include "switchyard/error.h"
+#include "switchyard/profile.h"
 
 namespace switchyard::nn {
 using detail::GradFn;
 
 namespace {
 
-double now_s() {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
-}
+double now_s() { return double(profile::now_ns()) * 1e-9; }
 
 std::vector<Device*> default_devices() {
   std::vector<Device*> gpus;
   for (Device* d : switchyard::devices())
-    if (d->info().backend != "cpu" && d->info().type != DeviceType::cpu) gpus.push_back(d);
+    if (d->info().type != DeviceType::cpu) gpus.push_back(d);
   if (gpus.empty()) gpus.push_back(&cpu());
   return gpus;
 }
@@ -204,7 +202,6 @@ DataParallel::DataParallel(std::shared_ptr<Module> module, std::vector<Device*> 
                " twice");
   }
   SY_CHECK(o.measure_steps >= 1, op, "expected measure_steps >= 1, found ", o.measure_steps);
-  devices_ = devs;
   output_ = o.output_device ? o.output_device : devs[0];
   register_module("module", module_);
   module_->to(*devs[0]);
@@ -246,6 +243,8 @@ DataParallel::DataParallel(std::shared_ptr<Module> module, std::vector<Device*> 
 }
 
 DataParallel::~DataParallel() = default;
+
+const std::vector<Device*>& DataParallel::devices() const { return state_->devices; }
 
 std::vector<int64_t> DataParallel::shard_sizes(int64_t batch) const { return state_->split(batch); }
 

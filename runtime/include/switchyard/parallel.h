@@ -67,7 +67,7 @@ class DataParallel : public Module {
   Tensor forward(const Tensor& x) override;
 
   Module& module() { return *module_; }
-  const std::vector<Device*>& devices() const { return devices_; }
+  const std::vector<Device*>& devices() const;
   Device& output_device() const { return *output_; }
   // The split of a batch of `batch` rows over devices() (0: left out).
   std::vector<int64_t> shard_sizes(int64_t batch) const;
@@ -77,7 +77,6 @@ class DataParallel : public Module {
 
  private:
   std::shared_ptr<Module> module_;
-  std::vector<Device*> devices_;
   Device* output_ = nullptr;
   std::shared_ptr<State> state_;
 };
