@@ -12,8 +12,10 @@
 #    that vanishes is a failure, not a skip; ctest runs CTEST_J tests at a
 #    time (default 4: each test process opens its own CUDA context),
 # 4. trains on Fashion-MNIST on cpu and on each GPU device, and compares the
-#    first 50 step losses with the CPU's (relative 1e-3: the training's
-#    sensitivity to rounding is measured in docs/design-choices.md); the
+#    first 50 step losses with the CPU's (relative: the first 10 within 1e-5,
+#    all 50 within 1e-2: the training's own sensitivity to rounding grows a
+#    1e-7 difference to 1e-3 by step 40, measured on an H100 through CUDA
+#    and through Vulkan, and in docs/design-choices.md); the
 #    test accuracies are reported, not judged (two runs differ by a few
 #    tenths of a point),
 # 5. runs the backend benchmark on the devices present,
@@ -124,15 +126,18 @@ for dev in cpu "${gpus[@]}"; do
     row "train $dev" FAIL "see $LOG/train-${dev/:/}.err"
   fi
 done
-# Step for step against the CPU: the first 50 losses, relative 1e-3.
+# Step for step against the CPU: the first 10 losses within 1e-5, all 50
+# within 1e-2 (relative).
 for dev in "${gpus[@]}"; do
   [[ -s "$LOG/train-${dev/:/}.json" && -s "$LOG/train-cpu.json" ]] || continue
   cmp=$(python3 - "$LOG/train-cpu.json" "$LOG/train-${dev/:/}.json" <<'PY'
 import json, sys
 a, b = (json.loads(open(f).read().strip().splitlines()[-1]).get("first_losses", []) for f in sys.argv[1:])
 n = min(len(a), len(b))
-worst = max((abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b)), default=float("inf"))
-print("ok" if n == 50 and worst <= 1e-3 else "FAIL", "%d losses, worst relative difference %.2e (limit 1e-3)" % (n, worst))
+rel = [abs(x - y) / max(abs(x), 1e-12) for x, y in zip(a, b)]
+start, worst = max(rel[:10], default=float("inf")), max(rel, default=float("inf"))
+ok = n == 50 and start <= 1e-5 and worst <= 1e-2
+print("ok" if ok else "FAIL", "%d losses, worst relative difference %.2e in the first 10 (limit 1e-5), %.2e in all (limit 1e-2)" % (n, start, worst))
 PY
 )
   res=${cmp%% *} detail=${cmp#* }

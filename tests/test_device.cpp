@@ -203,23 +203,31 @@ class QueuedOrStagedDevice final : public CpuDouble {
         [this, p, bind = std::vector<sy::Binding>(b.begin(), b.end())] { cpu_.execute(p, bind); });
   }
   void synchronize_impl() override {
+    ++syncs;
     for (auto& f : queue_) f();
     queue_.clear();
   }
 
+ public:
+  int syncs = 0;  // waits for the queue (a submission and a fence on a GPU)
+
+ private:
   bool queued_;
   std::vector<std::function<void()>> queue_;
 };
 
 // The doubles' contexts are made with SWITCHYARD_POISON off: the poisoning
 // synchronizes the device on every buffer handed out, which would hide the race.
+std::map<std::string, QueuedOrStagedDevice*> doubles;
 sy::Device& double_device(const std::string& name, bool queued) {
   static std::map<std::string, sy::Device*> made;
   if (!made.count(name)) {
     const char* p = std::getenv("SWITCHYARD_POISON");
     const std::string saved = p ? p : "";
     unset_env("SWITCHYARD_POISON");
-    sy::register_backend({name, true, "", {std::make_shared<QueuedOrStagedDevice>(name, queued)}});
+    auto dev = std::make_shared<QueuedOrStagedDevice>(name, queued);
+    doubles[name] = dev.get();
+    sy::register_backend({name, true, "", {dev}});
     made[name] = &sy::device(name + ":0");  // its context is made here, unpoisoned
     if (p) set_env("SWITCHYARD_POISON", saved.c_str());
   }
@@ -245,6 +253,44 @@ TEST(Device, ACopyIntoZeroCopyMemoryWaitsForTheQueuedUsersOfThatBuffer) {
       << "the copy is expected to land in x's pooled buffer";
   EXPECT_EQ(y.to_vector<float>(), sevens) << "the queued upload of x overwrote the copy";
   EXPECT_EQ(doubled.to_vector<float>(), std::vector<float>(1024, 2.f));
+}
+
+// Tensors copied together between devices the host cannot map (GPU to GPU
+// through the host) or into mapped memory cost one wait on the source, not
+// one per tensor (DataParallel moves every parameter each step).
+TEST(Device, TensorsCopiedTogetherWaitOnceForTheirSource) {
+  sy::Device& s = double_device("staged", false);
+  sy::Device& s2 = double_device("staged2", false);
+  sy::Device& q = double_device("queued", true);
+  std::vector<Tensor> ts;
+  std::vector<std::vector<float>> want;
+  for (int i = 0; i < 6; ++i) {
+    want.push_back(std::vector<float>(size_t(100 + 37 * i), float(i) + 0.5f));
+    ts.push_back(sy::add(sy::from_vector(want.back(), {int64_t(want.back().size())}, s), 1.f));
+    for (float& v : want.back()) v += 1.f;
+  }
+  ts.push_back(sy::from_vector(std::vector<float>{}, {0}, s));  // empty: nothing to copy
+  want.push_back({});
+  for (sy::Device* to : {&s2, &q}) {
+    SCOPED_TRACE(to->str());
+    sy::synchronize(s);
+    const int before = doubles["staged"]->syncs;
+    std::vector<Tensor> out = sy::detail::to_device(ts, *to);
+    EXPECT_EQ(doubles["staged"]->syncs - before, 1) << "expected one wait for all 7 copies";
+    ASSERT_EQ(out.size(), ts.size());
+    for (size_t i = 0; i < out.size(); ++i) {
+      EXPECT_EQ(&out[i].device(), to);
+      EXPECT_EQ(out[i].to_vector<float>(), want[i]) << "tensor " << i;
+    }
+  }
+  // Tensors of different devices are refused, naming both.
+  Tensor other = sy::from_vector(std::vector<float>{1.f}, {1}, q);
+  try {
+    sy::detail::to_device({ts[0], other}, s2);
+    ADD_FAILURE() << "expected an error";
+  } catch (const sy::Error& e) {
+    EXPECT_NE(std::string(e.what()).find("share a device"), std::string::npos) << e.what();
+  }
 }
 
 // The GPU backends' shared bookkeeping for asynchronously used memory.

@@ -196,11 +196,23 @@ TEST_P(GpuDevice, TrainingMatchesTheCpuStepForStep) {
 // convolution outputs on the CPU, equal ones on a GPU). The drift is the same
 // size with a GEMM that rounds every column alike and 1.4e-4 even with
 // average pooling; the CPU drifts as far from itself with its weights scaled
-// by 1 + 1e-7 (5.3e-4 by step 18). See docs/design-choices.md. So the first 3
-// losses (the forward, then one and two updates: where a wrong kernel shows)
-// must agree within 1e-4 and all 20 within 5e-3 (measured: 1.5e-4 for Adam at
-// step 4; 4.7e-4 for SGD and 2.5e-3 for Adam by step 20), and the test
-// accuracies within half a point.
+// by 1 + 1e-7 (5.3e-4 by step 18). See docs/design-choices.md.
+// On an H100 (CUDA and Vulkan), the same test run ten times in processes with
+// different histories (which tests ran first) gave SGD's worst difference
+// 6.8e-5 eight times and 4.4e-4 and 1.2e-3 twice, once 2.2e-4 already at step
+// 2: which GEMM algorithm or tile a product gets can follow its buffers'
+// addresses, and one flipped pooling tie in the first updates is enough. So:
+// the forward's loss (step 0: the same arithmetic, rounded otherwise) within
+// 1e-5; the two after it (where a wrong backward kernel shows: an update
+// moves the loss by about 2% here) within 1e-3; all 20 within 1e-2 (measured:
+// 4.7e-4 for SGD and 2.5e-3 for Adam by step 20 on lavapipe, 4.5e-3 for Adam
+// on the H100). The test accuracies within a point, over 2000 test images:
+// over 500, the drift alone moved the accuracy by 0.4 points between two CPU
+// runs that differ only in OpenBLAS's thread count (1 and 16), and by 0.6
+// points between the CPU and the H100; over 10000 every device was within
+// 0.17 points of the CPU; over 2000 the H100's were 0.05 to 0.1 points from
+// the CPU's, and more than half a point in the run whose SGD losses drifted
+// by 1.8e-4. A broken evaluation is tens of points off.
 TEST_P(GpuDevice, CnnTrainingMatchesTheCpuStepForStep) {
   sy::BackendDevice& d = D();
   // The host emulation of CUDA runs each CUDA thread as a fiber and cuBLAS
@@ -216,7 +228,7 @@ TEST_P(GpuDevice, CnnTrainingMatchesTheCpuStepForStep) {
     cfg.epochs = 1;
     cfg.batch = emu ? 64 : 128;
     cfg.limit = cfg.batch * int64_t(steps);
-    cfg.test_limit = 500;
+    cfg.test_limit = emu ? 500 : 2000;
     cfg.record_losses = int(steps);
     cfg.device = "cpu";
     auto cpu = sy::models::train_fashion_mnist(cfg);
@@ -228,11 +240,13 @@ TEST_P(GpuDevice, CnnTrainingMatchesTheCpuStepForStep) {
     for (size_t i = 0; i < steps; ++i) {
       const double rel = std::abs(gpu.first_losses[i] - cpu.first_losses[i]) / cpu.first_losses[i];
       worst = std::max(worst, rel);
-      EXPECT_LE(rel, i < 3 ? 1e-4 : 5e-3) << "step " << i;
+      EXPECT_LE(rel, i == 0 ? 1e-5 : i < 3 ? 1e-3 : 1e-2) << "step " << i;
     }
-    std::printf("cnn %s: first %zu losses, cpu vs %s: max relative difference %.2e\n", opt, steps,
-                d.str().c_str(), worst);
-    EXPECT_NEAR(gpu.test_acc, cpu.test_acc, 0.005);
+    std::printf(
+        "cnn %s: first %zu losses, cpu vs %s: max relative difference %.2e; test accuracy %.4f "
+        "vs %.4f\n",
+        opt, steps, d.str().c_str(), worst, cpu.test_acc, gpu.test_acc);
+    EXPECT_NEAR(gpu.test_acc, cpu.test_acc, 0.01);
   }
 }
 

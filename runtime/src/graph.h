@@ -219,6 +219,9 @@ void queue_value(const NodePtr& n);
 void evaluate(Context& c, const std::vector<Node*>& roots);
 // Reads t's bytes (numel * dtype size) into dst, evaluating it if needed.
 void copy_to_host(const Tensor& t, void* dst);
+// Copies of tensors that share a device onto `d` (to() for each), with one
+// evaluation and one wait on the source for all of them, however many.
+std::vector<Tensor> to_device(const std::vector<Tensor>& ts, Device& d);
 // A copy of t's value on d in storage of its own (to() returns t itself on
 // its own device), with no autograd history.
 Tensor copy_to(const Tensor& t, Device& d);

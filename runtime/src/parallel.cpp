@@ -65,14 +65,36 @@ struct DataParallel::State {
     stats.bytes_moved += bytes;
   }
 
-  // A move between devices, counted.
-  Tensor move(const Tensor& t, Device& to) {
-    if (&t.device() == &to) return t;
+  // Moves ts[i] to *to[i], counted: the tensors that go between the same
+  // two devices together (to_device), with one wait on their source, so a
+  // step costs a wait per pair of devices rather than one per parameter.
+  std::vector<Tensor> move_all(const std::vector<Tensor>& ts, const std::vector<Device*>& to) {
+    std::vector<Tensor> out(ts.size());
+    std::vector<bool> done(ts.size(), false);
     const double t0 = now_s();
-    Tensor out = t.to(to);
-    add_comm(now_s() - t0, uint64_t(t.numel()) * dtype_size(t.dtype()));
+    uint64_t bytes = 0;
+    for (size_t i = 0; i < ts.size(); ++i) {
+      if (done[i]) continue;
+      Device* from = &ts[i].device();
+      std::vector<size_t> which;
+      std::vector<Tensor> group;
+      for (size_t j = i; j < ts.size(); ++j)
+        if (!done[j] && &ts[j].device() == from && to[j] == to[i]) {
+          done[j] = true;
+          which.push_back(j);
+          group.push_back(ts[j]);
+          if (from != to[i]) bytes += uint64_t(ts[j].numel()) * dtype_size(ts[j].dtype());
+        }
+      std::vector<Tensor> moved = detail::to_device(group, *to[i]);
+      for (size_t j = 0; j < which.size(); ++j) out[which[j]] = std::move(moved[j]);
+    }
+    if (bytes) add_comm(now_s() - t0, bytes);
     return out;
   }
+  std::vector<Tensor> move_all(const std::vector<Tensor>& ts, Device& to) {
+    return move_all(ts, std::vector<Device*>(ts.size(), &to));
+  }
+  Tensor move(const Tensor& t, Device& to) { return move_all({t}, to).front(); }
 
   // Copies the model's current values to replicas 1.., when they changed.
   void broadcast() {
@@ -89,12 +111,14 @@ struct DataParallel::State {
     // Every copy first, then the swaps, then `sent`: a copy that fails (out
     // of memory on a device) leaves no replica half updated, and the next
     // forward copies again.
+    std::vector<Tensor> detached;
+    for (const Tensor& v : values) detached.push_back(v.detach());
     std::vector<std::pair<Tensor, Tensor>> swaps;
     for (size_t k = 1; k < replicas.size(); ++k) {
-      for (size_t i = 0; i < params[0].size(); ++i)
-        swaps.push_back({params[k][i], move(params[0][i].detach(), *devices[k])});
+      std::vector<Tensor> moved = move_all(detached, *devices[k]);
+      for (size_t i = 0; i < params[0].size(); ++i) swaps.push_back({params[k][i], moved[i]});
       for (size_t i = 0; i < buffers[0].size(); ++i)
-        swaps.push_back({buffers[k][i], move(buffers[0][i], *devices[k])});
+        swaps.push_back({buffers[k][i], moved[params[0].size() + i]});
     }
     for (auto& [target, value] : swaps) target.set_data(value);
     sent.clear();
@@ -368,18 +392,27 @@ Tensor DataParallel::forward(const Tensor& x) {
       }
       s.run(work, rows, timed);
 
+      // Each replica's gradients move to the model's devices together.
       const std::vector<Tensor>& master = s.params[0];
-      for (size_t i = 0; i < master.size(); ++i) {
-        Tensor sum;
-        if (master[i].requires_grad())
-          for (size_t k = 1; k < k_count; ++k) {
-            Tensor gi = rows[k] ? s.params[k][i].grad() : Tensor();
-            if (!gi.defined()) continue;
-            Tensor moved = s.move(gi, master[i].device());
-            sum = sum.defined() ? sum + moved : moved;
+      std::vector<Tensor> sums(master.size());
+      for (size_t k = 1; k < k_count; ++k) {
+        if (!rows[k]) continue;
+        std::vector<size_t> which;
+        std::vector<Tensor> grads;
+        std::vector<Device*> to;
+        for (size_t i = 0; i < master.size(); ++i)
+          if (Tensor gi = s.params[k][i].grad(); master[i].requires_grad() && gi.defined()) {
+            which.push_back(i);
+            grads.push_back(gi);
+            to.push_back(&master[i].device());
           }
-        result.push_back(sum);
+        std::vector<Tensor> moved = s.move_all(grads, to);
+        for (size_t j = 0; j < which.size(); ++j) {
+          Tensor& sum = sums[which[j]];
+          sum = sum.defined() ? sum + moved[j] : moved[j];
+        }
       }
+      result = std::move(sums);
       if (x_grad) {
         std::vector<Tensor> parts;
         for (size_t k = 0; k < k_count; ++k) {

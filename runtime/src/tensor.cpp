@@ -1,6 +1,6 @@
 // SPDX-License-Identifier: MIT
-// Tensor handles, factories, views, transfers between devices and reading
-// values back.
+// Tensor handles, factories, views, pinned memory and reading values back
+// (copies between devices: transfer.cpp).
 #include <algorithm>
 #include <atomic>
 #include <cmath>
@@ -471,67 +471,6 @@ void synchronize(Device& d) {
     if (!c.pending_updates.empty()) evaluate(c, {});
   }
   c.device->synchronize();
-}
-
-Tensor Tensor::to(Device& dev, bool non_blocking) const {
-  if (node_of(*this)->ctx->device.get() == &dev) return *this;
-  Context& c = context_of(dev);
-  std::shared_ptr<Storage> st;
-  BackendDevice* from_dev = nullptr;
-  Shape shape;
-  DType dtype = DType::f32;
-  {
-    // The source's graph lock is held through the copy, so no update of it
-    // runs while it is read; released before the destination's lock is
-    // taken (make_leaf), so copies in both directions cannot deadlock.
-    auto source_lock = lock_graph(*this);
-    NodePtr mp = materialize(*this);
-    Node& m = *mp;
-    BackendDevice& from = *m.ctx->device;
-    size_t bytes = m.bytes();
-    BackendDevice& d = *c.device;
-    st = new_storage(c, bytes);
-    if (bytes) {
-      if (m.storage->pin_ctx &&
-          m.storage->pin_ctx->device.get() == &d) {  // its own pinned memory: a device copy
-        d.copy(m.storage->pin_buffer, m.offset, st->buffer, 0, bytes);
-      } else if (void* host = from.host_pointer(m.storage->buffer)) {
-        from.synchronize();  // the host must see finished values
-        d.upload(st->buffer, 0, static_cast<char*>(host) + m.offset, bytes);
-      } else if (void* dst = d.host_pointer(st->buffer)) {
-        // The host writes the destination's memory here, outside its queue:
-        // a pooled buffer may still be read or written by work queued on
-        // `d` before it was released, which must finish first.
-        d.wait_until_unused(st->buffer);
-        from.download(m.storage->buffer, m.offset, dst, bytes);
-        from.synchronize();
-      } else {  // GPU to GPU through the host
-        std::vector<char> tmp(bytes);
-        from.download(m.storage->buffer, m.offset, tmp.data(), bytes);
-        from.synchronize();
-        d.upload(st->buffer, 0, tmp.data(), bytes);
-      }
-      // Nothing to wait for: upload() has consumed (copied or staged) the
-      // source, and the device orders the copy before any later work on it.
-      // Waiting here would cost a submission per batch on a staging device.
-      (void)non_blocking;
-    }
-    from_dev = &from;
-    shape = m.shape;
-    dtype = m.dtype;
-  }
-  Tensor out = wrap(make_leaf(c, std::move(st), 0, std::move(shape), dtype));
-  // As in PyTorch, a copy to another device is differentiable.
-  if (requires_grad() && is_grad_enabled()) {
-    auto fn = std::make_shared<GradFn>();
-    fn->name = "to";
-    fn->inputs = {impl_ptr()};
-    Device* back = from_dev;
-    fn->backward = [back](const Tensor& g) { return std::vector<Tensor>{g.to(*back)}; };
-    out.impl()->requires_grad = true;
-    out.impl()->grad_fn = std::move(fn);
-  }
-  return out;
 }
 
 Tensor Tensor::to(std::string_view name, bool non_blocking) const {
