@@ -4,6 +4,7 @@
 // one process training on the whole batch (which every rank also runs, as
 // the reference): gradients within 1e-5 relative, 50 steps' losses within
 // 1e-4. Every rank runs every test in the same order, as collectives need.
+#include <algorithm>
 #include <chrono>
 #include <cstdio>
 #include <thread>
@@ -52,6 +53,23 @@ TEST(Distributed, AllReduceBroadcastAndBarrier) {
   Tensor m = sy::full({1}, float(rank * 10));
   dist::all_reduce(m, dist::ReduceOp::max);
   EXPECT_EQ(m.item(), float((world - 1) * 10));
+  // Longer than the ranks and not a multiple of them: every rank's chunk of
+  // the ring, element by element (small integers: the sums are exact).
+  const size_t n = 1001;
+  std::vector<float> v(n), w(n), want_sum(n, 0.f), want_max(n, -1.f);
+  for (size_t i = 0; i < n; ++i) {
+    v[i] = float(i % 97) * float(rank + 1) - float(rank);
+    w[i] = float((i * 7 + size_t(rank) * 13) % 101);
+    for (int r = 0; r < world; ++r) {
+      want_sum[i] += float(i % 97) * float(r + 1) - float(r);
+      want_max[i] = std::max(want_max[i], float((i * 7 + size_t(r) * 13) % 101));
+    }
+  }
+  Tensor vs = sy::from_vector(v, {int64_t(n)}), ws = sy::from_vector(w, {int64_t(n)});
+  dist::all_reduce(vs);
+  dist::all_reduce(ws, dist::ReduceOp::max);
+  EXPECT_EQ(vs.to_vector<float>(), want_sum);
+  EXPECT_EQ(ws.to_vector<float>(), want_max);
   Tensor b = sy::full({4}, float(rank + 100));
   dist::broadcast(b, world - 1);
   EXPECT_EQ(b.to_vector<float>(), std::vector<float>(4, float(world + 99)));
