@@ -1,11 +1,11 @@
 // SPDX-License-Identifier: MIT
 // The floor under a data-parallel step's gradient reduction: a blocking
 // MPI_Allreduce (sum, in place) of N floats between the ranks, timed over
-// many calls with nothing else running; and the same as MPI_Iallreduce,
-// polled with MPI_Test (what a deadline-bounded wait must do, and what
-// Switchyard replaced by its own ring of point-to-point messages). Rank 0
-// prints one JSON line. Run by bench/distributed.sh with N = the MLP's
-// gradient count.
+// many calls with nothing else running; the same as MPI_Iallreduce, polled
+// with MPI_Test (what a deadline-bounded wait must do); and Switchyard's
+// distributed::all_reduce of a cpu tensor of N floats (its ring of
+// point-to-point messages, plus a copy in and out). Rank 0 prints one JSON
+// line. Run by bench/distributed.sh with N = the MLP's gradient count.
 //   mpirun -np 2 build/bench/bench_allreduce [FLOATS] [CALLS]
 #include <mpi.h>
 
@@ -14,8 +14,12 @@
 #include <cstdlib>
 #include <vector>
 
+#include "switchyard/distributed.h"
+#include "switchyard/switchyard.h"
+
 int main(int argc, char** argv) {
-  MPI_Init(&argc, &argv);
+  namespace dist = switchyard::distributed;
+  dist::init_process_group("mpi");  // MPI_Init, at the thread level the library needs
   int rank = 0, size = 1;
   MPI_Comm_rank(MPI_COMM_WORLD, &rank);
   MPI_Comm_size(MPI_COMM_WORLD, &size);
@@ -45,11 +49,13 @@ int main(int argc, char** argv) {
     MPI_Iallreduce(MPI_IN_PLACE, v.data(), int(floats), MPI_FLOAT, MPI_SUM, MPI_COMM_WORLD, &q);
     for (int done = 0; !done;) MPI_Test(&q, &done, MPI_STATUS_IGNORE);
   });
+  switchyard::Tensor t = switchyard::full({floats}, 1.f);
+  const double ring = time([&] { dist::all_reduce(t); });
   if (rank == 0)
     std::printf(
         "{\"ranks\":%d,\"floats\":%ld,\"bytes\":%ld,\"calls\":%d,\"us_per_call\":%.2f,"
-        "\"iallreduce_us_per_call\":%.2f}\n",
-        size, floats, floats * 4, calls, blocking, polled);
-  MPI_Finalize();
+        "\"iallreduce_us_per_call\":%.2f,\"switchyard_us_per_call\":%.2f}\n",
+        size, floats, floats * 4, calls, blocking, polled, ring);
+  dist::destroy_process_group();
   return 0;
 }

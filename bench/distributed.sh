@@ -36,7 +36,8 @@ for ((r = 0; r < reps; r++)); do
   one+=" $(field train_samples_per_s <<<"$a")"
   "$sy" "${half[@]}" >"$tmp/p0" & p0=$!
   "$sy" "${half[@]}" >"$tmp/p1" & p1=$!
-  wait $p0 $p1
+  wait $p0
+  wait $p1
   pair+=" $(awk -v a="$(field train_samples_per_s <"$tmp/p0")" -v b="$(field train_samples_per_s <"$tmp/p1")" 'BEGIN{print a + b}')"
   b=$("${mpi[@]}" "$sy" "${args[@]}" --distributed | tail -1)
   sps=$(field train_samples_per_s <<<"$b")
@@ -59,8 +60,9 @@ if [[ -x "$build/bench/bench_allreduce" ]]; then
   bare=$("${mpi[@]}" "$build/bench/bench_allreduce" "$(awk -v b="$bytes" 'BEGIN{printf "%d", b / 4}')" 2000 | tail -1)
   us=$(field us_per_call <<<"$bare")
   ius=$(field iallreduce_us_per_call <<<"$bare")
-  awk -v us="$us" -v ius="$ius" -v b="$bytes" -v sps="$m2" \
-    'BEGIN{step = 128 / sps * 1e6; printf "bare MPI_Allreduce of %d bytes, 2 ranks doing nothing else: %.0f us, %.1f%% of a %.0f us step (MPI_Iallreduce, polled: %.0f us)\n", b, us, 100 * us / step, step, ius}'
+  sus=$(field switchyard_us_per_call <<<"$bare")
+  awk -v us="$us" -v ius="$ius" -v sus="$sus" -v b="$bytes" -v sps="$m2" \
+    'BEGIN{step = 128 / sps * 1e6; printf "bare MPI_Allreduce of %d bytes, 2 ranks doing nothing else: %.0f us, %.1f%% of a %.0f us step (MPI_Iallreduce, polled: %.0f us; switchyard all_reduce of a cpu tensor, its ring plus a copy in and out: %.0f us)\n", b, us, 100 * us / step, step, ius, sus}'
 fi
 awk -v c="$(median <<<"$comm")" -v e="$(median <<<"$exposed")" -v t="$(median <<<"$secs")" \
   'BEGIN{printf "communication in flight %.3f s, of which waited on (not hidden) %.3f s: %.1f%% of %.2f s of training\n", c, e, 100 * e / t, t}'

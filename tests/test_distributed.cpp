@@ -6,6 +6,7 @@
 // 1e-4. Every rank runs every test in the same order, as collectives need.
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <thread>
 
@@ -53,6 +54,13 @@ TEST(Distributed, AllReduceBroadcastAndBarrier) {
   Tensor m = sy::full({1}, float(rank * 10));
   dist::all_reduce(m, dist::ReduceOp::max);
   EXPECT_EQ(m.item(), float((world - 1) * 10));
+  // max: a NaN on any rank wins, wherever it sits in the ring.
+  Tensor with_nan = sy::from_vector(
+      std::vector<float>{rank == 0 ? NAN : 1.f, rank == world - 1 ? NAN : 2.f, float(rank)}, {3});
+  dist::all_reduce(with_nan, dist::ReduceOp::max);
+  const auto wn = with_nan.to_vector<float>();
+  EXPECT_TRUE(std::isnan(wn[0]) && std::isnan(wn[1])) << wn[0] << " " << wn[1];
+  EXPECT_EQ(wn[2], float(world - 1));
   // Longer than the ranks and not a multiple of them: every rank's chunk of
   // the ring, element by element (small integers: the sums are exact).
   const size_t n = 1001;
@@ -169,13 +177,13 @@ TEST(Distributed, DdpTrainsAsOneProcessWithTheWholeBatch) {
     ++s;
   }
   EXPECT_EQ(s, steps);
-  // Every rank holds the same parameters (to rounding: MPI does not
-  // promise every rank the same bits of a floating-point sum).
+  // Every rank holds the same parameters, bit for bit: the ring gives every
+  // rank the same sums, so the same gradients and the same steps.
   for (Tensor p : ddp->parameters()) {
     Tensor hi = p.detach() * 1.f, lo = p.detach() * -1.f;
     dist::all_reduce(hi, dist::ReduceOp::max);
     dist::all_reduce(lo, dist::ReduceOp::max);
-    EXPECT_LE(max_rel(hi.to_vector<float>(), (lo * -1.f).to_vector<float>()), 1e-5);
+    EXPECT_EQ(hi.to_vector<float>(), (lo * -1.f).to_vector<float>());
   }
 }
 
@@ -197,7 +205,9 @@ TEST(Distributed, DdpAccumulationFrozenParametersAndInputGradients) {
   auto ref = make(), local = make();
   ref->parameters()[0].requires_grad_(false);
   local->parameters()[0].requires_grad_(false);
-  sy::nn::DistributedDataParallel ddp(local);
+  // A bucket per parameter: several rings in flight at once, the counts in
+  // the first.
+  sy::nn::DistributedDataParallel ddp(local, {.bucket_cap_mb = 1e-6});
   Tensor x_ref, x_mine;
   for (int pass = 0; pass < 2; ++pass) {  // no zero_grad between them
     x_ref = b.data.detach().requires_grad_();
@@ -206,6 +216,7 @@ TEST(Distributed, DdpAccumulationFrozenParametersAndInputGradients) {
     sy::cross_entropy(ddp(x_mine), b.target.slice(lo, hi)).backward();
   }
   auto pr = ref->parameters(), pd = ddp.parameters();
+  EXPECT_EQ(ddp.buckets(), int64_t(pr.size()) - 1) << "a bucket per trainable parameter";
   EXPECT_FALSE(pd[0].grad().defined()) << "a frozen parameter";
   for (size_t i = 1; i < pr.size(); ++i)
     EXPECT_LE(max_rel(pd[i].grad().to_vector<float>(), pr[i].grad().to_vector<float>()), 1e-5)

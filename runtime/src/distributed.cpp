@@ -9,6 +9,7 @@
 #include <algorithm>
 #include <chrono>
 #include <climits>
+#include <cmath>
 #include <cstdlib>
 #include <mutex>
 #include <thread>
@@ -183,12 +184,16 @@ int mpi_count(size_t n, const char* op) {
 // non-blocking point-to-point messages that progress() advances and that a
 // deadline bounds. Each chunk is combined on one rank and then copied, so
 // every rank ends with the same bits. On the development machine (2 ranks,
-// the MLP's 0.94 MB of gradients; build/bench/bench_allreduce) it takes
-// about 160 us, against about 255 us for Open MPI's MPI_Iallreduce (a
-// generic schedule) and 155 us for its blocking MPI_Allreduce, which no
-// deadline can bound.
-// The rings' message tags: all_reduce's, then two per DDP bucket.
-constexpr int kTagAllReduce = 0, kTagBuckets = 2;
+// the MLP's 0.94 MB of gradients) it takes about 160 us a step inside DDP,
+// against 260-290 us for Open MPI's MPI_Iallreduce (a generic schedule) and
+// 150-165 us for its blocking MPI_Allreduce, which no deadline can bound
+// (bench/distributed.sh, build/bench/bench_allreduce).
+// The rings' message tags: all_reduce's, then two per DDP bucket, for at
+// most kRingsInFlight buckets at once (a bucket's ring finishes before the
+// one that reuses its tags starts: MPI matches messages of one tag in the
+// order they were sent, and rings advance independently). MPI promises
+// tags up to 32767.
+constexpr int kTagAllReduce = 0, kTagBuckets = 2, kRingsInFlight = 1024;
 
 struct Ring {
   float* v = nullptr;
@@ -230,8 +235,9 @@ struct Ring {
         const int recv = ((g.rank - step - 1) % g.size + g.size) % g.size;
         float* dst = v + at(g, recv);
         const size_t e = at(g, recv + 1) - at(g, recv);
-        if (max)
-          for (size_t i = 0; i < e; ++i) dst[i] = std::max(dst[i], tmp[i]);
+        if (max)  // a NaN wins wherever it comes from, as in PyTorch
+          for (size_t i = 0; i < e; ++i)
+            dst[i] = std::isnan(dst[i]) || dst[i] >= tmp[i] ? dst[i] : tmp[i];
         else
           for (size_t i = 0; i < e; ++i) dst[i] += tmp[i];
       }
@@ -489,32 +495,34 @@ void broadcast_state(distributed::Group& g, std::vector<Tensor>& state, const ch
 // buckets of about cap bytes, last layers first, each rank's weighted by
 // its rows; sets each parameter's gradient to the global batch's mean (on
 // top of `old`), or leaves it as it was where no rank has one. The counts
-// ride in front of the first bucket, as floats: the global batch's rows
-// (exact below 2^24) and, per trainable parameter, on how many ranks it has
-// a gradient; one message fewer than a reduction of their own.
+// ride in front of the first bucket, as floats: the global batch's rows in
+// 12-bit limbs (each limb's sum exact in a float for up to 4096 ranks) and,
+// per trainable parameter, on how many ranks it has a gradient; one message
+// fewer than a reduction of their own.
+constexpr size_t kRowLimbs = 6;  // 72 bits
 void reduce_gradients(DistributedDataParallel::State& s, distributed::Group& g,
                       const std::vector<size_t>& trainable, const std::vector<Tensor>& old,
                       int64_t rows, const char* op) {
-  SY_CHECK(rows <= (int64_t(1) << 24) / g.size, op, "expected at most ",
-           (int64_t(1) << 24) / g.size,
-           " rows per rank (the global batch's count is a float), found ", rows);
-  const size_t m = trainable.size();
-  size_t total = m + 1;
+  SY_CHECK(g.size <= 4096, op, "expected at most 4096 ranks, found ", g.size);
+  const size_t m = trainable.size(), head = kRowLimbs + m;
+  size_t total = head;
   for (size_t j = 0; j < m; ++j) total += size_t(s.params[trainable[j]].numel());
   s.flat.resize(total);
   s.scratch.resize(total / size_t(g.size) + m + 2);  // a chunk per bucket
-  s.flat[0] = float(rows);
+  for (size_t k = 0; k < kRowLimbs; ++k) s.flat[k] = float((uint64_t(rows) >> (12 * k)) & 4095);
   for (size_t j = 0; j < m; ++j)
-    s.flat[1 + j] = s.params[trainable[j]].grad().defined() ? 1.f : 0.f;
+    s.flat[kRowLimbs + j] = s.params[trainable[j]].grad().defined() ? 1.f : 0.f;
   std::vector<distributed::Ring> rings;
+  size_t first_busy = 0;  // rings before it are done
   auto progress = [&] {
     bool all = true;
-    for (distributed::Ring& r : rings) all = r.progress(g, op) && all;
+    for (size_t i = first_busy; i < rings.size(); ++i) all = rings[i].progress(g, op) && all;
+    while (first_busy < rings.size() && rings[first_busy].done) ++first_busy;
     return all;
   };
   double t0 = 0;  // when the first bucket's reduction starts
   const size_t cap = std::max<size_t>(size_t(s.opt.bucket_cap_mb * 1024 * 1024), 1);
-  size_t off = m + 1, begin = 0, scratch = 0;
+  size_t off = head, begin = 0, scratch = 0;
   for (size_t j = m; j > 0;) {  // one bucket: parameters from the last back
     size_t first = j, filled = 0;
     std::vector<Tensor> ready;
@@ -535,9 +543,12 @@ void reduce_gradients(DistributedDataParallel::State& s, distributed::Group& g,
       off += n;
     }
     if (rings.empty()) t0 = distributed::now_s();
-    const size_t n = off - begin;
+    const size_t n = off - begin, i = rings.size();
+    if (i >= size_t(distributed::kRingsInFlight))  // its tags' last user finishes first
+      distributed::wait_until(
+          g, op, [&] { return rings[i - distributed::kRingsInFlight].progress(g, op); }, true);
     rings.push_back({s.flat.data() + begin, n,
-                     distributed::kTagBuckets + 2 * int(rings.size() % 8192),
+                     distributed::kTagBuckets + 2 * int(i % distributed::kRingsInFlight),
                      s.scratch.data() + scratch});
     scratch += n / size_t(g.size) + 1;
     rings.back().start(g, op);
@@ -557,18 +568,19 @@ void reduce_gradients(DistributedDataParallel::State& s, distributed::Group& g,
   const double flight = distributed::now_s() - t0;
   distributed::count(g, total * sizeof(float), flight);
   g.stats.exposed_seconds += flight;
-  const auto global = int64_t(s.flat[0]);
+  int64_t global = 0;
+  for (size_t k = kRowLimbs; k-- > 0;) global = (global << 12) + int64_t(s.flat[k]);
   SY_CHECK(global > 0, op, "expected rows in the global batch, found ", global);
   s.global_rows = global;
   s.last_buckets = int64_t(rings.size());
 
   NoGradGuard no_grad;
   const float scale = 1.f / float(global);
-  off = m + 1;
+  off = head;
   for (size_t k = m; k-- > 0;) {
     Tensor& p = s.params[trainable[k]];
     const size_t n = size_t(p.numel());
-    if (s.flat[1 + k] > 0) {
+    if (s.flat[kRowLimbs + k] > 0) {
       Tensor g_new = from_host_scaled(s.flat.data() + off, scale, p);
       if (old[trainable[k]].defined()) g_new = add(old[trainable[k]], g_new);
       p.set_grad(g_new);
