@@ -12,12 +12,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <exception>
 #include <vector>
 
 #include "switchyard/distributed.h"
 #include "switchyard/switchyard.h"
 
-int main(int argc, char** argv) {
+int main(int argc, char** argv) try {
   namespace dist = switchyard::distributed;
   dist::init_process_group("mpi");  // MPI_Init, at the thread level the library needs
   int rank = 0, size = 1;
@@ -28,7 +29,7 @@ int main(int argc, char** argv) {
   if (floats < 1 || floats > (1L << 30) || calls < 1) {
     if (rank == 0)
       std::fprintf(stderr, "bench_allreduce: expected FLOATS in [1, 2^30] and CALLS >= 1\n");
-    MPI_Finalize();
+    dist::destroy_process_group();
     return 2;
   }
   std::vector<float> v(size_t(floats), 1.f);
@@ -58,4 +59,7 @@ int main(int argc, char** argv) {
         size, floats, floats * 4, calls, blocking, polled, ring);
   dist::destroy_process_group();
   return 0;
+} catch (const std::exception& e) {
+  std::fprintf(stderr, "bench_allreduce: %s\n", e.what());
+  return 1;
 }

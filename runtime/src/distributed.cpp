@@ -601,6 +601,10 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<Module> module,
   SY_CHECK(module_ != nullptr, op, "expected a module, found null");
   SY_CHECK(o.bucket_cap_mb > 0, op, "expected bucket_cap_mb > 0, found ", o.bucket_cap_mb);
   distributed::Group& g = distributed::ready(op);
+  SY_CHECK(g.size <= 4096, op,
+           "expected at most 4096 ranks (the global batch is counted in "
+           "12-bit limbs), found ",
+           g.size);
   register_module("module", module_);
   State& s = *state_;
   s.opt = o;
