@@ -179,6 +179,13 @@ int mpi_count(size_t n, const char* op) {
   return int(n);
 }
 
+// The rings' message tags: all_reduce's, then two per DDP bucket, for at
+// most kRingsInFlight buckets at once (a bucket's ring finishes before the
+// one that reuses its tags starts: MPI matches messages of one tag in the
+// order they were sent, and rings advance independently). MPI promises
+// tags up to 32767.
+constexpr int kTagAllReduce = 0, kTagBuckets = 2, kRingsInFlight = 1024;
+
 // An all-reduce (sum or max) of n floats in place, around a ring of the
 // ranks: a reduce-scatter, then an all-gather, p-1 exchanges each, with
 // non-blocking point-to-point messages that progress() advances and that a
@@ -188,13 +195,6 @@ int mpi_count(size_t n, const char* op) {
 // against 260-290 us for Open MPI's MPI_Iallreduce (a generic schedule) and
 // 150-165 us for its blocking MPI_Allreduce, which no deadline can bound
 // (bench/distributed.sh, build/bench/bench_allreduce).
-// The rings' message tags: all_reduce's, then two per DDP bucket, for at
-// most kRingsInFlight buckets at once (a bucket's ring finishes before the
-// one that reuses its tags starts: MPI matches messages of one tag in the
-// order they were sent, and rings advance independently). MPI promises
-// tags up to 32767.
-constexpr int kTagAllReduce = 0, kTagBuckets = 2, kRingsInFlight = 1024;
-
 struct Ring {
   float* v = nullptr;
   size_t n = 0;
@@ -202,6 +202,7 @@ struct Ring {
   float* tmp = nullptr;  // a chunk: n / p + 1 floats, alive until done
   bool max = false;      // else sum
   int phase = 0, step = 0;
+  int recv = 0;  // the chunk the posted step receives
   MPI_Request q[2] = {MPI_REQUEST_NULL, MPI_REQUEST_NULL};
   bool done = false;
 
@@ -212,7 +213,7 @@ struct Ring {
     // Reduce-scatter step s sends chunk r-s and receives chunk r-s-1 (into
     // tmp, to add); all-gather step s sends chunk r+1-s, receives chunk r-s.
     const int send = ((phase == 0 ? r - step : r + 1 - step) % p + p) % p;
-    const int recv = ((r - step - (phase == 0 ? 1 : 0)) % p + p) % p;
+    recv = ((r - step - (phase == 0 ? 1 : 0)) % p + p) % p;
     float* into = phase == 0 ? tmp : v + at(g, recv);
     check_mpi(MPI_Irecv(into, mpi_count(at(g, recv + 1) - at(g, recv), op), MPI_FLOAT, prev,
                         tag + phase, g.comm, &q[0]),
@@ -232,7 +233,6 @@ struct Ring {
       check_mpi(MPI_Testall(2, q, &ready, MPI_STATUSES_IGNORE), op, "MPI_Testall");
       if (!ready) return false;
       if (phase == 0) {
-        const int recv = ((g.rank - step - 1) % g.size + g.size) % g.size;
         float* dst = v + at(g, recv);
         const size_t e = at(g, recv + 1) - at(g, recv);
         if (max)  // a NaN wins wherever it comes from, as in PyTorch
@@ -503,8 +503,7 @@ constexpr size_t kRowLimbs = 6;  // 72 bits
 void reduce_gradients(DistributedDataParallel::State& s, distributed::Group& g,
                       const std::vector<size_t>& trainable, const std::vector<Tensor>& old,
                       int64_t rows, const char* op) {
-  SY_CHECK(g.size <= 4096, op, "expected at most 4096 ranks, found ", g.size);
-  const size_t m = trainable.size(), head = kRowLimbs + m;
+  const size_t m = trainable.size(), head = kRowLimbs + m;  // 4096 ranks at most: the constructor
   size_t total = head;
   for (size_t j = 0; j < m; ++j) total += size_t(s.params[trainable[j]].numel());
   s.flat.resize(total);
