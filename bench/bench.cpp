@@ -323,6 +323,12 @@ std::vector<Workload> workloads(const BenchOptions& o) {
                                    {}};
                      return prepare_kernel(d, kc, 2.0 * double(n) * 4);
                    }});
+      w.push_back({"elementwise", "relu " + fmt_size(n) + " (custom kernel)", "GB/s", 1e-9, 0,
+                   [](BackendDevice& d) { return custom_kernels_unavailable(d).empty(); },
+                   [n](BackendDevice& d) {
+                     KernelCase kc{custom_relu_launch(d, n), {size_t(n * 4), size_t(n * 4)}, {}};
+                     return prepare_kernel(d, kc, 2.0 * double(n) * 4);
+                   }});
       // A matrix's transpose (x.t().contiguous()): 4096 rows.
       const int64_t tc = std::max<int64_t>(n / 4096, 1);
       w.push_back(kernel_gbs("elementwise", "transpose 4096x" + std::to_string(tc),

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "switchyard/backend/device.h"
+#include "switchyard/backend/program.h"
 
 namespace switchyard::bench {
 
@@ -23,6 +24,12 @@ struct Workload {
   std::function<bool(BackendDevice&)> applies = [](BackendDevice&) { return true; };
   std::function<Prepared(BackendDevice&)> prepare;
 };
+
+// The launch of a custom kernel (switchyard/custom.h) doing the built-in
+// relu's work, y = max(x, 0) over n floats (n a multiple of 4), compiled for
+// `d` (or loaded from the caches) first: what a cached custom kernel costs
+// next to the built-in one.
+Instr custom_relu_launch(BackendDevice& d, int64_t n);
 
 // conv2d forward and forward + backward at the CNN's shapes (group "conv").
 std::vector<Workload> conv_workloads();

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
 // The layer workloads of `switchyard bench` (workload.h).
+#include <algorithm>
+#include <cstring>
 #include <memory>
 
 #include "cnn.h"
@@ -8,6 +10,67 @@
 #include "workload.h"
 
 namespace switchyard::bench {
+
+namespace {
+
+// vec4 loads and stores in a grid-stride loop, as a user would write it.
+constexpr const char* kReluGlsl = R"(
+struct Params { uint quads; };
+SY_PARAMS(Params)
+SY_OUTPUT(0, vec4, y)
+SY_INPUT(1, vec4, x)
+void main() {
+  for (uint i = gl_GlobalInvocationID.x; i < params.quads; i += gl_NumWorkGroups.x * SY_WG_X)
+    y[i] = max(x[i], vec4(0.0));
+}
+)";
+constexpr const char* kReluCuda = R"(
+struct Params { unsigned quads; };
+extern "C" __global__ void custom_relu(float4* y, const float4* x, Params p) {
+  for (unsigned i = blockIdx.x * blockDim.x + threadIdx.x; i < p.quads; i += gridDim.x * blockDim.x) {
+    float4 v = x[i];
+    y[i] = make_float4(fmaxf(v.x, 0.f), fmaxf(v.y, 0.f), fmaxf(v.z, 0.f), fmaxf(v.w, 0.f));
+  }
+}
+)";
+struct ReluParams {
+  uint32_t quads;
+};
+
+const CustomKernel& custom_relu() {
+  static const CustomKernel k({
+      .name = "custom_relu",
+      .glsl = kReluGlsl,
+      .cuda = kReluCuda,
+      .cpu =
+          [](const CpuKernelArgs& a) {
+            const auto& p = *static_cast<const ReluParams*>(a.params);
+            auto* y = static_cast<float*>(a.outputs[0]);
+            const auto* x = static_cast<const float*>(a.inputs[0]);
+            for (size_t i = 0; i < size_t(p.quads) * 4; ++i) y[i] = x[i] > 0.f ? x[i] : 0.f;
+          },
+      .inputs = {{"x"}},
+      .outputs = {{"y"}},
+      .params_bytes = sizeof(ReluParams),
+      .grid_stride = true,
+  });
+  return k;
+}
+
+}  // namespace
+
+Instr custom_relu_launch(BackendDevice& d, int64_t n) {
+  custom_relu().compile(d);
+  Grid g = Grid::cover(n / 4, custom_relu().spec().workgroup[0]);
+  g.x = std::min(g.x, d.grid_stride_workgroups());  // as a launch would (grid_stride)
+  CustomParams p{.id = custom_relu().id(), .outputs = 1, .grid = {g.x, g.y, g.z}};
+  const ReluParams rp{uint32_t(n / 4)};
+  std::memcpy(&p.w0, &rp, sizeof rp);
+  Instr i;
+  i.kernel = Kernel::custom;
+  i.params = p;
+  return i;
+}
 
 std::vector<Workload> conv_workloads() {
   std::vector<Workload> w;

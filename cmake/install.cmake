@@ -38,6 +38,7 @@ if(sy_type STREQUAL "STATIC_LIBRARY")
   set(SY_STATIC ON)
 endif()
 set(SY_WITH_BLAS ${SWITCHYARD_HAVE_CBLAS})
+set(SY_SHADERC_NAMES "${SWITCHYARD_SHADERC_NAMES}")  # custom GLSL kernels' static libraries
 set(SY_WITH_CUDA OFF)
 if(TARGET switchyard_cuda)
   set(SY_WITH_CUDA ON)
@@ -59,6 +60,11 @@ if(SWITCHYARD_HAVE_CBLAS)
   string(REGEX REPLACE "^lib" "" blas_name ${blas_name})
   string(APPEND sy_pc_deps " -l${blas_name}")  # found on the linker's own path
 endif()
+foreach(pass 1 2)  # twice: glslang's libraries refer to each other
+  foreach(l ${SWITCHYARD_SHADERC_NAMES})
+    string(APPEND sy_pc_deps " -l${l}")
+  endforeach()
+endforeach()
 if(SY_WITH_CUDA)
   # The toolkit's own directory: a static install with CUDA needs the
   # toolkit where it was at build time (the shared library does not).

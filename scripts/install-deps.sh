@@ -5,7 +5,8 @@
 #                                         the profiler's outputs), Fashion-MNIST, and the Vulkan
 #                                         backend: headers, glslc, spirv-val, the
 #                                         validation layers and Mesa's drivers
-#                                         (lavapipe runs Vulkan on the CPU)
+#                                         (lavapipe runs Vulkan on the CPU), and
+#                                         libshaderc (custom GLSL kernels)
 #   bash scripts/install-deps.sh --bench  also PyTorch (Python and C++), for
 #                                         bench/compare_pytorch.sh and compare_libtorch_cnn.sh
 #   bash scripts/install-deps.sh --torch  also PyTorch (python3-torch), for the
@@ -19,7 +20,7 @@ set -euo pipefail
 
 pkgs=(cmake g++ make pkg-config libgtest-dev libopenblas-dev zlib1g-dev libcli11-dev nlohmann-json3-dev
       dataset-fashion-mnist python3 clang-format clang libclang-rt-dev
-      libvulkan1 libvulkan-dev glslc spirv-tools vulkan-validationlayers mesa-vulkan-drivers
+      libvulkan1 libvulkan-dev glslc spirv-tools vulkan-validationlayers mesa-vulkan-drivers libshaderc-dev
       libopenmpi-dev openmpi-bin)
 for opt in "$@"; do
   case $opt in

@@ -766,6 +766,8 @@ std::vector<Case> cases_for(Kernel k) {
           cs.push_back(c);
         }
       break;
+    case Kernel::custom:  // a user's kernel: tests/test_custom.cpp
+      break;
   }
   return cs;
 }

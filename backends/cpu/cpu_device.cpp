@@ -8,6 +8,7 @@
 
 #include "backend_api.h"
 #include "cpu_kernels.h"
+#include "switchyard/backend/custom.h"
 #include "switchyard/backend/platform.h"
 #include "switchyard/error.h"
 #include "switchyard/profile.h"
@@ -51,6 +52,11 @@ class CpuDevice final : public BackendDevice {
 
   void* host_pointer(Buffer b) override { return b.handle; }
   bool supports(Kernel) const override { return true; }
+  std::string custom_unavailable_reason() const override { return ""; }
+  void prepare_custom(const KernelSpec& spec, int64_t) override {
+    SY_CHECK(bool(spec.cpu), detail::cat("custom kernel ", spec.name).c_str(),
+             "expected a CPU callable (KernelSpec::cpu) to run on ", str(), ", found none");
+  }
 
  private:
   Buffer allocate_impl(size_t bytes) override {
@@ -93,11 +99,33 @@ class CpuDevice final : public BackendDevice {
         ptrs[i] = static_cast<char*>(b.buffer.handle) + b.offset + ins.args[i].offset;
       }
       int64_t t0 = prof ? profile::now_ns() : 0;
-      run_kernel(ins.params, ptrs);
+      if (ins.kernel == Kernel::custom)
+        run_custom(ins, ptrs);
+      else
+        run_kernel(ins.params, ptrs);
       if (prof) timed(profile::Track::kernel, kernel_name(ins.kernel), 0, t0);
     }
   }
   void synchronize_impl() override {}
+  // The user's callable, given the arguments' pointers and sizes.
+  static void run_custom(const Instr& ins, void* const* ptrs) {
+    const auto p = params<Kernel::custom>(ins.params);
+    const KernelSpec& s = custom_impl::spec(p.id);
+    alignas(16) unsigned char bytes[kCustomParamBytes];  // read as the user's struct
+    custom_impl::param_bytes(p, bytes);
+    const size_t nout = size_t(p.outputs), nin = size_t(ins.nargs) - nout;
+    const void* in[kCustomMaxArgs];
+    size_t sizes[kCustomMaxArgs];
+    for (int i = 0; i < ins.nargs; ++i) sizes[i] = ins.args[i].bytes;
+    for (size_t i = 0; i < nin; ++i) in[i] = ptrs[nout + i];
+    CpuKernelArgs a;
+    a.outputs = std::span<void* const>(ptrs, nout);
+    a.inputs = std::span<const void* const>(in, nin);
+    a.output_bytes = std::span<const size_t>(sizes, nout);
+    a.input_bytes = std::span<const size_t>(sizes + nout, nin);
+    a.params = s.params_bytes ? bytes : nullptr;
+    s.cpu(a);
+  }
 };
 
 }  // namespace

@@ -454,6 +454,12 @@ void run(const ArgmaxParams& p, void* const* a) {
         int32_t(std::max_element(x + r * cols, x + (r + 1) * cols) - (x + r * cols));
 }
 
+// The CPU device runs a user's kernel itself (cpu_device.cpp's run_custom),
+// with the argument sizes this entry point does not have.
+[[noreturn]] void run(const CustomParams&, void* const*) {
+  throw Error("[custom] expected the CPU device to run custom kernels itself (internal error)");
+}
+
 void run(const SgdParams& p, void* const* a) {
   float* w = as<float>(a[0]);
   const float* g = as<const float>(a[1]);

@@ -133,6 +133,7 @@ BackendEntry enumerate() {
     return e;
   }
   register_exit_teardown();
+  g_custom_cuda = make_custom_cuda();  // NVRTC and the driver API (cuda_custom.h)
   e.available = true;
   return e;
 }

@@ -27,11 +27,13 @@
 #include "cuda_device.h"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 
 #include "cuda_check.h"
 #include "cuda_dispatch.h"
+#include "switchyard/backend/custom.h"
 #include "switchyard/profile.h"
 #include "units.h"
 
@@ -101,6 +103,15 @@ CudaDevice::CudaDevice(DeviceInfo info, int ordinal, int64_t max_blocks)
   gemm_ = [this](const GemmParams& p, float* C, const float* A, const float* B, const float* bias,
                  const LaunchEnv& env) { blas_.gemm(p, C, A, B, bias, env); };
   env_.gemm = &gemm_;  // the device lives at one address: set once
+  custom_ = [this](const CustomParams& p, void* const* a, const LaunchEnv& env) {
+    auto it = custom_fns_.find(p.id);  // under mu_ (execute_impl)
+    SY_CHECK(it != custom_fns_.end() && g_custom_cuda, "custom", "expected kernel ", p.id,
+             " loaded on ", str(), " before its launch, found it was not (internal error)");
+    const KernelSpec& s = custom_impl::spec(p.id);
+    g_custom_cuda->launch(it->second, s, p, a, int(p.outputs + int64_t(s.inputs.size())),
+                          env.stream);
+  };
+  env_.custom = &custom_;
   graphs_enabled_ = graphs_enabled();
 }
 
@@ -559,6 +570,41 @@ void CudaDevice::synchronize_impl() {
 void CudaDevice::enqueue(const Program& p) {
   for (size_t i = 0; i < p.instrs.size(); ++i)
     dispatch(p.instrs[i], &ptrs_[i * kMaxKernelArgs], env_);
+}
+
+CustomCuda* g_custom_cuda = nullptr;
+
+std::string CudaDevice::custom_unavailable_reason() const {
+  if (!g_custom_cuda)
+    return "this build runs without NVRTC and the CUDA driver API (the CUDA emulation)";
+  return g_custom_cuda->unavailable_reason();
+}
+
+void CudaDevice::prepare_custom(const KernelSpec& s, int64_t id) {
+  {
+    std::lock_guard lock(mu_);
+    if (custom_fns_.count(id)) return;
+  }
+  const std::string what = detail::cat("custom kernel ", s.name);
+  SY_CHECK(!s.cuda.empty(), what.c_str(), "expected CUDA source (KernelSpec::cuda) to run on ",
+           str(), ", found none");
+  SY_CHECK(g_custom_cuda, what.c_str(),
+           "expected NVRTC and the CUDA driver API, found this build runs without them (the CUDA "
+           "emulation)");
+  int major = 0, minor = 0;
+  for (const auto& [k, v] : info().properties)
+    if (k == "compute_capability") std::sscanf(v.c_str(), "%d.%d", &major, &minor);
+  SY_CHECK(major > 0, what.c_str(), "expected the compute capability of ", str(), ", found none");
+  {
+    std::lock_guard lock(mu_);
+    ensure();  // the stream and the primary context
+  }
+  // Compiled and loaded without the device's lock (NVRTC may take seconds);
+  // cudaSetDevice is per thread.
+  set_device();
+  void* fn = g_custom_cuda->load(s, major, minor);
+  std::lock_guard lock(mu_);
+  custom_fns_.emplace(id, fn);  // another thread may have loaded it meanwhile: either will do
 }
 
 void CudaDevice::execute_impl(const Program& p, std::span<const Binding> bindings) {

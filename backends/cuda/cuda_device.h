@@ -14,6 +14,7 @@
 
 #include "cuda_allocator.h"
 #include "cuda_blas.h"
+#include "cuda_custom.h"
 #include "cuda_dispatch.h"
 #include "cuda_kernels.h"
 #include "serial_ring.h"
@@ -34,6 +35,13 @@ class CudaDevice final : public BackendDevice {
   // does not wait for the training step in flight).
   void wait_until_unused(Buffer b) override;
   bool supports(Kernel) const override { return true; }
+  // Compiles the kernel's CUDA source with NVRTC for this device's
+  // architecture and loads it (cuda_custom.h).
+  void prepare_custom(const KernelSpec& spec, int64_t id) override;
+  std::string custom_unavailable_reason() const override;
+  uint32_t grid_stride_workgroups() override {
+    return uint32_t(std::min<int64_t>(env_.max_blocks, 65535));
+  }
   // Frees everything while the CUDA runtime is still up (from an atexit
   // handler registered after the runtime initialised); later calls fail.
   void shutdown() noexcept;
@@ -129,6 +137,8 @@ class CudaDevice final : public BackendDevice {
   LaunchEnv env_;
   Blas blas_;
   GemmFn gemm_;  // blas_.gemm, reached by launches through env_.gemm
+  std::unordered_map<int64_t, void*> custom_fns_;  // loaded custom kernels, by registry id
+  CustomLaunchFn custom_;                          // reached by launches through env_.custom
   void* workspace_ = nullptr;
   void* scratch_ = nullptr;  // env_.scratch: split reductions' partials
   bool graphs_enabled_ = true;

@@ -12,6 +12,11 @@ void launch(const GemmParams& p, void* const* a, const LaunchEnv& env) {
   (*env.gemm)(p, f(0), f(1), f(2), p.has_bias ? f(3) : nullptr, env);
 }
 
+void launch(const CustomParams& p, void* const* a, const LaunchEnv& env) {
+  SY_CHECK(env.custom, "custom", "expected custom kernels on the CUDA device, found none");
+  (*env.custom)(p, a, env);
+}
+
 void dispatch(const Instr& ins, void* const* a, const LaunchEnv& env) {
   switch (ins.kernel) {
 #define SY_CUDA_CASE(kernel, Params, ...) \

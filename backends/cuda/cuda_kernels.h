@@ -31,11 +31,17 @@ struct LaunchEnv;
 using GemmFn = std::function<void(const GemmParams& p, float* C, const float* A, const float* B,
                                   const float* bias, const LaunchEnv& env)>;
 
+// A custom kernel's launch (switchyard/custom.h), which the device makes:
+// it holds the loaded entries (cuda_custom.h).
+using CustomLaunchFn =
+    std::function<void(const CustomParams& p, void* const* args, const LaunchEnv& env)>;
+
 struct LaunchEnv {
   cudaStream_t stream = nullptr;
-  DeviceStatus* status = nullptr;  // device address of the status words
-  int64_t max_blocks = 1024;       // grid cap for grid-stride loops (SMs x 32)
-  const GemmFn* gemm = nullptr;    // the device's cuBLAS GEMM
+  DeviceStatus* status = nullptr;          // device address of the status words
+  int64_t max_blocks = 1024;               // grid cap for grid-stride loops (SMs x 32)
+  const GemmFn* gemm = nullptr;            // the device's cuBLAS GEMM
+  const CustomLaunchFn* custom = nullptr;  // the device's custom kernels
   // Device memory for a kernel's partial results between its passes (split
   // reductions). One stream runs everything in order, so every launch may
   // use all of it.

@@ -71,6 +71,8 @@ int main(int argc, char** argv) {
 #undef SY_E
   };
   for (const Entry& e : entries) {
+    // A user's kernel reads its own parameter struct (vk_custom.cpp's prelude).
+    if (kernel_has(e.kernel, kUserKernel)) continue;
     const ParamLayout& l = param_layout(e.kernel);
     std::vector<int> slots(size_t(l.num_fields));
     int ints = vk_impl::table_slots(l, slots.data());

@@ -12,8 +12,11 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <type_traits>
+#include <unordered_map>
+#include <vector>
 
 #include "backend_api.h"
 #include "switchyard/error.h"
@@ -85,6 +88,11 @@ struct Context {
   PFN_vkGetDeviceFaultInfoEXT fault_info = nullptr;
 #endif
   std::string lost_what;
+  // Custom kernels' SPIR-V by registry id (VulkanDevice::prepare_custom),
+  // read by Pipelines::create; guarded by custom_mu (launches on other
+  // threads add kernels while a Program's pipelines are made).
+  mutable std::mutex custom_mu;
+  std::unordered_map<int64_t, std::shared_ptr<const std::vector<uint32_t>>> custom_spirv;
   // Called at the first VK_ERROR_DEVICE_LOST (under the device's lock): a
   // bounded wait for what was submitted (VulkanDevice sets it).
   std::function<void()> on_lost;

@@ -5,8 +5,10 @@
 
 #include <algorithm>
 
+#include "switchyard/custom.h"
 #include "switchyard/settings.h"
 #include "units.h"
+#include "vk_custom.h"
 
 namespace switchyard::vk_impl {
 
@@ -201,6 +203,37 @@ void VulkanDevice::copy_impl(Buffer src, size_t so, Buffer dst, size_t dof, size
   std::lock_guard lock(mu_);
   ensure();
   xfer_.copy(static_cast<Alloc*>(src.handle), so, static_cast<Alloc*>(dst.handle), dof, n);
+}
+
+std::string VulkanDevice::custom_unavailable_reason() const { return shaderc_unavailable_reason(); }
+
+uint32_t VulkanDevice::grid_stride_workgroups() {
+  std::lock_guard lock(mu_);
+  ensure();  // the launch configuration is chosen at set-up
+  return c_.lc.grid_cap;
+}
+
+void VulkanDevice::prepare_custom(const KernelSpec& s, int64_t id) {
+  {
+    std::lock_guard lock(c_.custom_mu);
+    if (c_.custom_spirv.count(id)) return;
+  }
+  const std::string what = cat("custom kernel ", s.name);
+  SY_CHECK(!s.glsl.empty(), what.c_str(), "expected GLSL (KernelSpec::glsl) to run on ", str(),
+           ", found none");
+  const VkPhysicalDeviceLimits& l = c_.p.props.limits;
+  const uint64_t inv = uint64_t(s.workgroup[0]) * s.workgroup[1] * s.workgroup[2];
+  if (inv > l.maxComputeWorkGroupInvocations || s.workgroup[0] > l.maxComputeWorkGroupSize[0] ||
+      s.workgroup[1] > l.maxComputeWorkGroupSize[1] ||
+      s.workgroup[2] > l.maxComputeWorkGroupSize[2])
+    throw DeviceLimit(cat("[", what, "] expected a workgroup within ", str(), "'s limits (",
+                          l.maxComputeWorkGroupSize[0], "x", l.maxComputeWorkGroupSize[1], "x",
+                          l.maxComputeWorkGroupSize[2], ", ", l.maxComputeWorkGroupInvocations,
+                          " invocations), found ", s.workgroup[0], "x", s.workgroup[1], "x",
+                          s.workgroup[2]));
+  auto spirv = compile_glsl(s, c_.p.api);  // the usable version: min(device, instance)
+  std::lock_guard lock(c_.custom_mu);
+  c_.custom_spirv.emplace(id, std::move(spirv));
 }
 
 void VulkanDevice::execute_impl(const Program& prog, std::span<const Binding> bind) {

@@ -20,6 +20,7 @@
 // profiler; the recorder uses those and the pipelines. The
 // timeline tells the others when work completes through hooks set here.
 #pragma once
+#include <algorithm>
 #include <memory>
 #include <mutex>
 
@@ -47,6 +48,15 @@ class VulkanDevice final : public BackendDevice {
   void* host_pointer(Buffer b) override;
   void wait_until_unused(Buffer b) override;
   bool supports(Kernel) const override { return true; }
+  // Compiles the kernel's GLSL (vk_custom.h) for this device's Vulkan
+  // version, within its workgroup limits.
+  void prepare_custom(const KernelSpec& spec, int64_t id) override;
+  std::string custom_unavailable_reason() const override;
+  uint32_t grid_stride_workgroups() override;
+  // Custom kernels index their arguments from 0: each must start a descriptor.
+  size_t custom_arg_alignment() const override {
+    return std::max<size_t>(c_.p.props.limits.minStorageBufferOffsetAlignment, 4);
+  }
 
  private:
   Buffer allocate_impl(size_t bytes) override { return allocate_in(bytes, false); }

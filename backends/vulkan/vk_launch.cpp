@@ -7,6 +7,7 @@
 #include <cmath>
 #include <cstring>
 
+#include "switchyard/backend/custom.h"
 #include "switchyard/dtype.h"
 #include "switchyard/error.h"
 #include "vk_instance.h"
@@ -236,6 +237,11 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
       g[0] = groups_for(c, uint64_t(q.planes * q.height * q.width));
       return;
     }
+    case Kernel::custom: {  // the user's grid function's
+      const auto q = params<Kernel::custom>(p);
+      for (int j = 0; j < 3; ++j) g[j] = uint32_t(q.grid[j]);
+      return;
+    }
   }
   throw Error(detail::cat("[execute] unknown kernel id ", int(ins.kernel), " on ", c.device));
 }
@@ -245,6 +251,11 @@ namespace {
 // The launch's typed params in the table's 32-bit slots (vk_params.h).
 // 64-bit words travel as two slots; other integers must fit 32 bits.
 void pack_params(const LaunchConfig& c, const KernelParams& p, OpParams& o) {
+  if (p.kernel() == Kernel::custom) {  // the user's struct, as its bytes (SY_PARAMS)
+    static_assert(sizeof(o.i) + sizeof(o.f) >= kCustomParamBytes);
+    custom_impl::param_bytes(params<Kernel::custom>(p), reinterpret_cast<unsigned char*>(o.i));
+    return;
+  }
   const ParamLayout& l = param_layout(p.kernel());
   // Each kernel's table slots, laid out once (vk_params.h).
   static const auto all_slots = [] {
@@ -359,14 +370,22 @@ OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, con
     uint64_t end = std::min<uint64_t>((off + std::max<uint64_t>(len, 1) + 15) & ~uint64_t(15),
                                       blocks[al->block].size);
     if (end - start > c.max_range)
-      throw DeviceLimit(detail::cat("[", kernel_name(ins.kernel),
+      throw DeviceLimit(detail::cat("[", custom_impl::display_name(ins.params),
                                     "] expected each argument to span at most ", c.max_range,
                                     " bytes (maxStorageBufferRange of ", c.device, "), found ",
                                     end - start, " bytes: split the tensor"));
     desc[a] = {blocks[al->block].buf, start, end - start};
     o.off[a] = uint32_t(off - start);
     aligned = aligned && off % 16 == 0;
-    ranges[nranges++] = {al->block, start, end, kernel_writes(ins.kernel, a)};
+    const bool custom = ins.kernel == Kernel::custom;
+    // A custom kernel indexes its arguments from 0: each starts its binding
+    // (the runtime aligns them, custom.cpp).
+    SY_CHECK(!custom || off == start, "custom", "expected argument ", a,
+             " at an offset aligned to ", align, " bytes on ", c.device, ", found offset ", off,
+             " (internal error)");
+    const bool writes =
+        custom ? a < params<Kernel::custom>(ins.params).outputs : kernel_writes(ins.kernel, a);
+    ranges[nranges++] = {al->block, start, end, writes};
   }
   for (int a = ins.nargs; a < int(kArgBindings); ++a) desc[a] = desc[0], o.off[a] = o.off[0];
   if (l.scratch != kNoScratch) {

@@ -11,6 +11,7 @@
 #include <system_error>
 #include <thread>
 
+#include "switchyard/backend/custom.h"
 #include "switchyard/backend/files.h"
 #include "switchyard/settings.h"
 #include "vk_spirv.h"
@@ -148,7 +149,10 @@ void Pipelines::save_cache() {
 uint32_t Pipelines::index(const Instr& ins, uint32_t flags) {
   Kernel k = ins.kernel;
   bool sg = k == Kernel::gemm ? c_.gemm_sg : c_.use_subgroups && kernel_has(k, kSubgroup);
-  uint64_t key = pipeline_key(k, sg, spec_op(ins), flags);
+  // A custom kernel's pipeline is its own module's: keyed by its id.
+  uint64_t key = k == Kernel::custom
+                     ? uint64_t(k) | uint64_t(params<Kernel::custom>(ins.params).id) << 32
+                     : pipeline_key(k, sg, spec_op(ins), flags);
   auto [it, fresh] = index_.try_emplace(key, uint32_t(pipelines_.size()));
   if (fresh) pipelines_.push_back({key, VK_NULL_HANDLE});
   return it->second;
@@ -214,9 +218,40 @@ void Pipelines::warm(std::span<const uint32_t> idx, size_t stride) {
   }
 }
 
+VkResult Pipelines::create_custom(int64_t id, VkPipeline& pl, const char*& call) const {
+  std::shared_ptr<const std::vector<uint32_t>> code;
+  {
+    std::lock_guard lock(c_.custom_mu);
+    auto it = c_.custom_spirv.find(id);
+    SY_CHECK(it != c_.custom_spirv.end(), "custom", "expected kernel ", id,
+             " compiled for this device before its launch, found it was not (internal error)");
+    code = it->second;
+  }
+  VkShaderModuleCreateInfo sci{VK_STRUCTURE_TYPE_SHADER_MODULE_CREATE_INFO};
+  sci.codeSize = code->size() * 4;
+  sci.pCode = code->data();
+  VkShaderModule mod;
+  call = "vkCreateShaderModule";
+  if (VkResult r = vk.vkCreateShaderModule(c_.dev, &sci, nullptr, &mod); r != VK_SUCCESS) return r;
+  VkComputePipelineCreateInfo ci{VK_STRUCTURE_TYPE_COMPUTE_PIPELINE_CREATE_INFO};
+  ci.stage = {VK_STRUCTURE_TYPE_PIPELINE_SHADER_STAGE_CREATE_INFO};
+  ci.stage.stage = VK_SHADER_STAGE_COMPUTE_BIT;
+  ci.stage.module = mod;
+  ci.stage.pName = "main";
+  ci.layout = c_.pipe_layout;
+  call = "vkCreateComputePipelines";
+  VkResult r = vk.vkCreateComputePipelines(c_.dev, cache_, 1, &ci, nullptr, &pl);
+  vk.vkDestroyShaderModule(c_.dev, mod, nullptr);
+  if (r != VK_SUCCESS) pl = VK_NULL_HANDLE;
+  c_.set_name(VK_OBJECT_TYPE_PIPELINE, pl,
+              cat("pipeline of custom kernel ", custom_impl::spec(id).name));
+  return r;
+}
+
 VkResult Pipelines::create(uint64_t key, VkPipeline& pl, const char*& call) const {
   pl = VK_NULL_HANDLE;
   Kernel k = Kernel(key & 0xff);
+  if (k == Kernel::custom) return create_custom(int64_t(key >> 32), pl, call);
   bool sg = (key >> 8) & 1;
   std::string name = std::string(kernel_name(k)) + (sg ? "_sg" : "");
   const SpirvModule* m = nullptr;

@@ -46,6 +46,8 @@ class Pipelines {
   // Thread-safe (the cache is internally synchronized): a failed call is
   // returned with its name, for the calling thread to report.
   VkResult create(uint64_t key, VkPipeline& pl, const char*& call) const;
+  // A custom kernel's pipeline, from the SPIR-V prepare_custom compiled.
+  VkResult create_custom(int64_t id, VkPipeline& pl, const char*& call) const;
 
   Context& c_;
   VkPipelineCache cache_ = VK_NULL_HANDLE;

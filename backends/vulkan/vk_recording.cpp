@@ -7,6 +7,8 @@
 #include <atomic>
 #include <cstring>
 
+#include "switchyard/backend/custom.h"
+
 namespace switchyard::vk_impl {
 
 void Recorder::free_sets(Frame& f) {
@@ -225,8 +227,11 @@ void Recorder::record(Frame& fr, size_t instrs, const std::vector<uint32_t>& key
         first = last = j;
         while (last + 1 < n && launches_[last + 1].instr == at) ++last;
       }
+      const Instr& li = *launches_[j].ins;
+      // A custom kernel's label carries its name (validation messages name it).
+      const std::string kname = custom_impl::display_name(li.params);
       what = cat(
-          kernel_name(launches_[j].ins->kernel), " [instruction ", at, "]",
+          kname, " [instruction ", at, "]",
           last > first ? cat(" launch ", j - first + 1, " of ", last - first + 1) : std::string());
       if (name) c_.set_name(VK_OBJECT_TYPE_DESCRIPTOR_SET, fr.sets[j], what);
     }

@@ -9,6 +9,7 @@
 
 #include "backend_api.h"
 #include "graph.h"
+#include "switchyard/custom.h"
 #include "switchyard/error.h"
 #include "switchyard/profile.h"
 #include "switchyard/version.h"
@@ -73,6 +74,13 @@ void BackendDevice::inject_fault(FaultOp op, uint64_t nth, uint32_t times) {
 
 bool BackendDevice::fault_fired(FaultOp op) const {
   return std::atomic_ref<const bool>(fault_fired_[int(op)]).load();
+}
+
+void BackendDevice::prepare_custom(const KernelSpec& spec, int64_t) {
+  throw Error(detail::cat("[custom kernel ", spec.name,
+                          "] expected a device that runs custom "
+                          "kernels, found ",
+                          str(), " does not"));
 }
 
 void BackendDevice::maybe_fail(FaultOp op) {

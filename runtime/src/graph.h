@@ -96,6 +96,9 @@ struct Node : std::enable_shared_from_this<Node> {
   std::vector<std::weak_ptr<Node>> readers;
   // Counted in g_pending_ops while this is an op that has not run.
   bool counted = false;
+  // A custom kernel's outputs (switchyard/custom.h): each one's byte offset
+  // and size in this node's buffer, its arguments before the inputs.
+  std::vector<std::pair<uint64_t, uint64_t>> custom_outputs;
   // Scratch for the scheduler (single-threaded per evaluation).
   uint64_t mark = 0;
   int32_t idx = -1;

@@ -290,6 +290,8 @@ class Evaluation {
         for (auto& i : n->inputs) put(key, i->idx);
       for (auto& d : n->deps) put(key, d->mark == mark_ ? d->idx : -1);
       if (n->kind == NodeKind::view) put(key, uint64_t(n->offset));
+      if (n->kind == NodeKind::op)
+        for (auto [off, bytes] : n->custom_outputs) put(key, off), put(key, bytes);
       if (n->kind == NodeKind::update) put(key, n->write_mask);
       if (n->kind == NodeKind::leaf) {
         // Aliasing between leaves matters for ordering: record the first leaf
@@ -360,7 +362,16 @@ class Evaluation {
         slot[n->idx] = int32_t(temp_base + take_temp(n->bytes()));
       Instr ins;
       ins.kernel = n->params.kernel();
-      if (n->kind == NodeKind::op) ins.args[ins.nargs++] = arg_of(n);
+      if (n->kind == NodeKind::op && !n->custom_outputs.empty()) {
+        for (auto [off, bytes] : n->custom_outputs) {  // a custom kernel's outputs
+          Arg a = arg_of(n);
+          a.offset += off;
+          a.bytes = bytes;
+          ins.args[ins.nargs++] = a;
+        }
+      } else if (n->kind == NodeKind::op) {
+        ins.args[ins.nargs++] = arg_of(n);
+      }
       for (auto& i : n->inputs) ins.args[ins.nargs++] = arg_of(i.get());
       plan->program.instrs.push_back(ins);
       plan->instr_node.push_back(n->idx);

@@ -16,6 +16,8 @@
 
 namespace switchyard {
 
+struct KernelSpec;
+
 // Counters tests and benchmarks read. "allocations" are real device
 // allocations, not hits in the runtime's buffer cache.
 struct Counters {
@@ -127,6 +129,23 @@ class BackendDevice : public Device {
   // through host_pointer(). The default waits for everything.
   virtual void wait_until_unused(Buffer) { synchronize(); }
   virtual bool supports(Kernel k) const = 0;
+  // Custom kernels (switchyard/custom.h): compiles `spec` (registry id
+  // `id`) for this device, or loads it from the caches, so that Programs
+  // launching it run. Called at every launch (a backend remembers what it
+  // prepared); throws the compiler's errors, or why this device cannot run
+  // it. The default: custom kernels are not supported here.
+  virtual void prepare_custom(const KernelSpec& spec, int64_t id);
+  // Byte alignment a custom kernel's argument must start at (a view
+  // starting elsewhere is copied first): Vulkan's
+  // minStorageBufferOffsetAlignment; 1 where any element address does.
+  virtual size_t custom_arg_alignment() const { return 1; }
+  // Workgroups along x that fill this device for a grid-stride kernel
+  // (KernelSpec::grid_stride).
+  virtual uint32_t grid_stride_workgroups() { return 65535; }
+  // Why prepare_custom cannot compile kernels here ("" when it can).
+  virtual std::string custom_unavailable_reason() const {
+    return "custom kernels are not supported on " + str();
+  }
 
  protected:
   Counters counters_;

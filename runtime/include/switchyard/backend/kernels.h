@@ -171,6 +171,15 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
 // outside [0, num) add nothing (the forward reported them): args dw, dy, idx.
 #define SY_PARAMS_embedding_backward(I, D, W, A, F) SY_PARAMS_embedding(I, D, W, A, F)
 
+// A user's kernel (switchyard/custom.h): `id` is its entry in the registry
+// of custom kernels; its first `outputs` arguments are written, the rest only
+// read; `grid` is its workgroups (CUDA blocks) per dimension, from its grid
+// function; w0-w7 carry its scalar parameters (at most 64 bytes, a struct
+// the user declares on each side), and may change between runs.
+#define SY_PARAMS_custom(I, D, W, A, F)                                              \
+  I(int64_t, id) I(int64_t, outputs) A(int64_t, grid, 3) W(w0) W(w1) W(w2) W(w3) W(w4) \
+  W(w5) W(w6) W(w7)
+
 // ---- the table ---------------------------------------------------------------------
 // X(kernel, Params struct, buffer args, written args (bit mask), traits).
 // Arguments the mask leaves out are only read.
@@ -178,6 +187,10 @@ enum KernelTraits : uint32_t {
   kNoTraits = 0,
   kReportsStatus = 1,  // sets the device's status word on bad input (labels, indices)
   kSubgroup = 2,       // Vulkan: also built with subgroup arithmetic (<name>_sg)
+  // A user's kernel: its code, arguments and writes come from the registry
+  // of custom kernels (its params' id), not from this table; no built-in
+  // shader or conformance case.
+  kUserKernel = 4,
 };
 
 #define SWITCHYARD_KERNELS(X)                                                        \
@@ -214,7 +227,8 @@ enum KernelTraits : uint32_t {
   X(argmax, ArgmaxParams, 2, 0b1, kNoTraits)                                         \
   X(sgd_update, SgdParams, 2, 0b1, kNoTraits)                                        \
   X(sgd_momentum_update, SgdMomentumParams, 3, 0b11, kNoTraits)                      \
-  X(adam_update, AdamParams, 5, 0b111, kNoTraits)
+  X(adam_update, AdamParams, 5, 0b111, kNoTraits)                                    \
+  X(custom, CustomParams, 5, 0b1, kUserKernel)
 // clang-format on
 
 enum class Kernel : uint8_t {

@@ -1,0 +1,34 @@
+// SPDX-License-Identifier: MIT
+// Custom kernels on Vulkan (switchyard/custom.h): the user's GLSL behind
+// Switchyard's prelude, compiled at run time by libshaderc (linked
+// statically where the build found it: backends/vulkan/CMakeLists.txt),
+// validated by SPIRV-Tools, cached by the runtime's compile cache. No Vulkan
+// calls here: Pipelines::create makes the pipeline from the SPIR-V.
+#pragma once
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "switchyard/custom.h"
+
+namespace switchyard::vk_impl {
+
+// What Switchyard puts in front of the user's GLSL: #version 450, the
+// subgroup extensions, the workgroup size (SY_WG_X/Y/Z and the layout), the
+// SY_INPUT, SY_OUTPUT and SY_PARAMS macros, and `#line 1`, so the
+// compiler's messages name lines of the user's source.
+std::string glsl_prelude(const KernelSpec& spec);
+
+// SPIR-V for `spec` on a device of Vulkan version `api_version`
+// (VK_MAKE_API_VERSION; the target environment is at most Vulkan 1.3),
+// optimized for performance, from the compile cache or libshaderc. Throws
+// Error with the compiler's messages for a compile error, and says why
+// when libshaderc cannot be opened.
+std::shared_ptr<const std::vector<uint32_t>> compile_glsl(const KernelSpec& spec,
+                                                          uint32_t api_version);
+
+// Empty when libshaderc was opened, else why not (tests, messages).
+std::string shaderc_unavailable_reason();
+
+}  // namespace switchyard::vk_impl
