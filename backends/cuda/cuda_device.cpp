@@ -602,6 +602,9 @@ void CudaDevice::prepare_custom(const KernelSpec& s, int64_t id) {
   // Compiled and loaded without the device's lock (NVRTC may take seconds);
   // cudaSetDevice is per thread.
   set_device();
+  // Before CUDA 12, cudaSetDevice does not make the primary context current
+  // on a thread that made no other runtime call: cudaFree(nullptr) does.
+  SY_CUDA("custom", cudaFree(nullptr));
   void* fn = g_custom_cuda->load(s, major, minor);
   std::lock_guard lock(mu_);
   custom_fns_.emplace(id, fn);  // another thread may have loaded it meanwhile: either will do

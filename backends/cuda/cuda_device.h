@@ -39,6 +39,9 @@ class CudaDevice final : public BackendDevice {
   // architecture and loads it (cuda_custom.h).
   void prepare_custom(const KernelSpec& spec, int64_t id) override;
   std::string custom_unavailable_reason() const override;
+  // 16: a custom kernel may read its arguments as float4 (a view at another
+  // offset is copied first).
+  size_t custom_arg_alignment() const override { return 16; }
   uint32_t grid_stride_workgroups() override {
     return uint32_t(std::min<int64_t>(env_.max_blocks, 65535));
   }

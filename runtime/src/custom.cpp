@@ -384,9 +384,12 @@ std::string cached_compile(const std::string& name, const char* ext, const std::
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - t0)
           .count();
   ++st.compiles;
-  if (!path.empty()) {
+  std::error_code ec;
+  const auto there = std::filesystem::status(path, ec);
+  if (!path.empty() &&
+      (!std::filesystem::exists(there) || std::filesystem::is_regular_file(there))) {
+    // (Something else at the path, a FIFO or a directory, is left alone.)
     try {
-      std::error_code ec;
       std::filesystem::create_directories(dir, ec);
       files::remove_stale_temporaries(path);  // of processes killed while writing it
       files::write_atomic(path, envelope(key, code), "custom kernel cache");
