@@ -295,8 +295,9 @@ std::vector<Tensor> CustomKernel::launch(const std::vector<Tensor>& inputs, cons
   saved->id = id_;
   for (const Tensor& t : inputs) saved->inputs.push_back(t.detach());
   for (const Tensor& t : outs) saved->outputs.push_back(t.detach());
-  saved->params.assign(static_cast<const unsigned char*>(params),
-                       static_cast<const unsigned char*>(params) + bytes);
+  if (bytes)
+    saved->params.assign(static_cast<const unsigned char*>(params),
+                         static_cast<const unsigned char*>(params) + bytes);
   for (size_t k = 0; k < outs.size(); ++k) {
     if (outs[k].dtype() != DType::f32) continue;  // integer outputs carry no gradient
     outs[k] = with_grad(outs[k], s.name.c_str(), inputs,

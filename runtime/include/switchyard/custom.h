@@ -183,7 +183,7 @@ template <class P>
 P CustomBackwardArgs::params_as() const {
   static_assert(std::is_trivially_copyable_v<P>, "kernel parameters must be trivially copyable");
   P p{};
-  std::memcpy(&p, params.data(), std::min(sizeof(P), params.size()));
+  if (!params.empty()) std::memcpy(&p, params.data(), std::min(sizeof(P), params.size()));
   return p;
 }
 
