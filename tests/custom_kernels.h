@@ -148,4 +148,61 @@ inline const sy::CustomKernel& row_sum() {
   return k;
 }
 
+// Two f32 outputs with a backward: y = 2x and q = x^2 (n elements, no
+// parameters: n is the binding's length, a multiple of 4 in the tests).
+// Its backward gets each output's gradient separately (the other
+// undefined) and autograd adds the two results.
+inline constexpr const char* kDoubleSquareGlsl = R"(
+SY_OUTPUT(0, float, y)
+SY_OUTPUT(1, float, q)
+SY_INPUT(2, float, x)
+void main() {
+  uint i = gl_GlobalInvocationID.x;
+  if (i < uint(x.length())) {
+    y[i] = 2.0 * x[i];
+    q[i] = x[i] * x[i];
+  }
+}
+)";
+
+inline constexpr const char* kDoubleSquareCuda = R"(
+extern "C" __global__ void double_square(float* y, float* q, const float* x) {
+  unsigned i = blockIdx.x * blockDim.x + threadIdx.x;
+  // n: the launch covers exactly the element count (a multiple of the block).
+  y[i] = 2.f * x[i];
+  q[i] = x[i] * x[i];
+}
+)";
+
+inline const sy::CustomKernel& double_square() {
+  static const sy::CustomKernel k({
+      .name = "double_square",
+      .glsl = kDoubleSquareGlsl,
+      .cuda = kDoubleSquareCuda,
+      .cpu =
+          [](const sy::CpuKernelArgs& a) {
+            auto* y = static_cast<float*>(a.outputs[0]);
+            auto* q = static_cast<float*>(a.outputs[1]);
+            const auto* x = static_cast<const float*>(a.inputs[0]);
+            for (size_t i = 0; i < a.input_bytes[0] / sizeof(float); ++i) {
+              y[i] = 2.f * x[i];
+              q[i] = x[i] * x[i];
+            }
+          },
+      .inputs = {{"x"}},
+      .outputs = {{"y"}, {"q"}},
+      .workgroup = {4, 1, 1},
+      .backward =
+          [](const sy::CustomBackwardArgs& a) {
+            const sy::Tensor& x = a.inputs[0];
+            sy::Tensor g = sy::zeros_like(x);
+            if (a.grad_outputs[0].defined()) g = sy::add(g, sy::mul(a.grad_outputs[0], 2.f));
+            if (a.grad_outputs[1].defined())
+              g = sy::add(g, sy::mul(sy::mul(a.grad_outputs[1], x), 2.f));
+            return std::vector<sy::Tensor>{g};
+          },
+  });
+  return k;
+}
+
 }  // namespace test_kernels

@@ -174,6 +174,33 @@ TEST_P(Custom, GradcheckPassesForTheKernelAndCatchesAWrongBackward) {
   EXPECT_NE(bad.report.find("outside the tolerance"), std::string::npos) << bad.report;
 }
 
+TEST_P(Custom, TwoDifferentiableOutputsEachGetTheirGradientAndFeedAnotherKernel) {
+  sy::Device& d = D();
+  const int64_t n = 12;  // a multiple of the kernel's workgroup (4)
+  Tensor x = sy::from_vector(random_vec(size_t(n), 21), {n}, d).requires_grad_();
+  // The backward runs once per output whose gradient flows; autograd adds them.
+  auto f = [](const std::vector<Tensor>& in) {
+    auto out = test_kernels::double_square()({in[0]});
+    return sy::add(sy::mul(out[0], 3.f), out[1]);  // 6x + x^2
+  };
+  sy::GradcheckResult r = sy::gradcheck(f, {x});
+  EXPECT_TRUE(r.ok) << r.report;
+  Tensor y = f({x});
+  sy::sum(y).backward();
+  auto xh = x.to_vector<float>(), gh = x.grad().to_vector<float>();
+  for (size_t i = 0; i < xh.size(); ++i) ASSERT_NEAR(gh[i], 6.f + 2.f * xh[i], 1e-5f) << i;
+  // Output 1 (a view 256 bytes into the packed buffer) as another launch's
+  // input: x^2 doubled and squared, read after the first kernel wrote it.
+  auto first = test_kernels::double_square()({x.detach()});
+  auto second = test_kernels::double_square()({first[1]});
+  auto y2 = second[0].to_vector<float>(), q2 = second[1].to_vector<float>();
+  for (size_t i = 0; i < xh.size(); ++i) {
+    const float sq = xh[i] * xh[i];
+    ASSERT_FLOAT_EQ(y2[i], 2.f * sq) << i;
+    ASSERT_FLOAT_EQ(q2[i], sq * sq) << i;
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Custom, ::testing::ValuesIn(conformance_devices()),
                          [](const auto& i) { return device_param_name(i.param); });
 
@@ -310,6 +337,32 @@ TEST(CustomKernel, BadSpecsAndLaunchesAreClearErrors) {
               out.backward();
             }).find("[custom kernel no_backward] expected a backward (KernelSpec::backward)"),
             std::string::npos);
+}
+
+TEST(CustomKernel, AKernelThatWritesAnInputIsRefusedBeforeItRuns) {
+  SKIP_UNLESS_CUSTOM("vulkan:0");
+  sy::Device& d = sy::device("vulkan:0");
+  // Barriers come from the declared roles: an input written behind the
+  // scheduler's back would race with its other readers.
+  sy::CustomKernel writes({.name = "writes_its_input",
+                           .glsl = "SY_OUTPUT(0, float, y)\n"
+                                   "layout(set = 0, binding = 1) buffer In { float x[]; };\n"
+                                   "void main() { uint i = gl_GlobalInvocationID.x;\n"
+                                   "  if (i < 4u) { y[i] = x[i]; x[i] = 0.0; } }\n",
+                           .inputs = {{"x"}},
+                           .outputs = {{"y"}}});
+  Tensor x = sy::ones({4}, d);
+  try {
+    (void)writes({x});
+    FAIL() << "a written input was expected to be refused";
+  } catch (const sy::Error& e) {
+    const std::string m = e.what();
+    EXPECT_NE(m.find("[custom kernel writes_its_input] expected binding 1 (input 'x') to be "
+                     "read-only (SY_INPUT, or `readonly`), found it writable"),
+              std::string::npos)
+        << m;
+  }
+  EXPECT_FLOAT_EQ(sy::sum(x).item(), 4.f) << "untouched, and the device still works";
 }
 
 TEST(CustomKernel, CompiledCodeIsReusedWithinTheProcess) {

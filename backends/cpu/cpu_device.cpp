@@ -103,7 +103,7 @@ class CpuDevice final : public BackendDevice {
         run_custom(ins, ptrs);
       else
         run_kernel(ins.params, ptrs);
-      if (prof) timed(profile::Track::kernel, kernel_name(ins.kernel), 0, t0);
+      if (prof) timed(profile::Track::kernel, custom_impl::display_name(ins.params).c_str(), 0, t0);
     }
   }
   void synchronize_impl() override {}

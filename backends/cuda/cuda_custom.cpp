@@ -7,6 +7,7 @@
 #include <nvrtc.h>
 
 #include <algorithm>
+#include <cstdlib>
 #include <cstring>
 #include <mutex>
 #include <type_traits>
@@ -116,18 +117,22 @@ struct Driver {
   CUresult (*launch_kernel)(CUfunction, unsigned, unsigned, unsigned, unsigned, unsigned, unsigned,
                             unsigned, CUstream, void**, void**) = nullptr;
   CUresult (*error_string)(CUresult, const char**) = nullptr;
+  CUresult (*module_unload)(CUmodule) = nullptr;
+  CUresult (*func_get_attribute)(int*, CUfunction_attribute, CUfunction) = nullptr;
+  // Optional (drivers of CUDA 12.4 and later): the entry's parameter layout.
+  CUresult (*func_get_param_info)(CUfunction, size_t, size_t*, size_t*) = nullptr;
 };
 
 const Driver& driver() {
   static const Driver d = [] {
     Driver r;
-    auto get = [&](auto& fn, const char* name) {
+    auto get = [&](auto& fn, const char* name, unsigned version = 12000, bool optional = false) {
       void* p = nullptr;
 #if CUDART_VERSION >= 12050
       cudaDriverEntryPointQueryResult q{};
-      const bool ok =
-          cudaGetDriverEntryPointByVersion(name, &p, 12000, cudaEnableDefault, &q) == cudaSuccess &&
-          q == cudaDriverEntryPointSuccess;
+      const bool ok = cudaGetDriverEntryPointByVersion(name, &p, version, cudaEnableDefault, &q) ==
+                          cudaSuccess &&
+                      q == cudaDriverEntryPointSuccess;
 #elif CUDART_VERSION >= 12000
       cudaDriverEntryPointQueryResult q{};
       const bool ok = cudaGetDriverEntryPoint(name, &p, cudaEnableDefault, &q) == cudaSuccess &&
@@ -135,8 +140,10 @@ const Driver& driver() {
 #else
       const bool ok = cudaGetDriverEntryPoint(name, &p, cudaEnableDefault) == cudaSuccess;
 #endif
+      (void)version;
       if (!ok || !p) {
         (void)cudaGetLastError();
+        if (optional) return;
         r.why += std::string(r.why.empty() ? "" : ", ") + name;
         return;
       }
@@ -146,6 +153,9 @@ const Driver& driver() {
     get(r.module_get_function, "cuModuleGetFunction");
     get(r.launch_kernel, "cuLaunchKernel");
     get(r.error_string, "cuGetErrorString");
+    get(r.module_unload, "cuModuleUnload");
+    get(r.func_get_attribute, "cuFuncGetAttribute");
+    get(r.func_get_param_info, "cuFuncGetParamInfo", 12040, /*optional=*/true);
     if (!r.why.empty()) r.why = "the CUDA driver does not give " + r.why;
     return r;
   }();
@@ -164,34 +174,61 @@ class CustomCudaImpl final : public CustomCuda {
     const std::string what = "custom kernel " + s.name;
     const Driver& d = driver();
     SY_CHECK(d.why.empty(), what.c_str(), "expected the CUDA driver API to load it, found ", d.why);
-    // A cubin for the device's architecture when NVRTC knows it (no PTX
-    // for the driver to compile, which a driver older than NVRTC could not
-    // read); else PTX for the newest architecture it knows below (a GPU
-    // newer than the toolkit), which the driver compiles on load.
-    const int arch = major * 10 + minor;
-    const auto& known = nvrtc().archs;
-    std::string code;
-    if (std::find(known.begin(), known.end(), arch) != known.end() && nvrtc().cubin) {
-      code = nvrtc_compile(s, arch, /*cubin=*/true);
-    } else {
-      int best = known.empty() ? arch : 0;
-      for (int k : known)
-        if (k <= arch) best = std::max(best, k);
-      SY_CHECK(best > 0, what.c_str(), "expected NVRTC to compile for compute capability ", major,
-               ".", minor, " or an earlier one, found its oldest is ", known.front() / 10, ".",
-               known.front() % 10);
-      code = nvrtc_compile(s, best, /*cubin=*/false);
-    }
+    const Nvrtc& n = nvrtc();
+    const CudaTarget t = choose_cuda_target(n.archs, bool(n.cubin && n.cubin_size), major, minor);
+    SY_CHECK(t.arch > 0, what.c_str(), "expected NVRTC to compile for compute capability ", major,
+             ".", minor, " or an earlier one, found its oldest is ",
+             n.archs.empty() ? 0 : n.archs.front() / 10, ".",
+             n.archs.empty() ? 0 : n.archs.front() % 10);
+    const std::string code = nvrtc_compile(s, t.arch, t.cubin);
     CUmodule mod = nullptr;
     if (CUresult e = d.module_load_data(&mod, code.c_str()); e != CUDA_SUCCESS)
       throw Error(detail::cat("[", what,
                               "] expected cuModuleLoadData to load its compiled code, found ",
                               driver_error(e)));
-    CUfunction fn = nullptr;
-    if (CUresult e = d.module_get_function(&fn, mod, s.cuda_entry.c_str()); e != CUDA_SUCCESS)
-      throw Error(detail::cat("[", what, "] expected an extern \"C\" __global__ entry '",
-                              s.cuda_entry, "' in its CUDA source, found ", driver_error(e)));
-    return fn;  // the module stays loaded for the process, as the kernel lives
+    try {
+      CUfunction fn = nullptr;
+      if (CUresult e = d.module_get_function(&fn, mod, s.cuda_entry.c_str()); e != CUDA_SUCCESS)
+        throw Error(detail::cat("[", what, "] expected an extern \"C\" __global__ entry '",
+                                s.cuda_entry, "' in its CUDA source, found ", driver_error(e)));
+      check_params(s, fn, t.cubin ? std::string() : code);
+      // Registers limit the block below the device's 1024 threads: said
+      // here, not as a failed launch inside a captured graph.
+      int max_threads = 0, regs = 0;
+      if (d.func_get_attribute(&max_threads, CU_FUNC_ATTRIBUTE_MAX_THREADS_PER_BLOCK, fn) ==
+              CUDA_SUCCESS &&
+          d.func_get_attribute(&regs, CU_FUNC_ATTRIBUTE_NUM_REGS, fn) == CUDA_SUCCESS) {
+        const uint64_t block = uint64_t(s.workgroup[0]) * s.workgroup[1] * s.workgroup[2];
+        if (max_threads > 0 && block > uint64_t(max_threads))
+          throw DeviceLimit(detail::cat("[", what, "] expected a block of at most ", max_threads,
+                                        " threads (its entry uses ", regs,
+                                        " registers a thread), found ", s.workgroup[0], "x",
+                                        s.workgroup[1], "x", s.workgroup[2]));
+      }
+      return fn;  // the module stays loaded for the process, as the kernel lives
+    } catch (...) {
+      d.module_unload(mod);
+      throw;
+    }
+  }
+
+  // The entry's parameters against the launch's: one pointer per argument,
+  // then the parameter struct of params_bytes. From the driver (12.4+),
+  // else from the PTX when that is what was loaded.
+  static void check_params(const KernelSpec& s, CUfunction fn, const std::string& ptx) {
+    std::vector<size_t> sizes;
+    if (const auto info = driver().func_get_param_info) {
+      for (size_t j = 0; j <= kCustomMaxArgs + 1; ++j) {
+        size_t off = 0, size = 0;
+        if (info(fn, j, &off, &size) != CUDA_SUCCESS) break;
+        sizes.push_back(size);
+      }
+    } else if (!ptx.empty()) {
+      sizes = ptx_param_sizes(ptx, s.cuda_entry);
+    } else {
+      return;  // a cubin on an older driver: nothing tells the layout
+    }
+    check_cuda_params(s, sizes);
   }
 
   std::string unavailable_reason() const override {
@@ -204,7 +241,7 @@ class CustomCudaImpl final : public CustomCuda {
     alignas(16) unsigned char bytes[kCustomParamBytes];
     custom_impl::param_bytes(p, bytes);
     void* ptrs[kCustomMaxArgs];
-    void* kp[kCustomMaxArgs + 1];
+    void* kp[kCustomMaxArgs + 1] = {};
     int n = 0;
     for (int j = 0; j < nargs; ++j) ptrs[j] = args[j], kp[n++] = &ptrs[j];
     if (s.params_bytes) kp[n++] = bytes;
@@ -226,6 +263,69 @@ CustomCuda* make_custom_cuda() {
 }
 
 std::string nvrtc_unavailable_reason() { return nvrtc().why; }
+
+std::vector<int> nvrtc_architectures() { return nvrtc().archs; }
+
+CudaTarget choose_cuda_target(const std::vector<int>& known, bool cubins, int major, int minor) {
+  // A cubin for the device's architecture when NVRTC knows it (no PTX for
+  // the driver to compile, which a driver older than NVRTC could not
+  // read); else PTX for the newest architecture it knows below (a GPU newer
+  // than the toolkit), which the driver compiles on load.
+  const int arch = major * 10 + minor;
+  if (cubins && std::find(known.begin(), known.end(), arch) != known.end()) return {arch, true};
+  int best = known.empty() ? arch : 0;
+  for (int k : known)
+    if (k <= arch) best = std::max(best, k);
+  return {best, false};
+}
+
+std::vector<size_t> ptx_param_sizes(const std::string& ptx, const std::string& entry) {
+  std::vector<size_t> sizes;
+  const std::string head = ".entry " + entry + "(";
+  size_t at = ptx.find(head);
+  if (at == std::string::npos) return sizes;
+  const size_t end = ptx.find(')', at);
+  at += head.size();
+  while (true) {
+    const size_t p = ptx.find(".param", at);
+    if (p == std::string::npos || p > end) break;
+    const size_t stop = std::min(ptx.find_first_of(",)", p), end);
+    const std::string decl = ptx.substr(p, stop - p);
+    size_t bytes = 0;
+    if (size_t lb = decl.find('['); lb != std::string::npos) {
+      bytes = size_t(std::strtoull(decl.c_str() + lb + 1, nullptr, 10));
+    } else {
+      // .param .u64 name: the width in the type's name (.u8 .. .f64, .b64)
+      for (const char* w : {"64", "32", "16", "8"})
+        if (decl.find(std::string(".u") + w) != std::string::npos ||
+            decl.find(std::string(".s") + w) != std::string::npos ||
+            decl.find(std::string(".b") + w) != std::string::npos ||
+            decl.find(std::string(".f") + w) != std::string::npos) {
+          bytes = size_t(std::atoi(w)) / 8;
+          break;
+        }
+    }
+    sizes.push_back(bytes);
+    at = stop;
+  }
+  return sizes;
+}
+
+void check_cuda_params(const KernelSpec& s, const std::vector<size_t>& sizes) {
+  const std::string what = "custom kernel " + s.name;
+  const size_t nargs = s.outputs.size() + s.inputs.size();
+  const size_t want = nargs + (s.params_bytes ? 1 : 0);
+  std::string found;
+  for (size_t z : sizes) found += (found.empty() ? "" : ", ") + std::to_string(z);
+  bool ok = sizes.size() == want;
+  for (size_t j = 0; ok && j < nargs; ++j) ok = sizes[j] == sizeof(void*);
+  if (ok && s.params_bytes) ok = sizes[nargs] == s.params_bytes;
+  SY_CHECK(ok, what.c_str(), "expected its entry '", s.cuda_entry, "' to take ", nargs,
+           " pointers (outputs, then inputs)",
+           s.params_bytes ? detail::cat(" and a parameter struct of ", s.params_bytes, " bytes")
+                          : std::string(),
+           ", found ", sizes.size(), " parameters of ", found.empty() ? "no" : found, " bytes");
+}
 
 std::string cuda_prelude(const KernelSpec& s) {
   return detail::cat("#define SY_WG_X ", s.workgroup[0], "\n#define SY_WG_Y ", s.workgroup[1],

@@ -12,6 +12,7 @@
 #include <cuda_runtime_api.h>
 
 #include <string>
+#include <vector>
 
 #include "switchyard/backend/kernels.h"
 
@@ -51,5 +52,22 @@ std::string nvrtc_ptx(const KernelSpec& spec, int arch);
 std::string nvrtc_compile(const KernelSpec& spec, int arch, bool cubin);
 // Empty when NVRTC can be opened, else why not.
 std::string nvrtc_unavailable_reason();
+// The architectures NVRTC compiles for (nvrtcGetSupportedArchs; e.g. 75..120).
+std::vector<int> nvrtc_architectures();
+
+// What a device of compute capability major.minor loads: a cubin for
+// sm_<arch> when NVRTC knows the architecture (and writes cubins), else PTX
+// for the newest architecture it knows below; arch 0 when there is none.
+struct CudaTarget {
+  int arch = 0;
+  bool cubin = false;
+};
+CudaTarget choose_cuda_target(const std::vector<int>& known, bool cubins, int major, int minor);
+// The byte sizes of `entry`'s parameters as its PTX declares them (empty
+// when the PTX has no such entry).
+std::vector<size_t> ptx_param_sizes(const std::string& ptx, const std::string& entry);
+// Throws Error unless `sizes` (the entry's parameters) are one pointer per
+// argument, outputs then inputs, then the parameter struct of params_bytes.
+void check_cuda_params(const KernelSpec& spec, const std::vector<size_t>& sizes);
 
 }  // namespace switchyard::cuda_impl

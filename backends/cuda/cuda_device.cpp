@@ -581,6 +581,9 @@ std::string CudaDevice::custom_unavailable_reason() const {
 }
 
 void CudaDevice::prepare_custom(const KernelSpec& s, int64_t id) {
+  // Loads are serialized (without the device's lock: NVRTC may take
+  // seconds), so two threads never both load a kernel.
+  std::lock_guard load_lock(custom_load_mu_);
   {
     std::lock_guard lock(mu_);
     if (custom_fns_.count(id)) return;
@@ -599,15 +602,13 @@ void CudaDevice::prepare_custom(const KernelSpec& s, int64_t id) {
     std::lock_guard lock(mu_);
     ensure();  // the stream and the primary context
   }
-  // Compiled and loaded without the device's lock (NVRTC may take seconds);
-  // cudaSetDevice is per thread.
-  set_device();
+  set_device();  // per thread
   // Before CUDA 12, cudaSetDevice does not make the primary context current
   // on a thread that made no other runtime call: cudaFree(nullptr) does.
   SY_CUDA("custom", cudaFree(nullptr));
   void* fn = g_custom_cuda->load(s, major, minor);
   std::lock_guard lock(mu_);
-  custom_fns_.emplace(id, fn);  // another thread may have loaded it meanwhile: either will do
+  custom_fns_.emplace(id, fn);
 }
 
 void CudaDevice::execute_impl(const Program& p, std::span<const Binding> bindings) {

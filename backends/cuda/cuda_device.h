@@ -141,7 +141,8 @@ class CudaDevice final : public BackendDevice {
   Blas blas_;
   GemmFn gemm_;  // blas_.gemm, reached by launches through env_.gemm
   std::unordered_map<int64_t, void*> custom_fns_;  // loaded custom kernels, by registry id
-  CustomLaunchFn custom_;                          // reached by launches through env_.custom
+  std::mutex custom_load_mu_;  // one load at a time (a kernel is loaded once: no module leaks)
+  CustomLaunchFn custom_;      // reached by launches through env_.custom
   void* workspace_ = nullptr;
   void* scratch_ = nullptr;  // env_.scratch: split reductions' partials
   bool graphs_enabled_ = true;

@@ -130,7 +130,12 @@ void Context::create() {
   q.queueFamilyIndex = p.queue_family;
   q.queueCount = 1;
   q.pQueuePriorities = &prio;
+  // Custom kernels may compute in double, 64- and 16-bit integers where the
+  // device has them (vk_custom_check.cpp refuses them elsewhere).
   VkPhysicalDeviceFeatures f{};
+  f.shaderFloat64 = p.features.shaderFloat64;
+  f.shaderInt64 = p.features.shaderInt64;
+  f.shaderInt16 = p.features.shaderInt16;
   VkPhysicalDeviceDescriptorIndexingFeatures di{
       VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_DESCRIPTOR_INDEXING_FEATURES};
   bool di_api = p.api >= VK_API_VERSION_1_2 || has_ext(p.exts, "VK_EXT_descriptor_indexing");

@@ -28,6 +28,26 @@ std::string glsl_prelude(const KernelSpec& spec);
 std::shared_ptr<const std::vector<uint32_t>> compile_glsl(const KernelSpec& spec,
                                                           uint32_t api_version);
 
+// What a device runs, for check_custom_module (plain values: tests fake them).
+struct CustomDeviceCaps {
+  std::string device;                                  // for messages: "vulkan:0"
+  bool float64 = false, int64 = false, int16 = false;  // features enabled at creation
+  bool subgroup_in_compute = false;
+  uint32_t subgroup_ops = 0;  // VkSubgroupFeatureFlags
+  uint64_t max_shared_bytes = 16384;
+};
+
+// Checks compiled SPIR-V against the spec and the device before a pipeline
+// is made of it (vk_custom_check.cpp): bindings only 0..arguments-1 and 5
+// (SY_PARAMS), all in set 0 and all buffers; inputs read-only (hazards come
+// from the declared roles, so a written input would race); the parameter
+// block within params_bytes after its std140 layout; capabilities the device
+// enabled (Float64, Int64, Int16, its subgroup operations); shared memory
+// within maxComputeSharedMemorySize. Throws Error or DeviceLimit naming the
+// kernel, what was expected and what was found.
+void check_custom_module(const KernelSpec& spec, const std::vector<uint32_t>& spirv,
+                         const CustomDeviceCaps& device);
+
 // Empty when libshaderc was opened, else why not (tests, messages).
 std::string shaderc_unavailable_reason();
 

@@ -232,6 +232,15 @@ void VulkanDevice::prepare_custom(const KernelSpec& s, int64_t id) {
                           " invocations), found ", s.workgroup[0], "x", s.workgroup[1], "x",
                           s.workgroup[2]));
   auto spirv = compile_glsl(s, c_.p.api);  // the usable version: min(device, instance)
+  CustomDeviceCaps caps;
+  caps.device = str();
+  caps.float64 = c_.p.features.shaderFloat64;  // enabled at creation where present
+  caps.int64 = c_.p.features.shaderInt64;
+  caps.int16 = c_.p.features.shaderInt16;
+  caps.subgroup_in_compute = c_.p.subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT;
+  caps.subgroup_ops = c_.p.subgroup.supportedOperations;
+  caps.max_shared_bytes = l.maxComputeSharedMemorySize;
+  check_custom_module(s, *spirv, caps);
   std::lock_guard lock(c_.custom_mu);
   c_.custom_spirv.emplace(id, std::move(spirv));
 }

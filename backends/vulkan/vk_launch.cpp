@@ -380,9 +380,9 @@ OpParams launch_params(const LaunchConfig& c, std::span<const Block> blocks, con
     const bool custom = ins.kernel == Kernel::custom;
     // A custom kernel indexes its arguments from 0: each starts its binding
     // (the runtime aligns them, custom.cpp).
-    SY_CHECK(!custom || off == start, "custom", "expected argument ", a,
-             " at an offset aligned to ", align, " bytes on ", c.device, ", found offset ", off,
-             " (internal error)");
+    SY_CHECK(!custom || off == start, custom_impl::display_name(ins.params).c_str(),
+             "expected argument ", a, " at an offset aligned to ", align, " bytes on ", c.device,
+             ", found offset ", off, " (internal error)");
     const bool writes =
         custom ? a < params<Kernel::custom>(ins.params).outputs : kernel_writes(ins.kernel, a);
     ranges[nranges++] = {al->block, start, end, writes};

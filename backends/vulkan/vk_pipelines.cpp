@@ -158,9 +158,18 @@ uint32_t Pipelines::index(const Instr& ins, uint32_t flags) {
   return it->second;
 }
 
+namespace {
+// A pipeline key's kernel for messages: "custom kernel <name>" for a custom one.
+std::string key_name(uint64_t key) {
+  const Kernel k = Kernel(key & 0xff);
+  return k == Kernel::custom ? cat("custom kernel ", custom_impl::spec(int64_t(key >> 32)).name)
+                             : std::string(kernel_name(k));
+}
+}  // namespace
+
 VkPipeline Pipelines::get(uint32_t idx) const {
   VkPipeline pl = pipelines_[idx].second;
-  SY_CHECK(pl, kernel_name(Kernel(pipelines_[idx].first & 0xff)),
+  SY_CHECK(pl, key_name(pipelines_[idx].first).c_str(),
            "expected its pipeline made before recording (Pipelines::warm), found none");
   return pl;
 }
@@ -206,7 +215,7 @@ void Pipelines::warm(std::span<const uint32_t> idx, size_t stride) {
   for (auto& e : errors)
     if (e) std::rethrow_exception(e);
   for (size_t j = 0; j < missing.size(); ++j)  // on this thread: check() records a lost device
-    c_.check(results[j], kernel_name(Kernel(pipelines_[missing[j]].first & 0xff)), calls[j]);
+    c_.check(results[j], key_name(pipelines_[missing[j]].first).c_str(), calls[j]);
   // Saved after warm-up, not only at exit, so a killed run keeps what it
   // compiled; at most once a second (each save rewrites the whole cache):
   // the exit saves the rest.

@@ -414,6 +414,8 @@ std::string cached_compile(const std::string& name, const char* ext, const std::
 GradcheckResult gradcheck(const std::function<Tensor(const std::vector<Tensor>&)>& f,
                           const std::vector<Tensor>& inputs, const GradcheckOptions& o) {
   const char* op = "gradcheck";
+  SY_CHECK(is_grad_enabled(), op,
+           "expected gradients enabled (it differentiates f), found it called under NoGradGuard");
   GradcheckResult r;
   std::vector<Tensor> xs;
   bool any = false;
