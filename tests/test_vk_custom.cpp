@@ -73,6 +73,21 @@ TEST_F(VkCustomCheck, AWellFormedKernelPasses) {
                        "  if (i < params.n) y[i] = params.a * x[i]; }\n",
                        8)),
             "");
+  // One input read through two blocks (floats and vec4s) at one binding.
+  EXPECT_EQ(check(spec("two_views",
+                       "SY_OUTPUT(0, float, y)\nSY_INPUT(1, float, x)\n"
+                       "layout(set = 0, binding = 1, std430) restrict readonly buffer X4 "
+                       "{ vec4 x4[]; };\n"
+                       "void main() { uint i = gl_GlobalInvocationID.x;\n"
+                       "  y[i] = x[i] + x4[i / 4u].x; }\n")),
+            "");
+  // A row-major mat4x2 (four columns, two rows): two rows of 16 bytes, 32.
+  EXPECT_EQ(check(spec("row_major",
+                       "layout(row_major) uniform;\nstruct P { mat4x2 m; };\nSY_PARAMS(P)\n"
+                       "SY_OUTPUT(0, float, y)\nSY_INPUT(1, float, x)\n"
+                       "void main() { y[0] = params.m[3][1] * x[0]; }\n",
+                       32)),
+            "");
 }
 
 TEST_F(VkCustomCheck, AnInputThatIsWrittenIsRefused) {

@@ -217,17 +217,23 @@ class CustomCudaImpl final : public CustomCuda {
   // else from the PTX when that is what was loaded.
   static void check_params(const KernelSpec& s, CUfunction fn, const std::string& ptx) {
     std::vector<size_t> sizes;
+    bool known = false;
     if (const auto info = driver().func_get_param_info) {
+      CUresult e = CUDA_SUCCESS;
       for (size_t j = 0; j <= kCustomMaxArgs + 1; ++j) {
         size_t off = 0, size = 0;
-        if (info(fn, j, &off, &size) != CUDA_SUCCESS) break;
+        if ((e = info(fn, j, &off, &size)) != CUDA_SUCCESS) break;
         sizes.push_back(size);
       }
-    } else if (!ptx.empty()) {
-      sizes = ptx_param_sizes(ptx, s.cuda_entry);
-    } else {
-      return;  // a cubin on an older driver: nothing tells the layout
+      // Past the last parameter it answers INVALID_VALUE (none: index 0);
+      // another answer says nothing about the layout.
+      known = e == CUDA_ERROR_INVALID_VALUE;
     }
+    if (!known && !ptx.empty()) {
+      sizes = ptx_param_sizes(ptx, s.cuda_entry);
+      known = !sizes.empty() || ptx.find(".entry " + s.cuda_entry + "()") != std::string::npos;
+    }
+    if (!known) return;  // a cubin on an older driver, or PTX this parser does not read
     check_cuda_params(s, sizes);
   }
 

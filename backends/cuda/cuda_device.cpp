@@ -583,11 +583,13 @@ std::string CudaDevice::custom_unavailable_reason() const {
 void CudaDevice::prepare_custom(const KernelSpec& s, int64_t id) {
   // Loads are serialized (without the device's lock: NVRTC may take
   // seconds), so two threads never both load a kernel.
-  std::lock_guard load_lock(custom_load_mu_);
-  {
+  auto loaded = [&] {
     std::lock_guard lock(mu_);
-    if (custom_fns_.count(id)) return;
-  }
+    return custom_fns_.count(id) > 0;
+  };
+  if (loaded()) return;  // every launch asks: no wait behind another kernel's compile
+  std::lock_guard load_lock(custom_load_mu_);
+  if (loaded()) return;
   const std::string what = detail::cat("custom kernel ", s.name);
   SY_CHECK(!s.cuda.empty(), what.c_str(), "expected CUDA source (KernelSpec::cuda) to run on ",
            str(), ", found none");

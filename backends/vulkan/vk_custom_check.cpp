@@ -4,7 +4,6 @@
 // parameter block's extent, capabilities, shared memory.
 #include <algorithm>
 #include <map>
-#include <set>
 #include <unordered_map>
 
 #include "switchyard/error.h"
@@ -36,6 +35,7 @@ enum Decoration : uint32_t {
   DecBufferBlock = 3,
   DecArrayStride = 6,
   DecMatrixStride = 7,
+  DecRowMajor = 4,
   DecNonWritable = 24,
   DecBinding = 33,
   DecDescriptorSet = 34,
@@ -204,8 +204,16 @@ uint64_t size_of(const Module& m, uint32_t type, int depth = 0) {
         uint64_t s = size_of(m, t.w[k], depth + 1);
         auto mt = m.types.find(t.w[k]);
         const uint32_t* ms = member_decoration(m, type, k, DecMatrixStride);
-        if (ms && mt != m.types.end() && mt->second.op == OpTypeMatrix && mt->second.w.size() >= 2)
-          s = uint64_t(mt->second.w[1]) * *ms;
+        if (ms && mt != m.types.end() && mt->second.op == OpTypeMatrix &&
+            mt->second.w.size() >= 2) {
+          // The stride is per column, or per row of a row-major matrix.
+          uint64_t lines = mt->second.w[1];
+          if (member_decoration(m, type, k, DecRowMajor)) {
+            auto ct = m.types.find(mt->second.w[0]);
+            lines = ct != m.types.end() && ct->second.w.size() >= 2 ? ct->second.w[1] : 0;
+          }
+          s = lines * *ms;
+        }
         const uint32_t* off = member_decoration(m, type, k, DecOffset);
         packed += s;
         end = std::max<uint64_t>(end, off ? *off + s : packed);
@@ -264,7 +272,6 @@ void check_custom_module(const KernelSpec& s, const std::vector<uint32_t>& code,
   const int nargs = int(s.outputs.size() + s.inputs.size());
   const int nout = int(s.outputs.size());
   uint64_t shared = 0;
-  std::set<uint32_t> seen;
   for (auto [ptr, var] : m.variables) {
     auto pt = m.types.find(ptr);
     if (pt == m.types.end() || pt->second.op != OpTypePointer || pt->second.w.size() < 2) continue;
@@ -287,8 +294,7 @@ void check_custom_module(const KernelSpec& s, const std::vector<uint32_t>& code,
              "expected buffers only (storage buffers, SY_PARAMS), found ",
              "an image, sampler or other opaque resource at binding ", binding);
     const bool storage = sc == StorageBuffer || decoration(m, pointee, DecBufferBlock);
-    SY_CHECK(seen.insert(binding).second, op, "expected one block per binding, found binding ",
-             binding, " declared twice");
+    // (Several blocks may alias one binding: `float x[]` and `vec4 x4[]`.)
     if (binding == 5) {
       SY_CHECK(!storage, op,
                "expected binding 5 to be the parameter block (SY_PARAMS, a uniform block), found a "
