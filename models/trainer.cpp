@@ -12,6 +12,7 @@
 #include "checkpoint.h"
 #include "cnn.h"
 #include "mlp.h"
+#include "switchyard/backend/device.h"
 #include "switchyard/distributed.h"
 #include "switchyard/error.h"
 #include "switchyard/optim.h"
@@ -178,6 +179,13 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
   };
   const bool lead = rank == 0;  // reports, evaluates and saves
   double train_seconds = 0;
+  // Launches and kernel bytes of the steps after warm-up (the steps' own
+  // work: evaluation and checkpoints fall outside).
+  BackendDevice* counted = dp ? nullptr : &backend_of(dev);
+  uint64_t counted_steps = 0, step_launches = 0, step_bytes = 0;
+  r.step_launches.assign(size_t(kNumKernels), 0);
+  r.step_bytes.assign(size_t(kNumKernels), 0);
+  r.step_flops.assign(size_t(kNumKernels), 0);
   for (int e = r.first_epoch; e <= cfg.epochs; ++e) {
     auto t0 = clock::now();
     double loss_sum = 0;
@@ -185,12 +193,25 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
     model->train(true);
     for (const auto& batch : loader) {
       profile::Span step(profile::Track::step, "train step", &dev);
+      const bool count = counted && r.steps >= 2;
+      const Counters c0 = count ? counted->counters() : Counters{};
       Tensor x = dp ? batch.data : batch.data.to(dev, true), y = batch.target.to(dev, true);
       opt->zero_grad();
       Tensor loss = cross_entropy((*net)(x), y);
       loss.backward();
       opt->step();
       float l = loss.item();  // the step's single submission happens here
+      if (count) {
+        const Counters& c1 = counted->counters();
+        counted_steps++;
+        step_launches += c1.kernel_launches - c0.kernel_launches;
+        step_bytes += c1.kernel_bytes - c0.kernel_bytes;
+        for (size_t k = 0; k < size_t(kNumKernels); ++k) {
+          r.step_launches[k] += c1.launches_by_kernel[k] - c0.launches_by_kernel[k];
+          r.step_bytes[k] += c1.kernel_bytes_by_kernel[k] - c0.kernel_bytes_by_kernel[k];
+          r.step_flops[k] += c1.kernel_flops_by_kernel[k] - c0.kernel_flops_by_kernel[k];
+        }
+      }
       SY_CHECK(std::isfinite(l) || !cfg.stop_on_nonfinite, "train",
                "expected a finite loss, found ", l, " at epoch ", e, ", step ", bi + 1, " on ",
                dev.str(), ": training diverged (is the learning rate ", cfg.lr,
@@ -209,6 +230,10 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
       if (progress && lead) progress(e, bi, loader.num_batches(), loss_sum / double(seen));
     }
     if (dist) std::tie(loss_sum, seen) = global_mean(loss_sum, seen);
+    if (counted_steps) {
+      r.launches_per_step = double(step_launches) / double(counted_steps);
+      r.kernel_bytes_per_step = double(step_bytes) / double(counted_steps);
+    }
     double secs = std::chrono::duration<double>(clock::now() - t0).count();
     train_seconds += secs;
     r.train_samples += seen;

@@ -56,6 +56,13 @@ struct TrainResult {
   std::vector<float> first_losses;
   double train_samples_per_s = 0, test_acc = 0, final_loss = 0;
   int64_t train_samples = 0, steps = 0;
+  // Per training step after warm-up (the first two steps), on the training
+  // device (not measured for DataParallel): kernel launches and the bytes
+  // their arguments span (Counters::kernel_bytes).
+  double launches_per_step = 0, kernel_bytes_per_step = 0;
+  // The same steps per kernel (indexed by Kernel): launches, argument bytes
+  // and FLOPs, summed over the counted steps.
+  std::vector<uint64_t> step_launches, step_bytes, step_flops;
   int first_epoch = 1;                // > 1 when resumed
   std::string resumed_from;           // the checkpoint used
   std::vector<std::string> warnings;  // damaged checkpoints skipped on resume

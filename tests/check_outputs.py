@@ -195,6 +195,12 @@ def check_trace(exe, device, out):
     last = json.loads(p.stdout.strip().splitlines()[-1])
     launches = last["kernel_launches"]
     check(launches.get("gemm", 0) > 0, "gemm ran")
+    # Per step after warm-up: launches and the bytes the kernels' arguments
+    # span; per kernel, the achieved rates.
+    check(last["launches_per_step"] > 0 and last["kernel_mb_per_step"] > 0,
+          "launches and kernel bytes per step reported: %r" % last)
+    check("kernel rates on %s" % device in p.stdout and "GFLOP/s" in p.stdout,
+          "the per-kernel rates table is printed")
     xs = check_trace_file(path, device, launches)
     print("trace: %d slices, kernels match %d launches on %s" % (len(xs), sum(launches.values()), device))
 

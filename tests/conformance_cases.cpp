@@ -439,6 +439,9 @@ std::vector<Case> cases_for(Kernel k) {
     case Kernel::swap_axes:
     case Kernel::im2col:
     case Kernel::col2im:
+    case Kernel::conv2d:
+    case Kernel::conv2d_backward_input:
+    case Kernel::conv2d_backward_weight:
     case Kernel::max_pool2d:
     case Kernel::max_pool2d_backward:
     case Kernel::avg_pool2d:

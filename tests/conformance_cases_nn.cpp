@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Conformance cases of the layer kernels (conformance_util.h): swap_axes,
-// im2col and col2im over convolution geometries with every option, max and
+// im2col and col2im, the convolutions (forward, input and weight gradients) over geometries
+// with every option (groups, depthwise, bias, a fused ReLU, split weight
+// gradients, tiles past 128 rows), max and
 // average pooling forward and backward (ties, padding in the divisor or
 // not), batch norm's per-channel passes, and embedding's gather and its
 // ordered scatter-add.
@@ -17,13 +19,23 @@ using sy::Kernel;
 namespace conformance {
 namespace {
 
-// Convolution geometries: odd sizes, strides, padding, dilation, a kernel
-// as large as the image, 1x1 kernels, and the CNN's own shapes.
+// Convolution geometries: odd sizes, strides, padding, dilation, groups
+// (depthwise too), a kernel as large as the image, 1x1 kernels, the CNN's
+// own shapes, and more output channels than one GPU tile holds.
 struct ConvGeom {
   std::string name;
-  int64_t n, c, h, w, k0, k1, s0, s1, p0, p1, d0, d1, oh = 0, ow = 0;
+  int64_t n, c, h, w, oc, g, k0, k1, s0, s1, p0, p1, d0, d1, oh = 0, ow = 0;
   template <class P>
   P params() const {
+    P p{};
+    p.batch = n, p.channels = c, p.height = h, p.width = w, p.out_channels = oc, p.groups = g;
+    p.kernel[0] = k0, p.kernel[1] = k1, p.stride[0] = s0, p.stride[1] = s1;
+    p.padding[0] = p0, p.padding[1] = p1, p.dilation[0] = d0, p.dilation[1] = d1;
+    return p;
+  }
+  // The im2col lowering's params (no channel split: the whole input).
+  template <class P>
+  P cols_params() const {
     return P{.batch = n,
              .channels = c,
              .height = h,
@@ -35,18 +47,52 @@ struct ConvGeom {
              .out_h = oh,
              .out_w = ow};
   }
+  // x, weight and y element indices.
+  int64_t xi(int64_t s, int64_t ch, int64_t ih, int64_t iw) const {
+    return ((s * c + ch) * h + ih) * w + iw;
+  }
+  int64_t wi(int64_t o, int64_t ci, int64_t kh, int64_t kw) const {
+    return ((o * (c / g) + ci) * k0 + kh) * k1 + kw;
+  }
+  int64_t yi(int64_t s, int64_t o, int64_t y, int64_t x) const {
+    return ((s * oc + o) * oh + y) * ow + x;
+  }
+  // Every (y, x, w) triple of the convolution: f(y index, x index, w index,
+  // the flattened (sample, pixel) position), in the order of the sum.
+  template <class F>
+  void each_tap(F f) const {
+    const int64_t cg = c / g, ocg = oc / g;
+    for (int64_t s = 0; s < n; ++s)
+      for (int64_t o = 0; o < oc; ++o)
+        for (int64_t y = 0; y < oh; ++y)
+          for (int64_t x = 0; x < ow; ++x)
+            for (int64_t ci = 0; ci < cg; ++ci)
+              for (int64_t kh = 0; kh < k0; ++kh)
+                for (int64_t kw = 0; kw < k1; ++kw) {
+                  const int64_t ih = y * s0 - p0 + kh * d0, iw = x * s1 - p1 + kw * d1;
+                  if (ih < 0 || ih >= h || iw < 0 || iw >= w) continue;
+                  f(yi(s, o, y, x), xi(s, o / ocg * cg + ci, ih, iw), wi(o, ci, kh, kw),
+                    (s * oh + y) * ow + x);
+                }
+  }
 };
 std::vector<ConvGeom> conv_geometries() {
-  std::vector<ConvGeom> gs = {
-      {"", 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1},   {"", 2, 3, 7, 5, 3, 3, 1, 1, 1, 1, 1, 1},
-      {"", 3, 2, 9, 11, 3, 2, 2, 1, 0, 1, 1, 1},  {"", 2, 4, 10, 10, 3, 3, 1, 2, 2, 1, 2, 1},
-      {"", 1, 3, 28, 28, 5, 5, 1, 1, 2, 2, 1, 1}, {"", 4, 16, 14, 14, 3, 3, 1, 1, 1, 1, 1, 1},
-      {"", 2, 1, 5, 5, 5, 5, 1, 1, 0, 0, 1, 1},   {"", 1, 2, 4, 6, 1, 1, 2, 3, 0, 0, 1, 1}};
+  std::vector<ConvGeom> gs = {{"", 1, 1, 1, 1, 1, 1, 1, 1, 1, 1, 0, 0, 1, 1},
+                              {"", 2, 3, 7, 5, 4, 1, 3, 3, 1, 1, 1, 1, 1, 1},
+                              {"", 3, 2, 9, 11, 5, 1, 3, 2, 2, 1, 0, 1, 1, 1},
+                              {"", 2, 4, 10, 10, 6, 2, 3, 3, 1, 2, 2, 1, 2, 1},
+                              {"", 1, 3, 28, 28, 8, 1, 5, 5, 1, 1, 2, 2, 1, 1},
+                              {"", 4, 16, 14, 14, 32, 1, 3, 3, 1, 1, 1, 1, 1, 1},
+                              {"", 2, 1, 5, 5, 3, 1, 5, 5, 1, 1, 0, 0, 1, 1},
+                              {"", 1, 2, 4, 6, 4, 2, 1, 1, 2, 3, 0, 0, 1, 1},
+                              {"", 2, 6, 9, 9, 6, 6, 3, 3, 2, 2, 1, 1, 1, 1},
+                              {"", 2, 40, 8, 8, 130, 1, 3, 3, 1, 1, 1, 1, 1, 1}};
   for (auto& g : gs) {
     g.oh = (g.h + 2 * g.p0 - g.d0 * (g.k0 - 1) - 1) / g.s0 + 1;
     g.ow = (g.w + 2 * g.p1 - g.d1 * (g.k1 - 1) - 1) / g.s1 + 1;
-    g.name = sz({g.n, g.c, g.h, g.w}) + " k" + sz({g.k0, g.k1}) + " s" + sz({g.s0, g.s1}) + " p" +
-             sz({g.p0, g.p1}) + " d" + sz({g.d0, g.d1});
+    g.name = sz({g.n, g.c, g.h, g.w}) + " oc" + std::to_string(g.oc) + " g" + std::to_string(g.g) +
+             " k" + sz({g.k0, g.k1}) + " s" + sz({g.s0, g.s1}) + " p" + sz({g.p0, g.p1}) + " d" +
+             sz({g.d0, g.d1});
   }
   return gs;
 }
@@ -201,14 +247,70 @@ std::vector<Case> layer_cases(Kernel k) {
           auto x = random_vec(size_t(xn), 29);
           std::vector<double> e(size_t(rows * ncols), 0.0);
           each_tap([&](int64_t ci, int64_t xi) { e[size_t(ci)] = xi < 0 ? 0.0 : x[size_t(xi)]; });
-          cs.push_back(make(g.name, {outf(e), f32(x)}, g.params<sy::Im2colParams>()));
+          cs.push_back(make(g.name, {outf(e), f32(x)}, g.cols_params<sy::Im2colParams>()));
         } else {
           auto cols = random_vec(size_t(rows * ncols), 31);
           std::vector<double> e(size_t(xn), 0.0);
           each_tap([&](int64_t ci, int64_t xi) {
             if (xi >= 0) e[size_t(xi)] += cols[size_t(ci)];
           });
-          cs.push_back(make(g.name, {outf(e), f32(cols)}, g.params<sy::Col2imParams>()));
+          cs.push_back(make(g.name, {outf(e), f32(cols)}, g.cols_params<sy::Col2imParams>()));
+        }
+      }
+      break;
+    case Kernel::conv2d:
+    case Kernel::conv2d_backward_input:
+    case Kernel::conv2d_backward_weight:
+      for (const auto& g : conv_geometries()) {
+        const int64_t xn = g.n * g.c * g.h * g.w, yn = g.n * g.oc * g.oh * g.ow;
+        const int64_t ck = g.c / g.g * g.k0 * g.k1, wn = g.oc * ck;
+        auto x = random_vec(size_t(xn), 29), w = random_vec(size_t(wn), 30);
+        if (k == Kernel::conv2d) {
+          auto bias = random_vec(size_t(g.oc), 32);
+          // Plain; with the bias; with the bias and a fused ReLU.
+          for (int variant = 0; variant < 3; ++variant) {
+            std::vector<double> e(size_t(yn), 0.0);
+            g.each_tap([&](int64_t yi, int64_t xi, int64_t wi, int64_t) {
+              e[size_t(yi)] += double(x[size_t(xi)]) * w[size_t(wi)];
+            });
+            auto p = g.params<sy::Conv2dParams>();
+            p.has_bias = variant > 0;
+            p.act = variant == 2 ? sy::Unary::relu : sy::Unary::none;
+            if (p.has_bias)
+              for (int64_t i = 0; i < yn; ++i) {
+                double v = e[size_t(i)] + bias[size_t(i / (g.oh * g.ow) % g.oc)];
+                e[size_t(i)] = variant == 2 ? std::max(v, 0.0) : v;
+              }
+            const std::string name = g.name + (variant == 0   ? ""
+                                               : variant == 1 ? " +bias"
+                                                              : " +bias relu");
+            if (p.has_bias)
+              cs.push_back(make(name, {outf(e), f32(x), f32(w), f32(bias)}, p));
+            else
+              cs.push_back(make(name, {outf(e), f32(x), f32(w)}, p));
+          }
+        } else if (k == Kernel::conv2d_backward_input) {
+          auto dy = random_vec(size_t(yn), 31);
+          std::vector<double> e(size_t(xn), 0.0);
+          g.each_tap([&](int64_t yi, int64_t xi, int64_t wi, int64_t) {
+            e[size_t(xi)] += double(dy[size_t(yi)]) * w[size_t(wi)];
+          });
+          cs.push_back(
+              make(g.name, {outf(e), f32(dy), f32(w)}, g.params<sy::Conv2dBackwardInputParams>()));
+        } else {
+          auto dy = random_vec(size_t(yn), 31);
+          const int64_t total = g.n * g.oh * g.ow;
+          for (int64_t splits : {int64_t(1), int64_t(3)}) {
+            const int64_t len = (total + splits - 1) / splits;
+            std::vector<double> e(size_t(splits * wn), 0.0);
+            g.each_tap([&](int64_t yi, int64_t xi, int64_t wi, int64_t pos) {
+              e[size_t(pos / len * wn + wi)] += double(dy[size_t(yi)]) * x[size_t(xi)];
+            });
+            auto p = g.params<sy::Conv2dBackwardWeightParams>();
+            p.splits = splits;
+            cs.push_back(
+                make(g.name + " splits " + std::to_string(splits), {outf(e), f32(dy), f32(x)}, p));
+          }
         }
       }
       break;

@@ -55,7 +55,7 @@ inline std::string sz(std::initializer_list<int64_t> dims) {
   return s;
 }
 
-// Cases of swap_axes, im2col/col2im, the pooling and the per-channel kernels.
+// Cases of swap_axes, the convolutions, the pooling and the per-channel kernels.
 std::vector<Case> layer_cases(sy::Kernel k);
 
 }  // namespace conformance

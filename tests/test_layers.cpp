@@ -44,6 +44,12 @@ std::vector<double> conv_ref(const std::vector<float>& x, const std::vector<floa
 
 }  // namespace
 
+// Restores the process's conv2d lowering when a test that switches it ends.
+struct AlgorithmGuard {
+  sy::ConvAlgorithm was = sy::conv_algorithm();
+  ~AlgorithmGuard() { sy::set_conv_algorithm(was); }
+};
+
 TEST_P(OnDevice, Conv2dMatchesDirectConvolution) {
   struct Case {
     int64_t N, C, H, W, OC, K0, K1;
@@ -51,28 +57,33 @@ TEST_P(OnDevice, Conv2dMatchesDirectConvolution) {
     int64_t G;
     bool bias;
   };
-  // Below, at and above the GEMM tiles (64), odd sizes, every option.
-  for (const Case& c : std::vector<Case>{{2, 3, 7, 9, 5, 3, 3, 1, 1, 1, 1, true},
-                                         {3, 16, 14, 14, 64, 3, 3, 1, 1, 1, 1, false},
-                                         {2, 5, 13, 11, 70, 3, 2, {2, 1}, {0, 1}, 1, 1, true},
-                                         {1, 4, 10, 12, 6, 3, 3, 2, 2, {2, 1}, 2, true},
-                                         {4, 6, 9, 9, 6, 1, 1, 1, 0, 1, 6, true},
-                                         {1, 1, 28, 28, 32, 5, 5, 1, 2, 1, 1, false},
-                                         // 150 samples of 900 KiB of im2col: in 3 chunks
-                                         {150, 64, 12, 12, 4, 5, 5, 1, 2, 1, 1, true}}) {
-    SCOPED_TRACE(testing::Message() << "C=" << c.C << " OC=" << c.OC << " G=" << c.G);
-    auto xv = random_vec(size_t(c.N * c.C * c.H * c.W), 51);
-    auto wv = random_vec(size_t(c.OC * c.C / c.G * c.K0 * c.K1), 52);
-    auto bv = c.bias ? random_vec(size_t(c.OC), 53) : std::vector<float>{};
-    int64_t OH, OW;
-    auto ref =
-        conv_ref(xv, wv, bv, c.N, c.C, c.H, c.W, c.OC, c.K0, c.K1, c.s, c.p, c.dl, c.G, OH, OW);
-    Tensor x = sy::from_vector(xv, {c.N, c.C, c.H, c.W}, D());
-    Tensor w = sy::from_vector(wv, {c.OC, c.C / c.G, c.K0, c.K1}, D());
-    Tensor b = c.bias ? sy::from_vector(bv, {c.OC}, D()) : Tensor();
-    Tensor y = sy::conv2d(x, w, b, c.s, c.p, c.dl, c.G);
-    ASSERT_EQ(y.shape(), (sy::Shape{c.N, c.OC, OH, OW}));
-    EXPECT_LT(nse(y.to_vector<float>(), ref), 1e-10);
+  // Both lowerings (ops.h's ConvAlgorithm).
+  AlgorithmGuard guard;
+  for (sy::ConvAlgorithm alg : {sy::ConvAlgorithm::im2col, sy::ConvAlgorithm::implicit_gemm}) {
+    sy::set_conv_algorithm(alg);
+    // Below, at and above the GEMM tiles (64), odd sizes, every option.
+    for (const Case& c : std::vector<Case>{{2, 3, 7, 9, 5, 3, 3, 1, 1, 1, 1, true},
+                                           {3, 16, 14, 14, 64, 3, 3, 1, 1, 1, 1, false},
+                                           {2, 5, 13, 11, 70, 3, 2, {2, 1}, {0, 1}, 1, 1, true},
+                                           {1, 4, 10, 12, 6, 3, 3, 2, 2, {2, 1}, 2, true},
+                                           {4, 6, 9, 9, 6, 1, 1, 1, 0, 1, 6, true},
+                                           {1, 1, 28, 28, 32, 5, 5, 1, 2, 1, 1, false},
+                                           // a large batch of many channels, 5x5, padded
+                                           {150, 64, 12, 12, 4, 5, 5, 1, 2, 1, 1, true}}) {
+      SCOPED_TRACE(testing::Message() << "C=" << c.C << " OC=" << c.OC << " G=" << c.G);
+      auto xv = random_vec(size_t(c.N * c.C * c.H * c.W), 51);
+      auto wv = random_vec(size_t(c.OC * c.C / c.G * c.K0 * c.K1), 52);
+      auto bv = c.bias ? random_vec(size_t(c.OC), 53) : std::vector<float>{};
+      int64_t OH, OW;
+      auto ref =
+          conv_ref(xv, wv, bv, c.N, c.C, c.H, c.W, c.OC, c.K0, c.K1, c.s, c.p, c.dl, c.G, OH, OW);
+      Tensor x = sy::from_vector(xv, {c.N, c.C, c.H, c.W}, D());
+      Tensor w = sy::from_vector(wv, {c.OC, c.C / c.G, c.K0, c.K1}, D());
+      Tensor b = c.bias ? sy::from_vector(bv, {c.OC}, D()) : Tensor();
+      Tensor y = sy::conv2d(x, w, b, c.s, c.p, c.dl, c.G);
+      ASSERT_EQ(y.shape(), (sy::Shape{c.N, c.OC, OH, OW}));
+      EXPECT_LT(nse(y.to_vector<float>(), ref), 1e-10);
+    }
   }
   Tensor x = sy::zeros({2, 4, 5, 5}, D());
   expect_error(
@@ -108,41 +119,45 @@ TEST_P(OnDevice, Conv2dMatchesDirectConvolution) {
 }
 
 // The weight and input gradients against their definitions in double: a
-// batch whose weight gradient splits K (N*OH*OW = 4096: two batched
-// products), and one that runs in chunks (150 samples of 900 KiB of im2col).
+// batch whose weight gradient is 4 partial sums (N*OH*OW = 4096), and a
+// large batch of many channels (150 samples of 64 channels: 22 sums).
 TEST_P(OnDevice, Conv2dGradientsMatchTheDirectFormula) {
   struct Case {
     int64_t N, C, H, OC, K, p;
   };
-  for (const Case& c : {Case{4, 3, 32, 8, 3, 1}, Case{150, 64, 12, 4, 5, 2}}) {
-    SCOPED_TRACE(testing::Message() << "N=" << c.N << " C=" << c.C);
-    const int64_t H = c.H, O = H + 2 * c.p - c.K + 1;
-    auto xv = random_vec(size_t(c.N * c.C * H * H), 81);
-    auto wv = random_vec(size_t(c.OC * c.C * c.K * c.K), 82);
-    auto gv = random_vec(size_t(c.N * c.OC * O * O), 83);
-    Tensor x = sy::from_vector(xv, {c.N, c.C, H, H}, D()).requires_grad_();
-    Tensor w = sy::from_vector(wv, {c.OC, c.C, c.K, c.K}, D()).requires_grad_();
-    sy::sum(sy::conv2d(x, w, Tensor(), 1, c.p) * sy::from_vector(gv, {c.N, c.OC, O, O}, D()))
-        .backward();
-    std::vector<double> dw(wv.size(), 0.0), dx(xv.size(), 0.0);
-    for (int64_t n = 0; n < c.N; ++n)
-      for (int64_t o = 0; o < c.OC; ++o)
-        for (int64_t i = 0; i < O; ++i)
-          for (int64_t j = 0; j < O; ++j) {
-            const double g = gv[size_t(((n * c.OC + o) * O + i) * O + j)];
-            for (int64_t ci = 0; ci < c.C; ++ci)
-              for (int64_t kh = 0; kh < c.K; ++kh)
-                for (int64_t kw = 0; kw < c.K; ++kw) {
-                  const int64_t ih = i - c.p + kh, iw = j - c.p + kw;
-                  if (ih < 0 || ih >= H || iw < 0 || iw >= H) continue;
-                  const size_t xi = size_t(((n * c.C + ci) * H + ih) * H + iw);
-                  const size_t wi = size_t(((o * c.C + ci) * c.K + kh) * c.K + kw);
-                  dw[wi] += g * xv[xi];
-                  dx[xi] += g * wv[wi];
-                }
-          }
-    EXPECT_LT(nse(w.grad().to_vector<float>(), dw), 1e-10);
-    EXPECT_LT(nse(x.grad().to_vector<float>(), dx), 1e-10);
+  AlgorithmGuard guard;
+  for (sy::ConvAlgorithm alg : {sy::ConvAlgorithm::im2col, sy::ConvAlgorithm::implicit_gemm}) {
+    sy::set_conv_algorithm(alg);
+    for (const Case& c : {Case{4, 3, 32, 8, 3, 1}, Case{150, 64, 12, 4, 5, 2}}) {
+      SCOPED_TRACE(testing::Message() << "N=" << c.N << " C=" << c.C);
+      const int64_t H = c.H, O = H + 2 * c.p - c.K + 1;
+      auto xv = random_vec(size_t(c.N * c.C * H * H), 81);
+      auto wv = random_vec(size_t(c.OC * c.C * c.K * c.K), 82);
+      auto gv = random_vec(size_t(c.N * c.OC * O * O), 83);
+      Tensor x = sy::from_vector(xv, {c.N, c.C, H, H}, D()).requires_grad_();
+      Tensor w = sy::from_vector(wv, {c.OC, c.C, c.K, c.K}, D()).requires_grad_();
+      sy::sum(sy::conv2d(x, w, Tensor(), 1, c.p) * sy::from_vector(gv, {c.N, c.OC, O, O}, D()))
+          .backward();
+      std::vector<double> dw(wv.size(), 0.0), dx(xv.size(), 0.0);
+      for (int64_t n = 0; n < c.N; ++n)
+        for (int64_t o = 0; o < c.OC; ++o)
+          for (int64_t i = 0; i < O; ++i)
+            for (int64_t j = 0; j < O; ++j) {
+              const double g = gv[size_t(((n * c.OC + o) * O + i) * O + j)];
+              for (int64_t ci = 0; ci < c.C; ++ci)
+                for (int64_t kh = 0; kh < c.K; ++kh)
+                  for (int64_t kw = 0; kw < c.K; ++kw) {
+                    const int64_t ih = i - c.p + kh, iw = j - c.p + kw;
+                    if (ih < 0 || ih >= H || iw < 0 || iw >= H) continue;
+                    const size_t xi = size_t(((n * c.C + ci) * H + ih) * H + iw);
+                    const size_t wi = size_t(((o * c.C + ci) * c.K + kh) * c.K + kw);
+                    dw[wi] += g * xv[xi];
+                    dx[xi] += g * wv[wi];
+                  }
+            }
+      EXPECT_LT(nse(w.grad().to_vector<float>(), dw), 1e-10);
+      EXPECT_LT(nse(x.grad().to_vector<float>(), dx), 1e-10);
+    }
   }
 }
 

@@ -766,7 +766,13 @@ TEST_P(OnDevice, KernelTableEveryKernelIsReachedByTheOps) {
   // Convolution, pooling, batch norm, bmm and embedding, forward and backward.
   Tensor img = sy::rand({2, 2, 6, 6}, D()).requires_grad_();
   Tensor k = sy::randn({4, 2, 3, 3}, D()).requires_grad_();
-  Tensor c = sy::conv2d(img, k, sy::ones({4}, D()), 1, 1);
+  // Both lowerings of conv2d (ops.h's ConvAlgorithm), the default's last.
+  const sy::ConvAlgorithm was = sy::conv_algorithm();
+  sy::set_conv_algorithm(sy::ConvAlgorithm::implicit_gemm);
+  Tensor c0 = sy::conv2d(img, k, sy::ones({4}, D()), 1, 1);
+  sy::set_conv_algorithm(sy::ConvAlgorithm::im2col);
+  Tensor c = sy::conv2d(img, k, sy::ones({4}, D()), 1, 1) + c0;
+  sy::set_conv_algorithm(was);
   Tensor p = sy::max_pool2d(c, 2) + sy::avg_pool2d(c, 2);
   Tensor q = sy::bmm(p.reshape({8, 3, 3}), p.reshape({8, 3, 3}));
   loss = loss + sy::sum(sy::batch_norm(q.reshape({2, 4, 9}), Tensor(), Tensor(), Tensor(), Tensor(),

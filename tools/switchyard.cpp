@@ -101,6 +101,40 @@ struct ProcessGroup {
   }
 };
 
+// Per kernel of `dev`'s profile rows: bytes its arguments span and FLOPs
+// per launch (the training steps after warm-up, TrainResult), and the
+// achieved GB/s and GFLOP/s over the device time the profile measured.
+std::string kernel_rates(const std::vector<sy::profile::Event>& events, sy::BackendDevice& dev,
+                         const sy::models::TrainResult& t) {
+  const sy::profile::Summary s = sy::profile::summarize(events);
+  if (t.step_launches.size() != size_t(sy::kNumKernels)) return "";
+  std::string out = "kernel rates on " + dev.str() +
+                    " per launch in a training step (bytes its arguments span, FLOPs) and achieved"
+                    " over its device time\n";
+  char line[256];
+  std::snprintf(line, sizeof line, "%-24s %9s %12s %12s %10s %10s\n", "name", "launches",
+                "MB/launch", "MFLOP/launch", "GB/s", "GFLOP/s");
+  out += line;
+  for (const auto& r : s.rows) {
+    if (r.device != dev.str() || r.track != sy::profile::Track::kernel || r.total_ms <= 0) continue;
+    for (size_t k = 0; k < size_t(sy::kNumKernels); ++k) {
+      if (r.name != sy::kernel_name(sy::Kernel(k))) continue;
+      const uint64_t n = t.step_launches[k];
+      if (n == 0) break;
+      const double bytes = double(t.step_bytes[k]) / double(n);
+      const double flops = double(t.step_flops[k]) / double(n);
+      const double secs = r.total_ms * 1e-3 / double(r.count);  // per launch
+      char gf[32] = "-";
+      if (flops > 0) std::snprintf(gf, sizeof gf, "%.2f", flops / secs * 1e-9);
+      std::snprintf(line, sizeof line, "%-24s %9llu %12.3f %12.1f %10.2f %10s\n", r.name.c_str(),
+                    (unsigned long long)n, bytes * 1e-6, flops * 1e-6, bytes / secs * 1e-9, gf);
+      out += line;
+      break;
+    }
+  }
+  return out;
+}
+
 int cmd_train(TrainFlags& f) {
   sy::models::TrainConfig& cfg = f.cfg;
   ProcessGroup group(cfg.distributed);
@@ -181,6 +215,11 @@ int cmd_train(TrainFlags& f) {
     for (size_t k = 0; k < size_t(sy::kNumKernels); ++k)
       if (uint64_t n = dev.counters().launches_by_kernel[k] - before.launches_by_kernel[k])
         launches[sy::kernel_name(sy::Kernel(k))] = n;
+    // What each kernel moved and computed in a step against its device time
+    // in the steps: achieved GB/s and GFLOP/s, to hold against the device's
+    // ceilings (`switchyard bench --ops gemm,elementwise`).
+    std::fprintf(table, "%s", kernel_rates(events, dev, r).c_str());
+    std::fflush(table);
   }
   nlohmann::ordered_json line = {{"device", r.device},
                                  {"model", cfg.model},
@@ -193,6 +232,8 @@ int cmd_train(TrainFlags& f) {
                                  {"train_samples_per_s", rounded(r.train_samples_per_s, 1)},
                                  {"test_acc", rounded(r.test_acc, 4)},
                                  {"final_loss", rounded(r.final_loss, 6)},
+                                 {"launches_per_step", rounded(r.launches_per_step, 1)},
+                                 {"kernel_mb_per_step", rounded(r.kernel_bytes_per_step / 1e6, 2)},
                                  {"peak_rss_mb", rounded(peak_rss_mb(), 1)},
                                  {"world_size", r.world_size},
                                  {"devices", r.devices}};

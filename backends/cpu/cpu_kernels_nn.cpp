@@ -5,7 +5,9 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <vector>
 
+#include "cpu_kernels.h"
 #include "switchyard/error.h"
 #include "thread_pool.h"
 
@@ -115,6 +117,209 @@ void run(const Col2imParams& p, void* const* a) {
             for (int64_t ow = rw.lo; ow < rw.hi; ++ow) plane[base + ow * p.stride[1]] += s[ow];
           }
         }
+    }
+  });
+}
+
+// ---- convolution ---------------------------------------------------------------
+// Each kernel works on chunks of samples of one group at a time: the
+// chunk's im2col matrix (Cg*KH*KW x S*OH*OW, in a thread's scratch, a few
+// hundred KB) and one single-threaded GEMM on it, the tasks spread over the
+// pool. Nothing of the expansion reaches the device's memory, and each
+// output element is written by one task in a fixed order (deterministic).
+
+namespace {
+
+struct ConvGeom {
+  int64_t N, C, H, W, OC, G, Cg, OCg, K0, K1, s0, s1, p0, p1, d0, d1, OH, OW, P, CKg;
+  template <class Pm>
+  explicit ConvGeom(const Pm& p)
+      : N(p.batch),
+        C(p.channels),
+        H(p.height),
+        W(p.width),
+        OC(p.out_channels),
+        G(p.groups),
+        Cg(C / G),
+        OCg(OC / G),
+        K0(p.kernel[0]),
+        K1(p.kernel[1]),
+        s0(p.stride[0]),
+        s1(p.stride[1]),
+        p0(p.padding[0]),
+        p1(p.padding[1]),
+        d0(p.dilation[0]),
+        d1(p.dilation[1]),
+        OH(conv_out_size(H, K0, s0, p0, d0)),
+        OW(conv_out_size(W, K1, s1, p1, d1)),
+        P(OH * OW),
+        CKg(Cg * K0 * K1) {}
+  // Samples per chunk: at least 512 GEMM columns (a GEMM narrower than that
+  // runs well below the BLAS's speed), at most the batch.
+  int64_t chunk() const {
+    return std::clamp<int64_t>((512 + P - 1) / std::max<int64_t>(P, 1), 1, N);
+  }
+};
+
+// A thread's scratch, grown on demand and kept (the pool's threads live on).
+float* scratch(int which, size_t floats) {
+  thread_local std::vector<float> buf[3];
+  if (buf[which].size() < floats) buf[which].resize(floats);
+  return buf[which].data();
+}
+
+// cols (CKg, S*P) = im2col of samples [n0, n0 + S) of group grp.
+void im2col_chunk(const ConvGeom& g, const float* x, int64_t n0, int64_t S, int64_t grp,
+                  float* cols) {
+  const int64_t ncols = S * g.P;
+  for (int64_t row = 0; row < g.CKg; ++row) {
+    const int64_t c = row / (g.K0 * g.K1), kh = row / g.K1 % g.K0, kw = row % g.K1;
+    const TapRange rw = tap_range(g.W, g.OW, g.s1, g.p1, kw * g.d1);
+    for (int64_t n = 0; n < S; ++n) {
+      float* dst = cols + row * ncols + n * g.P;
+      const float* plane = x + ((n0 + n) * g.C + grp * g.Cg + c) * g.H * g.W;
+      for (int64_t oh = 0; oh < g.OH; ++oh, dst += g.OW) {
+        const int64_t ih = oh * g.s0 - g.p0 + kh * g.d0;
+        if (ih < 0 || ih >= g.H) {
+          std::fill_n(dst, g.OW, 0.f);
+          continue;
+        }
+        const int64_t base = ih * g.W - g.p1 + kw * g.d1;
+        std::fill_n(dst, rw.lo, 0.f);
+        if (g.s1 == 1 && rw.hi > rw.lo)
+          std::memcpy(dst + rw.lo, plane + base + rw.lo, size_t(rw.hi - rw.lo) * 4);
+        else
+          for (int64_t ow = rw.lo; ow < rw.hi; ++ow) dst[ow] = plane[base + ow * g.s1];
+        std::fill(dst + rw.hi, dst + g.OW, 0.f);
+      }
+    }
+  }
+}
+
+// The adjoint: dx's planes of samples [n0, n0 + S), group grp = the sum of
+// the cols (CKg, S*P) entries that read them, taps in a fixed order.
+void col2im_chunk(const ConvGeom& g, const float* cols, int64_t n0, int64_t S, int64_t grp,
+                  float* dx) {
+  const int64_t ncols = S * g.P;
+  for (int64_t n = 0; n < S; ++n)
+    for (int64_t c = 0; c < g.Cg; ++c) {
+      float* plane = dx + ((n0 + n) * g.C + grp * g.Cg + c) * g.H * g.W;
+      std::fill_n(plane, g.H * g.W, 0.f);
+      for (int64_t kh = 0; kh < g.K0; ++kh)
+        for (int64_t kw = 0; kw < g.K1; ++kw) {
+          const float* src = cols + ((c * g.K0 + kh) * g.K1 + kw) * ncols + n * g.P;
+          const TapRange rh = tap_range(g.H, g.OH, g.s0, g.p0, kh * g.d0);
+          const TapRange rw = tap_range(g.W, g.OW, g.s1, g.p1, kw * g.d1);
+          for (int64_t oh = rh.lo; oh < rh.hi; ++oh) {
+            const int64_t base = (oh * g.s0 - g.p0 + kh * g.d0) * g.W - g.p1 + kw * g.d1;
+            const float* s = src + oh * g.OW;
+            for (int64_t ow = rw.lo; ow < rw.hi; ++ow) plane[base + ow * g.s1] += s[ow];
+          }
+        }
+    }
+}
+
+// dy's rows of group grp for samples [n0, n0 + S), as one (OCg, S*P) matrix.
+void gather_dy(const ConvGeom& g, const float* dy, int64_t n0, int64_t S, int64_t grp, float* out) {
+  for (int64_t m = 0; m < g.OCg; ++m)
+    for (int64_t n = 0; n < S; ++n)
+      std::memcpy(out + (m * S + n) * g.P, dy + ((n0 + n) * g.OC + grp * g.OCg + m) * g.P,
+                  size_t(g.P) * 4);
+}
+
+void check_blas_sizes(const char* op, const ConvGeom& g) {
+  SY_CHECK(g.CKg <= INT32_MAX && g.N * g.P <= INT32_MAX && g.OCg <= INT32_MAX, op,
+           "expected GEMM dimensions below 2^31 on the CPU (BLAS takes int), found ", g.OCg, " x ",
+           g.N * g.P, " x ", g.CKg);
+}
+
+}  // namespace
+
+void run(const Conv2dParams& p, void* const* a) {
+  const ConvGeom g(p);
+  check_blas_sizes("conv2d", g);
+  float* y = as<float>(a[0]);
+  const float* x = as<const float>(a[1]);
+  const float* w = as<const float>(a[2]);
+  const float* bias = p.has_bias ? as<const float>(a[3]) : nullptr;
+  const int64_t S = g.chunk(), chunks = (g.N + S - 1) / S;
+  pool().parallel_for(chunks * g.G, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t grp = t % g.G, n0 = t / g.G * S, s = std::min(S, g.N - n0);
+      float* cols = scratch(0, size_t(g.CKg * s * g.P));
+      float* out = scratch(1, size_t(g.OCg * s * g.P));
+      im2col_chunk(g, x, n0, s, grp, cols);
+      gemm(false, false, g.OCg, s * g.P, g.CKg, 0, 0, 1.f, w + grp * g.OCg * g.CKg, cols, nullptr,
+           out);
+      for (int64_t m = 0; m < g.OCg; ++m) {
+        const float b = bias ? bias[grp * g.OCg + m] : 0.f;
+        for (int64_t n = 0; n < s; ++n) {
+          const float* src = out + (m * s + n) * g.P;
+          float* dst = y + ((n0 + n) * g.OC + grp * g.OCg + m) * g.P;
+          for (int64_t i = 0; i < g.P; ++i) dst[i] = unary_apply(p.act, src[i] + b);
+        }
+      }
+    }
+  });
+}
+
+void run(const Conv2dBackwardInputParams& p, void* const* a) {
+  const ConvGeom g(p);
+  check_blas_sizes("conv2d_backward_input", g);
+  float* dx = as<float>(a[0]);
+  const float* dy = as<const float>(a[1]);
+  const float* w = as<const float>(a[2]);
+  const int64_t S = g.chunk(), chunks = (g.N + S - 1) / S;
+  pool().parallel_for(chunks * g.G, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t grp = t % g.G, n0 = t / g.G * S, s = std::min(S, g.N - n0);
+      float* dyc = scratch(0, size_t(g.OCg * s * g.P));
+      float* dcols = scratch(1, size_t(g.CKg * s * g.P));
+      gather_dy(g, dy, n0, s, grp, dyc);
+      // dcols (CKg, s*P) = W_g^T dy_g: W_g is stored (OCg, CKg).
+      gemm(true, false, g.CKg, s * g.P, g.OCg, 0, 0, 1.f, w + grp * g.OCg * g.CKg, dyc, nullptr,
+           dcols);
+      col2im_chunk(g, dcols, n0, s, grp, dx);
+    }
+  });
+}
+
+void run(const Conv2dBackwardWeightParams& p, void* const* a) {
+  const ConvGeom g(p);
+  check_blas_sizes("conv2d_backward_weight", g);
+  float* out = as<float>(a[0]);
+  const float* dy = as<const float>(a[1]);
+  const float* x = as<const float>(a[2]);
+  const int64_t total = g.N * g.P, splits = std::max<int64_t>(p.splits, 1);
+  const int64_t len = (total + splits - 1) / splits, S = g.chunk();
+  // One task per (split, group): its positions [begin, end) in chunks of
+  // samples, in order; the first chunk writes, the others add.
+  pool().parallel_for(splits * g.G, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t grp = t % g.G, sp = t / g.G;
+      const int64_t begin = std::min(total, sp * len), end = std::min(total, begin + len);
+      float* dst = out + (sp * g.OC + grp * g.OCg) * g.CKg;
+      if (begin == end) {
+        std::fill_n(dst, g.OCg * g.CKg, 0.f);
+        continue;
+      }
+      bool first = true;
+      for (int64_t n0 = begin / g.P; n0 * g.P < end; n0 += S) {
+        const int64_t s = std::min(S, g.N - n0);
+        const int64_t c0 = std::max(begin, n0 * g.P) - n0 * g.P;
+        const int64_t c1 = std::min(end, (n0 + s) * g.P) - n0 * g.P;
+        float* cols = scratch(0, size_t(g.CKg * s * g.P));
+        float* dyc = scratch(1, size_t(g.OCg * s * g.P));
+        im2col_chunk(g, x, n0, s, grp, cols);
+        gather_dy(g, dy, n0, s, grp, dyc);
+        // (OCg, CKg) = dyc[:, c0:c1] cols[:, c0:c1]^T
+        float* part = first ? dst : scratch(2, size_t(g.OCg * g.CKg));
+        gemm(false, true, g.OCg, g.CKg, c1 - c0, s * g.P, s * g.P, 1.f, dyc + c0, cols + c0,
+             nullptr, part);
+        if (!first)
+          for (int64_t i = 0; i < g.OCg * g.CKg; ++i) dst[i] += part[i];
+        first = false;
+      }
     }
   });
 }

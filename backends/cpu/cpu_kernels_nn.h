@@ -1,7 +1,7 @@
 // SPDX-License-Identifier: MIT
-// The CPU's layer kernels (cpu_kernels_nn.cpp): layout passes, im2col and
-// col2im, pooling, batch norm's per-channel passes and embedding. Declared
-// here so that cpu_kernels.cpp's table dispatch finds them with the rest.
+// The CPU's layer kernels (cpu_kernels_nn.cpp): layout passes, the
+// convolutions (and im2col, col2im), pooling, batch norm's per-channel passes and embedding.
+// Declared here so that cpu_kernels.cpp's table dispatch finds them with the rest.
 #pragma once
 #include "switchyard/backend/kernels.h"
 
@@ -10,6 +10,9 @@ namespace switchyard::cpu_impl {
 void run(const SwapAxesParams& p, void* const* a);
 void run(const Im2colParams& p, void* const* a);
 void run(const Col2imParams& p, void* const* a);
+void run(const Conv2dParams& p, void* const* a);
+void run(const Conv2dBackwardInputParams& p, void* const* a);
+void run(const Conv2dBackwardWeightParams& p, void* const* a);
 void run(const ChannelStatsParams& p, void* const* a);
 void run(const ChannelSumsParams& p, void* const* a);
 void run(const EmbeddingParams& p, void* const* a);

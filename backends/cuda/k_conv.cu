@@ -3,10 +3,14 @@
 //
 // swap_axes: out[o, j, i, e] = in[o, i, j, e] over (outer, a, b, inner)
 //   32-bit elements; one grid-stride pass over the output.
-// im2col: the convolution's GEMM operand, cols[(c, kh, kw), (n, oh, ow)];
+// im2col: the im2col lowering's GEMM operand, cols[(c, kh, kw), (n, oh, ow)];
 //   one grid-stride pass over cols (consecutive threads, consecutive ow).
 // col2im: its adjoint; one thread per dx element gathers its taps in a fixed
 //   order, so the input gradient is the same every run (no atomics).
+// conv2d, conv2d_backward_input, conv2d_backward_weight: implicit GEMMs per
+//   group (and split), read in place (conv_gemm_k below): 64x64 tiles of
+//   the product, K in steps of 16 through shared memory, 256 threads of 4x4
+//   accumulators; each output element is one thread's sum in a fixed order.
 // max_pool2d / avg_pool2d: one thread per output element (max_pool2d's
 //   indices follow its maxima in the one output buffer).
 // *_pool2d_backward: one thread per dx element, gathering the windows that
@@ -63,6 +67,149 @@ __global__ void col2im_k(float* dx, const float* cols, Geom g, int64_t total) {
     }
     dx[k] = s;
   }
+}
+
+// ---- convolution as implicit GEMM ----------------------------------------------
+
+// Its geometry, decoded once on the host (see backend/kernels.h).
+struct ConvG {
+  int64_t n, c, h, w, oc, g, cg, ocg, k0, k1, kk, s0, s1, p0, p1, d0, d1, oh, ow, p, hw;
+  int64_t splits;
+};
+template <class Pm>
+ConvG conv_g(const Pm& q) {
+  ConvG g{};
+  g.n = q.batch, g.c = q.channels, g.h = q.height, g.w = q.width, g.oc = q.out_channels;
+  g.g = q.groups, g.cg = g.c / g.g, g.ocg = g.oc / g.g, g.k0 = q.kernel[0], g.k1 = q.kernel[1];
+  g.kk = g.k0 * g.k1, g.s0 = q.stride[0], g.s1 = q.stride[1], g.p0 = q.padding[0];
+  g.p1 = q.padding[1], g.d0 = q.dilation[0], g.d1 = q.dilation[1];
+  g.oh = conv_out_size(g.h, g.k0, g.s0, g.p0, g.d0);
+  g.ow = conv_out_size(g.w, g.k1, g.s1, g.p1, g.d1);
+  g.p = g.oh * g.ow, g.hw = g.h * g.w, g.splits = 1;
+  return g;
+}
+
+constexpr int kConvTile = 64, kConvK = 16;  // 256 threads: 16 x 16 of 4 x 4
+
+// The product's sizes for mode 0 (forward), 1 (input), 2 (weight; K per split).
+__host__ __device__ inline void conv_mnk(int mode, const ConvG& g, int64_t& M, int64_t& N,
+                                         int64_t& K) {
+  if (mode == 0) {
+    M = g.ocg, N = g.n * g.p, K = g.cg * g.kk;
+  } else if (mode == 1) {
+    M = g.cg, N = g.n * g.hw, K = g.ocg * g.kk;
+  } else {
+    M = g.ocg, N = g.cg * g.kk, K = (g.n * g.p + g.splits - 1) / g.splits;
+  }
+}
+
+// A (m, k) and B (k, n) of group grp, split sp, as conv_gemm.glsl documents.
+template <int Mode>
+__device__ inline float conv_a(const ConvG& g, const float* w, const float* dy, int64_t grp,
+                               int64_t kbeg, int64_t m, int64_t k) {
+  if (Mode == 0) return w[(grp * g.ocg + m) * g.cg * g.kk + k];
+  if (Mode == 1) {
+    int64_t oc = k / g.kk, t = k - oc * g.kk;
+    return w[((grp * g.ocg + oc) * g.cg + m) * g.kk + t];
+  }
+  int64_t kg = kbeg + k, s = kg / g.p, pix = kg - s * g.p;
+  return dy[(s * g.oc + grp * g.ocg + m) * g.p + pix];
+}
+template <int Mode>
+__device__ inline float conv_b(const ConvG& g, const float* x, const float* dy, int64_t grp,
+                               int64_t kbeg, int64_t k, int64_t n) {
+  if (Mode == 0) {
+    int64_t c = k / g.kk, t = k - c * g.kk, kh = t / g.k1, kw = t - kh * g.k1;
+    int64_t s = n / g.p, pix = n - s * g.p, oh = pix / g.ow, ow = pix - oh * g.ow;
+    int64_t ih = oh * g.s0 - g.p0 + kh * g.d0, iw = ow * g.s1 - g.p1 + kw * g.d1;
+    if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) return 0.f;
+    return x[((s * g.c + grp * g.cg + c) * g.h + ih) * g.w + iw];
+  }
+  if (Mode == 1) {
+    int64_t oc = k / g.kk, t = k - oc * g.kk, kh = t / g.k1, kw = t - kh * g.k1;
+    int64_t s = n / g.hw, pix = n - s * g.hw, h = pix / g.w, wc = pix - h * g.w;
+    int64_t th = h + g.p0 - kh * g.d0, tw = wc + g.p1 - kw * g.d1;
+    if (th < 0 || tw < 0 || th % g.s0 != 0 || tw % g.s1 != 0) return 0.f;
+    int64_t oh = th / g.s0, ow = tw / g.s1;
+    if (oh >= g.oh || ow >= g.ow) return 0.f;
+    return dy[((s * g.oc + grp * g.ocg + oc) * g.oh + oh) * g.ow + ow];
+  }
+  int64_t kg = kbeg + k, s = kg / g.p, pix = kg - s * g.p, oh = pix / g.ow, ow = pix - oh * g.ow;
+  int64_t c = n / g.kk, t = n - c * g.kk, kh = t / g.k1, kw = t - kh * g.k1;
+  int64_t ih = oh * g.s0 - g.p0 + kh * g.d0, iw = ow * g.s1 - g.p1 + kw * g.d1;
+  if (ih < 0 || ih >= g.h || iw < 0 || iw >= g.w) return 0.f;
+  return x[((s * g.c + grp * g.cg + c) * g.h + ih) * g.w + iw];
+}
+
+// out: y (mode 0), dx (1) or the weight partials (2). in0/in1: x, w (0);
+// dy, w (1); dy, x (2). Grid (N tiles, M tiles, groups [x splits]).
+template <int Mode>
+__global__ void conv_gemm_k(float* out, const float* in0, const float* in1, const float* bias,
+                            ConvG g, Unary act) {
+  __shared__ float As[kConvK][kConvTile + 4];  // [k][m]
+  __shared__ float Bs[kConvK][kConvTile + 4];  // [k][n]
+  const float* x = Mode == 0 ? in0 : (Mode == 2 ? in1 : nullptr);
+  const float* w = Mode == 2 ? nullptr : in1;
+  const float* dy = Mode == 0 ? nullptr : in0;
+  int64_t M, N, K;
+  conv_mnk(Mode, g, M, N, K);
+  const int64_t grp = int64_t(blockIdx.z) % g.g, sp = int64_t(blockIdx.z) / g.g;
+  int64_t kbeg = 0;
+  if (Mode == 2) {
+    const int64_t total = g.n * g.p, len = K;
+    kbeg = sp * len < total ? sp * len : total;
+    K = (kbeg + len < total ? kbeg + len : total) - kbeg;
+  }
+  const int64_t m0 = int64_t(blockIdx.y) * kConvTile, n0 = int64_t(blockIdx.x) * kConvTile;
+  const int t = int(threadIdx.x), tx = t % 16, ty = t / 16;
+  float acc[4][4] = {};
+  for (int64_t k0 = 0; k0 < K; k0 += kConvK) {
+    for (int i = t; i < kConvTile * kConvK; i += 256) {
+      const int kk = i / kConvTile, mm = i % kConvTile;
+      const int64_t k = k0 + kk;
+      As[kk][mm] = k < K && m0 + mm < M ? conv_a<Mode>(g, w, dy, grp, kbeg, m0 + mm, k) : 0.f;
+      Bs[kk][mm] = k < K && n0 + mm < N ? conv_b<Mode>(g, x, dy, grp, kbeg, k, n0 + mm) : 0.f;
+    }
+    __syncthreads();
+    for (int kk = 0; kk < kConvK; ++kk) {
+      float a[4], b[4];
+      for (int i = 0; i < 4; ++i) a[i] = As[kk][ty * 4 + i], b[i] = Bs[kk][tx * 4 + i];
+      for (int i = 0; i < 4; ++i)
+        for (int j = 0; j < 4; ++j) acc[i][j] = fmaf(a[i], b[j], acc[i][j]);
+    }
+    __syncthreads();
+  }
+  for (int i = 0; i < 4; ++i) {
+    const int64_t m = m0 + ty * 4 + i;
+    if (m >= M) continue;
+    for (int j = 0; j < 4; ++j) {
+      const int64_t n = n0 + tx * 4 + j;
+      if (n >= N) continue;
+      float v = acc[i][j];
+      if (Mode == 0) {
+        const int64_t s = n / g.p, pix = n - s * g.p;
+        if (bias) v += bias[grp * g.ocg + m];
+        out[(s * g.oc + grp * g.ocg + m) * g.p + pix] = unary_apply(act, v);
+      } else if (Mode == 1) {
+        const int64_t s = n / g.hw, pix = n - s * g.hw;
+        out[(s * g.c + grp * g.cg + m) * g.hw + pix] = v;
+      } else {
+        out[(sp * g.oc + grp * g.ocg + m) * N + n] = v;
+      }
+    }
+  }
+}
+
+// The grid of one convolution GEMM; z = groups (x splits).
+dim3 conv_grid(const char* op, int mode, const ConvG& g) {
+  int64_t M, N, K;
+  conv_mnk(mode, g, M, N, K);
+  const int64_t gx = (N + kConvTile - 1) / kConvTile, gy = (M + kConvTile - 1) / kConvTile;
+  const int64_t gz = g.g * (mode == 2 ? g.splits : 1);
+  SY_CHECK(gx <= INT32_MAX && gy <= 65535 && gz <= 65535, op,
+           "expected a grid within CUDA's limits (x < 2^31, y and z <= 65535), found ", gx, " x ",
+           gy, " x ", gz, ": split the batch or the groups");
+  return dim3(unsigned(gx), unsigned(gy), unsigned(gz));
 }
 
 // The windows covering plane index x: [lo, hi).
@@ -256,6 +403,35 @@ void launch(const Col2imParams& p, void* const* args, const LaunchEnv& env) {
   SY_LAUNCH(col2im_k, blocks_for(total, env), kBlock, env.stream)
   (static_cast<float*>(args[0]), static_cast<const float*>(args[1]), conv_geom(p), total);
   SY_CUDA_LAUNCHED("col2im");
+}
+
+void launch(const Conv2dParams& p, void* const* args, const LaunchEnv& env) {
+  const ConvG g = conv_g(p);
+  if (g.n * g.oc * g.p <= 0) return;
+  SY_LAUNCH(conv_gemm_k<0>, conv_grid("conv2d", 0, g), 256, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]),
+   static_cast<const float*>(args[2]), p.has_bias ? static_cast<const float*>(args[3]) : nullptr, g,
+   p.act);
+  SY_CUDA_LAUNCHED("conv2d");
+}
+
+void launch(const Conv2dBackwardInputParams& p, void* const* args, const LaunchEnv& env) {
+  const ConvG g = conv_g(p);
+  if (g.n * g.c * g.hw <= 0) return;
+  SY_LAUNCH(conv_gemm_k<1>, conv_grid("conv2d_backward_input", 1, g), 256, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]),
+   static_cast<const float*>(args[2]), nullptr, g, Unary::none);
+  SY_CUDA_LAUNCHED("conv2d_backward_input");
+}
+
+void launch(const Conv2dBackwardWeightParams& p, void* const* args, const LaunchEnv& env) {
+  ConvG g = conv_g(p);
+  g.splits = p.splits > 1 ? p.splits : 1;
+  if (g.splits * g.oc * g.cg * g.kk <= 0) return;
+  SY_LAUNCH(conv_gemm_k<2>, conv_grid("conv2d_backward_weight", 2, g), 256, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]),
+   static_cast<const float*>(args[2]), nullptr, g, Unary::none);
+  SY_CUDA_LAUNCHED("conv2d_backward_weight");
 }
 
 void launch(const MaxPool2dParams& p, void* const* args, const LaunchEnv& env) {

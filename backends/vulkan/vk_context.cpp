@@ -274,12 +274,14 @@ void Context::choose_tiles() {
     SY_CHECK(std::sscanf(e, "%u,%u,%u,%u,%u", &t[0], &t[1], &t[2], &t[3], &t[4]) == 5, "vulkan",
              "expected SWITCHYARD_VK_GEMM_TILE=BM,BN,BK,TM,TN, found '", e, "'");
     uint32_t w = t[3] && t[4] ? (t[0] / t[3]) * (t[1] / t[4]) : 0;
+    // (The convolutions' tile loads give each invocation fixed rows and
+    // columns: the workgroup a multiple of BM/4 and of BN/4.)
     SY_CHECK(w > 0 && w <= maxwg && t[3] % 4 == 0 && t[4] % 4 == 0 && t[0] % t[3] == 0 &&
-                 t[1] % t[4] == 0 && t[2] % 4 == 0 &&
+                 t[1] % t[4] == 0 && t[2] % 4 == 0 && w % (t[0] / 4) == 0 && w % (t[1] / 4) == 0 &&
                  4 * t[2] * (t[0] + t[1]) <= L.maxComputeSharedMemorySize,
              "vulkan", "SWITCHYARD_VK_GEMM_TILE=", e, " does not fit ", name(),
              ": expected TM, TN, BK multiples of 4 dividing BM, BN, with BM/TM*BN/TN <= ", maxwg,
-             " invocations and the tiles in shared memory");
+             " invocations (a multiple of BM/4 and BN/4) and the tiles in shared memory");
     gemm = gemm_small = {t[0], t[1], t[2], t[3], t[4]};
   }
   // Grid-stride kernels: enough workgroups to fill a GPU's compute units;

@@ -57,6 +57,50 @@ bool binary_flat(const BinaryParams& b) {
   return true;
 }
 
+bool conv_kernel(Kernel k) {
+  return k == Kernel::conv2d || k == Kernel::conv2d_backward_input ||
+         k == Kernel::conv2d_backward_weight;
+}
+
+ConvGemm conv_gemm(const Instr& ins) {
+  auto dims = [](const auto& q) {
+    const int64_t OH =
+        conv_out_size(q.height, q.kernel[0], q.stride[0], q.padding[0], q.dilation[0]);
+    const int64_t OW =
+        conv_out_size(q.width, q.kernel[1], q.stride[1], q.padding[1], q.dilation[1]);
+    const uint64_t G = std::max<uint64_t>(1, nonneg(q.groups));
+    struct D {
+      uint64_t G, Cg, OCg, KK, P, HW, N;
+    };
+    return D{G,
+             nonneg(q.channels) / G,
+             nonneg(q.out_channels) / G,
+             nonneg(q.kernel[0]) * nonneg(q.kernel[1]),
+             nonneg(OH) * nonneg(OW),
+             nonneg(q.height) * nonneg(q.width),
+             nonneg(q.batch)};
+  };
+  switch (ins.kernel) {
+    case Kernel::conv2d: {
+      const auto d = dims(params<Kernel::conv2d>(ins.params));
+      return {d.OCg, d.N * d.P, d.Cg * d.KK, d.G};
+    }
+    case Kernel::conv2d_backward_input: {
+      const auto d = dims(params<Kernel::conv2d_backward_input>(ins.params));
+      return {d.Cg, d.N * d.HW, d.OCg * d.KK, d.G};
+    }
+    case Kernel::conv2d_backward_weight: {
+      const auto q = params<Kernel::conv2d_backward_weight>(ins.params);
+      const auto d = dims(q);
+      const uint64_t splits = std::max<uint64_t>(1, nonneg(q.splits));
+      return {d.OCg, d.Cg * d.KK, ceil_div(d.N * d.P, splits), d.G * splits};
+    }
+    default:
+      throw Error(
+          detail::cat("[", kernel_name(ins.kernel), "] not a convolution (internal error)"));
+  }
+}
+
 bool transpose_tiled(const LaunchConfig& c, const TransposeParams& t) {
   return c.tiled_transpose && (t.elem_size == 4 || t.elem_size == 8) && t.rows >= kTile &&
          t.cols >= kTile;
@@ -217,6 +261,20 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
       rows_by_items(c, q.batch * q.channels, q.height * q.width, g);
       return;
     }
+    case Kernel::conv2d:
+    case Kernel::conv2d_backward_input:
+    case Kernel::conv2d_backward_weight: {
+      const auto& t = flags & kSmallTiles ? c.gemm_small : c.gemm;
+      const ConvGemm m = conv_gemm(ins);
+      const uint64_t gx = ceil_div(m.n, t[1]), gy = ceil_div(m.m, t[0]);
+      SY_CHECK(gx <= kMaxGroups && gy <= kMaxGroups && m.z <= kMaxGroups, kernel_name(ins.kernel),
+               "expected at most ", kMaxGroups, " workgroups along each dimension on ", c.device,
+               ", found ", gx, " x ", gy, " x ", m.z, ": split the batch");
+      g[0] = uint32_t(std::max<uint64_t>(gx, 1));
+      g[1] = uint32_t(std::max<uint64_t>(gy, 1));
+      g[2] = uint32_t(std::max<uint64_t>(m.z, 1));
+      return;
+    }
     case Kernel::max_pool2d: {
       const auto q = params<Kernel::max_pool2d>(p);
       g[0] = groups_for(c, uint64_t(q.planes * q.out_h * q.out_w));
@@ -306,6 +364,15 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
       uint64_t big = ((uint64_t(m.n) + c.gemm[1] - 1) / c.gemm[1]) *
                      ((uint64_t(m.m) + c.gemm[0] - 1) / c.gemm[0]);
       if (big < 2 && c.gemm_small != c.gemm) fl |= kSmallTiles;
+      break;
+    }
+    case Kernel::conv2d:
+    case Kernel::conv2d_backward_input:
+    case Kernel::conv2d_backward_weight: {
+      if (ins.kernel == Kernel::conv2d && params<Kernel::conv2d>(p).has_bias) fl |= 16u;
+      const ConvGemm m = conv_gemm(ins);
+      if (ceil_div(m.n, c.gemm[1]) * ceil_div(m.m, c.gemm[0]) * m.z < 2 && c.gemm_small != c.gemm)
+        fl |= kSmallTiles;
       break;
     }
     // Row kernels: rows of whole vec4s, every argument 16-byte aligned.
@@ -419,6 +486,8 @@ int32_t spec_op(const Instr& ins) {
   switch (ins.kernel) {
     case Kernel::gemm:
       return int32_t(params<Kernel::gemm>(p).act);
+    case Kernel::conv2d:
+      return int32_t(params<Kernel::conv2d>(p).act);
     case Kernel::fill:
       return int32_t(params<Kernel::fill>(p).dtype);
     case Kernel::arange:

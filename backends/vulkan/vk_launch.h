@@ -164,6 +164,14 @@ bool row_sums(const LaunchConfig& c, const ReduceSumParams& r);
 bool binary_flat(const BinaryParams& b);
 // transpose.comp's tiled path: 4- and 8-byte elements, both sides a tile wide.
 bool transpose_tiled(const LaunchConfig& c, const TransposeParams& t);
+// The convolutions' implicit GEMMs (shaders/conv_gemm.glsl): they run on
+// the gemm tiles (and its subgroup build), over an M x N product per
+// group and split, K deep.
+bool conv_kernel(Kernel k);
+struct ConvGemm {
+  uint64_t m, n, k, z;  // k: the deepest product's
+};
+ConvGemm conv_gemm(const Instr& ins);
 // The workgroups of cross_entropy's first pass (two passes when above 1).
 uint32_t cross_entropy_groups(const LaunchConfig& c, const CrossEntropyParams& q);
 

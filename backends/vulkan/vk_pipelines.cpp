@@ -148,7 +148,8 @@ void Pipelines::save_cache() {
 
 uint32_t Pipelines::index(const Instr& ins, uint32_t flags) {
   Kernel k = ins.kernel;
-  bool sg = k == Kernel::gemm ? c_.gemm_sg : c_.use_subgroups && kernel_has(k, kSubgroup);
+  bool sg = k == Kernel::gemm || conv_kernel(k) ? c_.gemm_sg
+                                                : c_.use_subgroups && kernel_has(k, kSubgroup);
   // A custom kernel's pipeline is its own module's: keyed by its id.
   uint64_t key = k == Kernel::custom
                      ? uint64_t(k) | uint64_t(params<Kernel::custom>(ins.params).id) << 32
@@ -277,7 +278,7 @@ VkResult Pipelines::create(uint64_t key, VkPipeline& pl, const char*& call) cons
   uint32_t spec[8] = {c_.lc.wg};
   uint32_t ids[8] = {0};
   uint32_t nspec = 1;
-  if (k == Kernel::gemm) {
+  if (k == Kernel::gemm || conv_kernel(k)) {
     const auto& t = (key >> 32) & kSmallTiles ? c_.lc.gemm_small : c_.lc.gemm;
     spec[0] = (t[0] / t[3]) * (t[1] / t[4]);
     for (uint32_t j = 0; j < 5; ++j) spec[nspec] = t[j], ids[nspec++] = j + 1;

@@ -177,6 +177,23 @@ uint64_t loop_iterations(const LaunchConfig& c, const Launch& l) {
       const auto q = params<Kernel::col2im>(p);
       return by_rows(q.batch * q.channels, q.height * q.width, taps(q));
     }
+    case Kernel::conv2d:
+    case Kernel::conv2d_backward_input:
+    case Kernel::conv2d_backward_weight: {
+      // conv_gemm.glsl: per BK step, the A and B tile loads (up to BK/(WG*4/B)
+      // entries each, 4 element loads apiece) and the BK loop; then the
+      // epilogue's TN x TM. Either tile set may run (kernel_flags picks).
+      const ConvGemm m = conv_gemm(ins);
+      uint64_t most = 0;
+      for (const auto* t : {&c.gemm, &c.gemm_small}) {
+        const uint64_t BM = (*t)[0], BN = (*t)[1], BK = (*t)[2], TM = (*t)[3], TN = (*t)[4];
+        const uint64_t wg = (BM / TM) * (BN / TN);
+        const uint64_t step =
+            ceil_div(BK * BM / 4, wg) * 5 + ceil_div(BK * BN / 4, wg) * 5 + BK + 1;
+        most = std::max(most, ceil_div(m.k, BK) * step + TN * (TM + 1) + 10);
+      }
+      return most;
+    }
     case Kernel::max_pool2d: {
       const auto q = params<Kernel::max_pool2d>(p);
       return items(q.planes * q.out_h * q.out_w, taps(q));

@@ -177,6 +177,15 @@ void BackendDevice::execute(const Program& p, std::span<const Binding> bindings)
              kernel_num_args(i.kernel), " buffer arguments, found ", int(i.nargs));
     SY_CHECK(supports(i.kernel), kernel_name(i.kernel), "not implemented on ", str());
     bump(counters_.launches_by_kernel[size_t(i.kernel)], 1);
+    uint64_t bytes = 0;
+    for (int a = 0; a < i.nargs; ++a)
+      bytes += i.args[size_t(a)].bytes ? i.args[size_t(a)].bytes
+                                       : bindings[i.args[size_t(a)].slot].buffer.bytes;
+    bump(counters_.kernel_bytes, bytes);
+    bump(counters_.kernel_bytes_by_kernel[size_t(i.kernel)], bytes);
+    if (i.kernel == Kernel::gemm || i.kernel == Kernel::conv2d ||
+        i.kernel == Kernel::conv2d_backward_input || i.kernel == Kernel::conv2d_backward_weight)
+      bump(counters_.kernel_flops_by_kernel[size_t(i.kernel)], kernel_flops(i.params));
   }
   profile::Span span(profile::Track::submission, "execute", this);
   execute_impl(p, bindings);

@@ -3,6 +3,7 @@
 // layouts, generated from the lists in switchyard/backend/kernels.h.
 #include "switchyard/backend/kernels.h"
 
+#include <algorithm>
 #include <cstring>
 #include <initializer_list>
 #include <vector>
@@ -67,6 +68,39 @@ bool KernelParams::operator==(const KernelParams& o) const {
   // is another Program's parameters.
   return kernel_ == o.kernel_ && std::memcmp(i_, o.i_, sizeof i_) == 0 &&
          std::memcmp(f_, o.f_, sizeof f_) == 0;
+}
+
+uint64_t kernel_flops(const KernelParams& p) {
+  auto conv = [](const auto& q, uint64_t pixels_of_out) {
+    const uint64_t G = uint64_t(std::max<int64_t>(q.groups, 1));
+    return 2 * uint64_t(q.batch) * uint64_t(q.out_channels) * pixels_of_out *
+           (uint64_t(q.channels) / G) * uint64_t(q.kernel[0]) * uint64_t(q.kernel[1]);
+  };
+  auto out_pixels = [](const auto& q) {
+    return uint64_t(conv_out_size(q.height, q.kernel[0], q.stride[0], q.padding[0], q.dilation[0]) *
+                    conv_out_size(q.width, q.kernel[1], q.stride[1], q.padding[1], q.dilation[1]));
+  };
+  switch (p.kernel()) {
+    case Kernel::gemm: {
+      const auto g = p.get<GemmParams>();
+      return 2 * uint64_t(g.m) * uint64_t(g.n) * uint64_t(g.k) *
+             uint64_t(std::max<int64_t>(g.batch, 1));
+    }
+    case Kernel::conv2d: {
+      const auto q = p.get<Conv2dParams>();
+      return conv(q, out_pixels(q));
+    }
+    case Kernel::conv2d_backward_input: {
+      const auto q = p.get<Conv2dBackwardInputParams>();
+      return conv(q, out_pixels(q));
+    }
+    case Kernel::conv2d_backward_weight: {
+      const auto q = p.get<Conv2dBackwardWeightParams>();
+      return conv(q, out_pixels(q));
+    }
+    default:
+      return 0;
+  }
 }
 
 namespace detail {

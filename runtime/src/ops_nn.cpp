@@ -3,8 +3,11 @@
 // Each checks its inputs, builds nodes of the kernel table and records its
 // backward next to the forward.
 #include <algorithm>
+#include <atomic>
 #include <bit>
 #include <cmath>
+#include <cstdlib>
+#include <string>
 
 #include "graph.h"
 #include "ops_internal.h"
@@ -186,61 +189,45 @@ Tensor bmm(const Tensor& a, const Tensor& b) {
 }
 
 // ---- convolution ---------------------------------------------------------------
-// x (N, C, H, W) -> cols (C*KH*KW, N*OH*OW) by im2col; per group g one GEMM
-// W_g (OC/G, C/G*KH*KW) x cols_g, all G in one batched launch with the bias
-// added per row, giving (OC, N*OH*OW); then NCHW by swap_axes. One GEMM over
-// the whole batch keeps its N dimension large, which GEMMs need to run fast.
+// Three kernels, each an implicit GEMM per group that reads its operands in
+// place (kernels.h): conv2d forward (bias fused), conv2d_backward_input
+// (dx gathered per element) and conv2d_backward_weight (dW in `splits`
+// partial sums over the batch's pixels, added by one reduction). Nothing
+// is expanded into an im2col matrix and no layout pass runs: a convolution
+// is one launch forward and two or three backward.
 
-Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, Size2 padding,
-              Size2 dilation, int64_t groups) {
+namespace {
+
+// The number of partial sums of the weight gradient: one per about 1024 of
+// the K = N*OH*OW positions (a GPU needs the parallelism: dW itself is a
+// few tiles; a CPU driver bounds an invocation's loop iterations), at most
+// 64. The same on every backend, so every backend adds in the same order.
+int64_t conv_wgrad_splits(int64_t positions) {
+  return std::clamp<int64_t>((positions + 1023) / 1024, 1, 64);
+}
+
+// The geometry fields of one convolution kernel's params in another's.
+template <class To, class From>
+To conv_geometry(const From& f) {
+  To t{};
+  t.batch = f.batch, t.channels = f.channels, t.height = f.height, t.width = f.width;
+  t.out_channels = f.out_channels, t.groups = f.groups;
+  for (int j = 0; j < 2; ++j) {
+    t.kernel[j] = f.kernel[j], t.stride[j] = f.stride[j];
+    t.padding[j] = f.padding[j], t.dilation[j] = f.dilation[j];
+  }
+  return t;
+}
+
+// The im2col lowering: x (N, C, H, W) -> cols (C*KH*KW, N*OH*OW) by im2col;
+// per group g one GEMM W_g (OC/G, C/G*KH*KW) x cols_g, all G in one batched
+// launch with the bias added per row, giving (OC, N*OH*OW); then NCHW by
+// swap_axes. One GEMM over the whole batch keeps its N dimension large.
+Tensor conv2d_im2col(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, Size2 padding,
+                     Size2 dilation, int64_t groups, int64_t OH, int64_t OW) {
   const char* op = "conv2d";
-  check_f32(op, x);
-  check_f32(op, w);
-  check_same_device(op, x, w);
-  SY_CHECK(x.dim() == 4, op, "expected input of shape (N, C, H, W), found ", shape_str(x.shape()));
-  SY_CHECK(w.dim() == 4, op,
-           "expected weight of shape (out_channels, in_channels/groups, kH, kW), ", "found ",
-           shape_str(w.shape()));
-  SY_CHECK(groups >= 1, op, "expected groups >= 1, found ", groups);
-  SY_CHECK(stride.h >= 1 && stride.w >= 1, op, "expected stride >= 1, found (", stride.h, ", ",
-           stride.w, ")");
-  SY_CHECK(dilation.h >= 1 && dilation.w >= 1, op, "expected dilation >= 1, found (", dilation.h,
-           ", ", dilation.w, ")");
-  SY_CHECK(padding.h >= 0 && padding.w >= 0, op, "expected padding >= 0, found (", padding.h, ", ",
-           padding.w, ")");
   const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
   const int64_t OC = w.size(0), K0 = w.size(2), K1 = w.size(3);
-  SY_CHECK(C % groups == 0 && OC % groups == 0, op, "expected in_channels (", C,
-           ") and out_channels (", OC, ") divisible by groups (", groups, ")");
-  SY_CHECK(w.size(1) == C / groups, op, "expected weight of shape (", OC, ", ", C / groups,
-           ", kH, kW)", " for input ", shape_str(x.shape()), " and groups ", groups, ", found ",
-           shape_str(w.shape()));
-  SY_CHECK(K0 >= 1 && K1 >= 1, op, "expected a non-empty kernel, found weight ",
-           shape_str(w.shape()));
-  const int64_t span0 = dilation.h * (K0 - 1) + 1, span1 = dilation.w * (K1 - 1) + 1;
-  SY_CHECK(H + 2 * padding.h >= span0 && W + 2 * padding.w >= span1, op, "expected the kernel (",
-           span0, "x", span1, " with dilation) to fit the padded input (", H + 2 * padding.h, "x",
-           W + 2 * padding.w, "), found input ", shape_str(x.shape()));
-  const int64_t OH = (H + 2 * padding.h - span0) / stride.h + 1;
-  const int64_t OW = (W + 2 * padding.w - span1) / stride.w + 1;
-  if (b.defined()) {
-    check_f32(op, b);
-    check_same_device(op, x, b);
-    SY_CHECK(b.dim() == 1 && b.size(0) == OC, op, "expected bias of shape (", OC, "), found ",
-             shape_str(b.shape()));
-  }
-  // Bound the im2col matrix (a temporary the backward keeps): chunks of
-  // samples, each still one large GEMM.
-  constexpr int64_t kMaxColsBytes = int64_t(64) << 20;
-  const int64_t sample_bytes = C * K0 * K1 * OH * OW * int64_t(sizeof(float));
-  if (N > 1 && N * sample_bytes > kMaxColsBytes) {
-    const int64_t chunk = std::max<int64_t>(1, kMaxColsBytes / sample_bytes);
-    std::vector<Tensor> parts;
-    for (int64_t b0 = 0; b0 < N; b0 += chunk)
-      parts.push_back(
-          conv2d(x.slice(b0, std::min(N, b0 + chunk)), w, b, stride, padding, dilation, groups));
-    return cat(parts);
-  }
   Im2colParams ip{.batch = N,
                   .channels = C,
                   .height = H,
@@ -321,6 +308,123 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, S
     Tensor dx = node({dcols}, xs, DType::f32, same_fields<Col2imParams>(ip));
     std::vector<Tensor> r{dx, dw};
     if (has_b) r.push_back(sum(gc, 1));
+    return r;
+  };
+  return has_b ? with_grad(y, op, {x, w, b}, bw) : with_grad(y, op, {x, w}, bw);
+}
+
+}  // namespace
+
+namespace {
+// -1: not read from SWITCHYARD_CONV yet.
+std::atomic<int> g_conv_algorithm{-1};
+}  // namespace
+
+void set_conv_algorithm(ConvAlgorithm a) { g_conv_algorithm.store(int(a)); }
+
+ConvAlgorithm conv_algorithm() {
+  int a = g_conv_algorithm.load();
+  if (a < 0) {
+    const char* e = std::getenv("SWITCHYARD_CONV");
+    const std::string v = e ? e : "";
+    SY_CHECK(v.empty() || v == "im2col" || v == "implicit", "conv2d",
+             "expected SWITCHYARD_CONV=im2col or implicit, found '", v, "'");
+    a = int(v == "implicit" ? ConvAlgorithm::implicit_gemm : ConvAlgorithm::im2col);
+    int expected = -1;
+    g_conv_algorithm.compare_exchange_strong(expected, a);
+    a = g_conv_algorithm.load();
+  }
+  return ConvAlgorithm(a);
+}
+
+Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, Size2 padding,
+              Size2 dilation, int64_t groups) {
+  const char* op = "conv2d";
+  check_f32(op, x);
+  check_f32(op, w);
+  check_same_device(op, x, w);
+  SY_CHECK(x.dim() == 4, op, "expected input of shape (N, C, H, W), found ", shape_str(x.shape()));
+  SY_CHECK(w.dim() == 4, op,
+           "expected weight of shape (out_channels, in_channels/groups, kH, kW), ", "found ",
+           shape_str(w.shape()));
+  SY_CHECK(groups >= 1, op, "expected groups >= 1, found ", groups);
+  SY_CHECK(stride.h >= 1 && stride.w >= 1, op, "expected stride >= 1, found (", stride.h, ", ",
+           stride.w, ")");
+  SY_CHECK(dilation.h >= 1 && dilation.w >= 1, op, "expected dilation >= 1, found (", dilation.h,
+           ", ", dilation.w, ")");
+  SY_CHECK(padding.h >= 0 && padding.w >= 0, op, "expected padding >= 0, found (", padding.h, ", ",
+           padding.w, ")");
+  const int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const int64_t OC = w.size(0), K0 = w.size(2), K1 = w.size(3);
+  SY_CHECK(C % groups == 0 && OC % groups == 0, op, "expected in_channels (", C,
+           ") and out_channels (", OC, ") divisible by groups (", groups, ")");
+  SY_CHECK(w.size(1) == C / groups, op, "expected weight of shape (", OC, ", ", C / groups,
+           ", kH, kW)", " for input ", shape_str(x.shape()), " and groups ", groups, ", found ",
+           shape_str(w.shape()));
+  SY_CHECK(K0 >= 1 && K1 >= 1, op, "expected a non-empty kernel, found weight ",
+           shape_str(w.shape()));
+  const int64_t span0 = dilation.h * (K0 - 1) + 1, span1 = dilation.w * (K1 - 1) + 1;
+  SY_CHECK(H + 2 * padding.h >= span0 && W + 2 * padding.w >= span1, op, "expected the kernel (",
+           span0, "x", span1, " with dilation) to fit the padded input (", H + 2 * padding.h, "x",
+           W + 2 * padding.w, "), found input ", shape_str(x.shape()));
+  const int64_t OH = conv_out_size(H, K0, stride.h, padding.h, dilation.h);
+  const int64_t OW = conv_out_size(W, K1, stride.w, padding.w, dilation.w);
+  if (b.defined()) {
+    check_f32(op, b);
+    check_same_device(op, x, b);
+    SY_CHECK(b.dim() == 1 && b.size(0) == OC, op, "expected bias of shape (", OC, "), found ",
+             shape_str(b.shape()));
+  }
+  // Keep every argument a kernel binds under 64 MiB (a GPU's storage-range
+  // limit can be 128 MiB): chunks of samples, each still one launch.
+  constexpr int64_t kMaxArgBytes = int64_t(64) << 20;
+  const int64_t sample_bytes = std::max(C * H * W, OC * OH * OW) * int64_t(sizeof(float));
+  if (N > 1 && N * sample_bytes > kMaxArgBytes) {
+    const int64_t chunk = std::max<int64_t>(1, kMaxArgBytes / sample_bytes);
+    std::vector<Tensor> parts;
+    for (int64_t b0 = 0; b0 < N; b0 += chunk)
+      parts.push_back(
+          conv2d(x.slice(b0, std::min(N, b0 + chunk)), w, b, stride, padding, dilation, groups));
+    return cat(parts);
+  }
+  if (conv_algorithm() == ConvAlgorithm::im2col) {
+    // Bound the im2col matrix (a temporary the backward keeps): chunks of
+    // samples, each still one large GEMM.
+    const int64_t cols_bytes = C / groups * groups * K0 * K1 * OH * OW * int64_t(sizeof(float));
+    if (N > 1 && N * cols_bytes > kMaxArgBytes) {
+      const int64_t chunk = std::max<int64_t>(1, kMaxArgBytes / cols_bytes);
+      std::vector<Tensor> parts;
+      for (int64_t b0 = 0; b0 < N; b0 += chunk)
+        parts.push_back(
+            conv2d(x.slice(b0, std::min(N, b0 + chunk)), w, b, stride, padding, dilation, groups));
+      return cat(parts);
+    }
+    return conv2d_im2col(x, w, b, stride, padding, dilation, groups, OH, OW);
+  }
+  Conv2dParams p{.batch = N,
+                 .channels = C,
+                 .height = H,
+                 .width = W,
+                 .out_channels = OC,
+                 .groups = groups,
+                 .kernel = {K0, K1},
+                 .stride = {stride.h, stride.w},
+                 .padding = {padding.h, padding.w},
+                 .dilation = {dilation.h, dilation.w},
+                 .has_bias = b.defined()};
+  const Shape ys{N, OC, OH, OW};
+  Tensor y = b.defined() ? node({x, w, b}, ys, DType::f32, p) : node({x, w}, ys, DType::f32, p);
+  Tensor xd = x.detach(), wd = w.detach();
+  const Shape xs = x.shape(), ws = w.shape();
+  const bool has_b = b.defined();
+  auto bw = [=](const Tensor& g) {
+    Tensor dx = node({g, wd}, xs, DType::f32, conv_geometry<Conv2dBackwardInputParams>(p));
+    auto wp = conv_geometry<Conv2dBackwardWeightParams>(p);
+    wp.splits = conv_wgrad_splits(N * OH * OW);
+    Tensor parts = node({g, xd}, {wp.splits, OC, ws[1] * K0 * K1}, DType::f32, wp);
+    Tensor dw = (wp.splits > 1 ? sum(parts, 0) : parts).reshape(ws);
+    std::vector<Tensor> r{dx, dw};
+    if (has_b) r.push_back(sum(sum(g.reshape({N, OC, OH * OW}), 2), 0));
     return r;
   };
   return has_b ? with_grad(y, op, {x, w, b}, bw) : with_grad(y, op, {x, w}, bw);

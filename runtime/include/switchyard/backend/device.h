@@ -44,6 +44,14 @@ struct Counters {
   // reuse (CUDA's caching allocator, Vulkan's blocks).
   uint64_t bytes_reserved = 0;
   uint64_t launches_by_kernel[size_t(kNumKernels)] = {};  // indexed by Kernel
+  // Bytes the launched kernels' arguments span (read or written), from the
+  // Programs' argument extents: the memory traffic a step asks for, not
+  // counting re-reads a kernel makes of the same bytes.
+  uint64_t kernel_bytes = 0;
+  uint64_t kernel_bytes_by_kernel[size_t(kNumKernels)] = {};
+  // Floating-point operations of the launched GEMMs and convolutions
+  // (2 per multiply-add; kernel_flops in kernels.h), per kernel.
+  uint64_t kernel_flops_by_kernel[size_t(kNumKernels)] = {};
   // Vulkan memory (docs/vulkan.md): flushes and invalidates of non-coherent
   // mapped memory, blocks placed in the fallback heap once the first was
   // over its budget, and host reads of transferred data (downloads, the

@@ -82,7 +82,7 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
   I(int64_t, stride_c) I(int64_t, lda) I(int64_t, ldb) F(alpha)
 // out[o, j, i, e] = in[o, i, j, e]: in is (outer, a, b, inner) of 32-bit elements.
 #define SY_PARAMS_swap_axes(I, D, W, A, F) I(int64_t, outer) I(int64_t, a) I(int64_t, b) I(int64_t, inner)
-// Convolution geometry: x (batch, channels, height, width) NCHW, a kernel of
+// The im2col lowering (SWITCHYARD_CONV=im2col, ops.h): x (batch, channels, height, width) NCHW, a kernel of
 // kernel[0] x kernel[1] taps with stride, padding and dilation (rows, cols),
 // output out_h x out_w. im2col: cols[(c, kh, kw), (n, oh, ow)] =
 // x[n, c, oh*s0 - p0 + kh*d0, ow*s1 - p1 + kw*d1] (0 outside): args cols, x.
@@ -93,6 +93,26 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
   A(int64_t, kernel, 2) A(int64_t, stride, 2) A(int64_t, padding, 2) A(int64_t, dilation, 2) \
   I(int64_t, out_h) I(int64_t, out_w)
 #define SY_PARAMS_col2im(I, D, W, A, F) SY_PARAMS_im2col(I, D, W, A, F)
+// Convolution geometry (NCHW): x (batch, channels, height, width), weight
+// (out_channels, channels/groups, kernel[0], kernel[1]), stride, padding and
+// dilation per (rows, cols); y (batch, out_channels, OH, OW) with
+// OH = (height + 2*padding[0] - dilation[0]*(kernel[0] - 1) - 1) / stride[0] + 1
+// (OW likewise, conv_out_size below). Each kernel is an implicit GEMM per
+// group: its operands are read in place, never expanded (no im2col).
+// conv2d: y = act(conv(x, w) + bias[oc] when has_bias): args y, x, w[, bias].
+// conv2d_backward_input: dx, the adjoint of conv2d in x applied to dy,
+// gathered per dx element (deterministic): args dx, dy, w.
+// conv2d_backward_weight: the weight gradient in `splits` partial sums, out
+// (splits, out_channels, channels/groups*kernel[0]*kernel[1]); split s sums
+// the flattened (sample, output pixel) positions [s*len, min((s+1)*len, P))
+// with P = batch*OH*OW and len = ceil(P / splits), in order: args out, dy, x.
+#define SY_CONV_GEOMETRY(I, A)                                                             \
+  I(int64_t, batch) I(int64_t, channels) I(int64_t, height) I(int64_t, width)              \
+  I(int64_t, out_channels) I(int64_t, groups) A(int64_t, kernel, 2) A(int64_t, stride, 2)  \
+  A(int64_t, padding, 2) A(int64_t, dilation, 2)
+#define SY_PARAMS_conv2d(I, D, W, A, F) SY_CONV_GEOMETRY(I, A) I(bool, has_bias) I(Unary, act)
+#define SY_PARAMS_conv2d_backward_input(I, D, W, A, F) SY_CONV_GEOMETRY(I, A)
+#define SY_PARAMS_conv2d_backward_weight(I, D, W, A, F) SY_CONV_GEOMETRY(I, A) I(int64_t, splits)
 // Pooling geometry: `planes` (batch x channels) planes of height x width, windows
 // of kernel[0] x kernel[1] with stride and padding, output out_h x out_w.
 // max_pool2d: y = the window's maximum (padding never wins, the last NaN does) and
@@ -205,6 +225,9 @@ enum KernelTraits : uint32_t {
   X(swap_axes, SwapAxesParams, 2, 0b1, kNoTraits)                                    \
   X(im2col, Im2colParams, 2, 0b1, kNoTraits)                                         \
   X(col2im, Col2imParams, 2, 0b1, kNoTraits)                                         \
+  X(conv2d, Conv2dParams, 4, 0b1, kSubgroup)                                         \
+  X(conv2d_backward_input, Conv2dBackwardInputParams, 3, 0b1, kSubgroup)             \
+  X(conv2d_backward_weight, Conv2dBackwardWeightParams, 3, 0b1, kSubgroup)           \
   X(max_pool2d, MaxPool2dParams, 2, 0b1, kNoTraits)                                  \
   X(max_pool2d_backward, MaxPool2dBackwardParams, 3, 0b1, kNoTraits)                 \
   X(avg_pool2d, AvgPool2dParams, 2, 0b1, kNoTraits)                                  \
@@ -268,6 +291,12 @@ SWITCHYARD_KERNELS(SY_DEFINE_PARAMS)
 #undef SY_MEMBER_W
 #undef SY_MEMBER_A
 #undef SY_MEMBER_F
+
+// A convolution's output size along one dimension (conv2d's OH and OW).
+inline int64_t conv_out_size(int64_t in, int64_t kernel, int64_t stride, int64_t padding,
+                             int64_t dilation) {
+  return (in + 2 * padding - dilation * (kernel - 1) - 1) / stride + 1;
+}
 
 // Which kernel a params struct belongs to, and back.
 template <class P>
@@ -404,6 +433,11 @@ P KernelParams::get() const {
   if (kernel_ != KernelOf<P>::value) detail::params_mismatch(kernel_, KernelOf<P>::value);
   return detail::ParamCodec<P>::decode(i_, f_);
 }
+
+// Floating-point operations of one launch, 2 per multiply-add, for the
+// kernels that are products (gemm, the convolutions and im2col's GEMM
+// partner excluded); 0 for the others, which memory bandwidth bounds.
+uint64_t kernel_flops(const KernelParams& p);
 
 // The typed parameters of a launch of kernel K.
 template <Kernel K>
