@@ -60,67 +60,6 @@ TapRange tap_range(int64_t size, int64_t out, int64_t s, int64_t pad, int64_t kd
   return {std::min(lo, out), std::clamp(hi, std::min(lo, out), out)};
 }
 
-void run(const Im2colParams& p, void* const* a) {
-  float* cols = as<float>(a[0]);
-  const float* x = as<const float>(a[1]);
-  const int64_t K0 = p.kernel[0], K1 = p.kernel[1], OH = p.out_h, OW = p.out_w;
-  const int64_t H = p.height, Wd = p.width, N = p.batch, ncols = N * OH * OW;
-  // One task per (row, sample): a row is one (channel, kh, kw).
-  pool().parallel_for(
-      p.channels * K0 * K1 * N, std::max<int64_t>(1, kGrain / (OH * OW + 1)),
-      [&](int64_t lo, int64_t hi) {
-        for (int64_t t = lo; t < hi; ++t) {
-          const int64_t row = t / N, n = t % N;
-          const int64_t c = row / (K0 * K1), kh = row / K1 % K0, kw = row % K1;
-          float* dst = cols + row * ncols + n * OH * OW;
-          const float* plane = x + (n * p.channels + c) * H * Wd;
-          const TapRange rw = tap_range(Wd, OW, p.stride[1], p.padding[1], kw * p.dilation[1]);
-          for (int64_t oh = 0; oh < OH; ++oh, dst += OW) {
-            const int64_t ih = oh * p.stride[0] - p.padding[0] + kh * p.dilation[0];
-            if (ih < 0 || ih >= H) {
-              std::fill_n(dst, OW, 0.f);
-              continue;
-            }
-            const int64_t base = ih * Wd - p.padding[1] + kw * p.dilation[1];
-            std::fill_n(dst, rw.lo, 0.f);
-            if (p.stride[1] == 1 && rw.hi > rw.lo)
-              std::memcpy(dst + rw.lo, plane + base + rw.lo, size_t(rw.hi - rw.lo) * 4);
-            else
-              for (int64_t ow = rw.lo; ow < rw.hi; ++ow) dst[ow] = plane[base + ow * p.stride[1]];
-            std::fill(dst + rw.hi, dst + OW, 0.f);
-          }
-        }
-      });
-}
-
-void run(const Col2imParams& p, void* const* a) {
-  float* dx = as<float>(a[0]);
-  const float* cols = as<const float>(a[1]);
-  const int64_t K0 = p.kernel[0], K1 = p.kernel[1], OH = p.out_h, OW = p.out_w;
-  const int64_t H = p.height, Wd = p.width, N = p.batch, ncols = N * OH * OW;
-  // One task per (sample, channel) plane, adding its taps in a fixed order:
-  // deterministic, and each plane is written by one thread.
-  pool().parallel_for(N * p.channels, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t t = lo; t < hi; ++t) {
-      const int64_t n = t / p.channels, c = t % p.channels;
-      float* plane = dx + t * H * Wd;
-      std::fill_n(plane, H * Wd, 0.f);
-      for (int64_t kh = 0; kh < K0; ++kh)
-        for (int64_t kw = 0; kw < K1; ++kw) {
-          const float* src = cols + ((c * K0 + kh) * K1 + kw) * ncols + n * OH * OW;
-          const TapRange rh = tap_range(H, OH, p.stride[0], p.padding[0], kh * p.dilation[0]);
-          const TapRange rw = tap_range(Wd, OW, p.stride[1], p.padding[1], kw * p.dilation[1]);
-          for (int64_t oh = rh.lo; oh < rh.hi; ++oh) {
-            const int64_t base = (oh * p.stride[0] - p.padding[0] + kh * p.dilation[0]) * Wd -
-                                 p.padding[1] + kw * p.dilation[1];
-            const float* s = src + oh * OW;
-            for (int64_t ow = rw.lo; ow < rw.hi; ++ow) plane[base + ow * p.stride[1]] += s[ow];
-          }
-        }
-    }
-  });
-}
-
 // ---- convolution ---------------------------------------------------------------
 // Each kernel works on chunks of samples of one group at a time: the
 // chunk's im2col matrix (Cg*KH*KW x S*OH*OW, in a thread's scratch, a few
@@ -133,13 +72,18 @@ namespace {
 struct ConvGeom {
   int64_t N, C, H, W, OC, G, Cg, OCg, K0, K1, s0, s1, p0, p1, d0, d1, OH, OW, P, CKg;
   template <class Pm>
-  explicit ConvGeom(const Pm& p)
+  explicit ConvGeom(const Pm& p) : ConvGeom(p, p.out_channels, p.groups) {}
+  // im2col's and col2im's params: all channels, no output channels.
+  explicit ConvGeom(const Im2colParams& p) : ConvGeom(p, 0, 1) {}
+  explicit ConvGeom(const Col2imParams& p) : ConvGeom(p, 0, 1) {}
+  template <class Pm>
+  ConvGeom(const Pm& p, int64_t out_channels, int64_t groups)
       : N(p.batch),
         C(p.channels),
         H(p.height),
         W(p.width),
-        OC(p.out_channels),
-        G(p.groups),
+        OC(out_channels),
+        G(groups),
         Cg(C / G),
         OCg(OC / G),
         K0(p.kernel[0]),
@@ -168,10 +112,10 @@ float* scratch(int which, size_t floats) {
   return buf[which].data();
 }
 
-// cols (CKg, S*P) = im2col of samples [n0, n0 + S) of group grp.
+// cols (CKg, S*P; rows ncols apart) = im2col of samples [n0, n0 + S) of
+// group grp.
 void im2col_chunk(const ConvGeom& g, const float* x, int64_t n0, int64_t S, int64_t grp,
-                  float* cols) {
-  const int64_t ncols = S * g.P;
+                  float* cols, int64_t ncols) {
   for (int64_t row = 0; row < g.CKg; ++row) {
     const int64_t c = row / (g.K0 * g.K1), kh = row / g.K1 % g.K0, kw = row % g.K1;
     const TapRange rw = tap_range(g.W, g.OW, g.s1, g.p1, kw * g.d1);
@@ -197,10 +141,10 @@ void im2col_chunk(const ConvGeom& g, const float* x, int64_t n0, int64_t S, int6
 }
 
 // The adjoint: dx's planes of samples [n0, n0 + S), group grp = the sum of
-// the cols (CKg, S*P) entries that read them, taps in a fixed order.
+// the cols (CKg, S*P; rows ncols apart) entries that read them, taps in a
+// fixed order.
 void col2im_chunk(const ConvGeom& g, const float* cols, int64_t n0, int64_t S, int64_t grp,
-                  float* dx) {
-  const int64_t ncols = S * g.P;
+                  float* dx, int64_t ncols) {
   for (int64_t n = 0; n < S; ++n)
     for (int64_t c = 0; c < g.Cg; ++c) {
       float* plane = dx + ((n0 + n) * g.C + grp * g.Cg + c) * g.H * g.W;
@@ -233,7 +177,38 @@ void check_blas_sizes(const char* op, const ConvGeom& g) {
            g.N * g.P, " x ", g.CKg);
 }
 
+// fn(group, first sample, samples) for each chunk of the batch and group,
+// the tasks spread over the pool.
+template <class F>
+void for_chunks(const ConvGeom& g, F&& fn) {
+  const int64_t S = g.chunk(), chunks = (g.N + S - 1) / S;
+  pool().parallel_for(chunks * g.G, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t n0 = t / g.G * S;
+      fn(t % g.G, n0, std::min(S, g.N - n0));
+    }
+  });
+}
+
 }  // namespace
+
+// The im2col lowering's passes: the whole batch's matrix (C*KH*KW, N*P), a
+// sample per task (col2im: each sample's planes written by one task).
+void run(const Im2colParams& p, void* const* a) {
+  const ConvGeom g(p);
+  pool().parallel_for(g.N, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n)
+      im2col_chunk(g, as<const float>(a[1]), n, 1, 0, as<float>(a[0]) + n * g.P, g.N * g.P);
+  });
+}
+
+void run(const Col2imParams& p, void* const* a) {
+  const ConvGeom g(p);
+  pool().parallel_for(g.N, 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t n = lo; n < hi; ++n)
+      col2im_chunk(g, as<const float>(a[1]) + n * g.P, n, 1, 0, as<float>(a[0]), g.N * g.P);
+  });
+}
 
 void run(const Conv2dParams& p, void* const* a) {
   const ConvGeom g(p);
@@ -242,22 +217,18 @@ void run(const Conv2dParams& p, void* const* a) {
   const float* x = as<const float>(a[1]);
   const float* w = as<const float>(a[2]);
   const float* bias = p.has_bias ? as<const float>(a[3]) : nullptr;
-  const int64_t S = g.chunk(), chunks = (g.N + S - 1) / S;
-  pool().parallel_for(chunks * g.G, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t t = lo; t < hi; ++t) {
-      const int64_t grp = t % g.G, n0 = t / g.G * S, s = std::min(S, g.N - n0);
-      float* cols = scratch(0, size_t(g.CKg * s * g.P));
-      float* out = scratch(1, size_t(g.OCg * s * g.P));
-      im2col_chunk(g, x, n0, s, grp, cols);
-      gemm(false, false, g.OCg, s * g.P, g.CKg, 0, 0, 1.f, w + grp * g.OCg * g.CKg, cols, nullptr,
-           out);
-      for (int64_t m = 0; m < g.OCg; ++m) {
-        const float b = bias ? bias[grp * g.OCg + m] : 0.f;
-        for (int64_t n = 0; n < s; ++n) {
-          const float* src = out + (m * s + n) * g.P;
-          float* dst = y + ((n0 + n) * g.OC + grp * g.OCg + m) * g.P;
-          for (int64_t i = 0; i < g.P; ++i) dst[i] = unary_apply(p.act, src[i] + b);
-        }
+  for_chunks(g, [&](int64_t grp, int64_t n0, int64_t s) {
+    float* cols = scratch(0, size_t(g.CKg * s * g.P));
+    float* out = scratch(1, size_t(g.OCg * s * g.P));
+    im2col_chunk(g, x, n0, s, grp, cols, s * g.P);
+    gemm(false, false, g.OCg, s * g.P, g.CKg, 0, 0, 1.f, w + grp * g.OCg * g.CKg, cols, nullptr,
+         out);
+    for (int64_t m = 0; m < g.OCg; ++m) {
+      const float b = bias ? bias[grp * g.OCg + m] : 0.f;
+      for (int64_t n = 0; n < s; ++n) {
+        const float* src = out + (m * s + n) * g.P;
+        float* dst = y + ((n0 + n) * g.OC + grp * g.OCg + m) * g.P;
+        for (int64_t i = 0; i < g.P; ++i) dst[i] = unary_apply(p.act, src[i] + b);
       }
     }
   });
@@ -269,18 +240,14 @@ void run(const Conv2dBackwardInputParams& p, void* const* a) {
   float* dx = as<float>(a[0]);
   const float* dy = as<const float>(a[1]);
   const float* w = as<const float>(a[2]);
-  const int64_t S = g.chunk(), chunks = (g.N + S - 1) / S;
-  pool().parallel_for(chunks * g.G, 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t t = lo; t < hi; ++t) {
-      const int64_t grp = t % g.G, n0 = t / g.G * S, s = std::min(S, g.N - n0);
-      float* dyc = scratch(0, size_t(g.OCg * s * g.P));
-      float* dcols = scratch(1, size_t(g.CKg * s * g.P));
-      gather_dy(g, dy, n0, s, grp, dyc);
-      // dcols (CKg, s*P) = W_g^T dy_g: W_g is stored (OCg, CKg).
-      gemm(true, false, g.CKg, s * g.P, g.OCg, 0, 0, 1.f, w + grp * g.OCg * g.CKg, dyc, nullptr,
-           dcols);
-      col2im_chunk(g, dcols, n0, s, grp, dx);
-    }
+  for_chunks(g, [&](int64_t grp, int64_t n0, int64_t s) {
+    float* dyc = scratch(0, size_t(g.OCg * s * g.P));
+    float* dcols = scratch(1, size_t(g.CKg * s * g.P));
+    gather_dy(g, dy, n0, s, grp, dyc);
+    // dcols (CKg, s*P) = W_g^T dy_g: W_g is stored (OCg, CKg).
+    gemm(true, false, g.CKg, s * g.P, g.OCg, 0, 0, 1.f, w + grp * g.OCg * g.CKg, dyc, nullptr,
+         dcols);
+    col2im_chunk(g, dcols, n0, s, grp, dx, s * g.P);
   });
 }
 
@@ -310,7 +277,7 @@ void run(const Conv2dBackwardWeightParams& p, void* const* a) {
         const int64_t c1 = std::min(end, (n0 + s) * g.P) - n0 * g.P;
         float* cols = scratch(0, size_t(g.CKg * s * g.P));
         float* dyc = scratch(1, size_t(g.OCg * s * g.P));
-        im2col_chunk(g, x, n0, s, grp, cols);
+        im2col_chunk(g, x, n0, s, grp, cols, s * g.P);
         gather_dy(g, dy, n0, s, grp, dyc);
         // (OCg, CKg) = dyc[:, c0:c1] cols[:, c0:c1]^T
         float* part = first ? dst : scratch(2, size_t(g.OCg * g.CKg));

@@ -376,9 +376,13 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, S
              shape_str(b.shape()));
   }
   // Keep every argument a kernel binds under 64 MiB (a GPU's storage-range
-  // limit can be 128 MiB): chunks of samples, each still one launch.
+  // limit can be 128 MiB), and with im2col its matrix (a temporary the
+  // backward keeps): chunks of samples, each still one launch.
   constexpr int64_t kMaxArgBytes = int64_t(64) << 20;
-  const int64_t sample_bytes = std::max(C * H * W, OC * OH * OW) * int64_t(sizeof(float));
+  const bool im2col = conv_algorithm() == ConvAlgorithm::im2col;
+  const int64_t sample_bytes =
+      std::max({C * H * W, OC * OH * OW, im2col ? C * K0 * K1 * OH * OW : 0}) *
+      int64_t(sizeof(float));
   if (N > 1 && N * sample_bytes > kMaxArgBytes) {
     const int64_t chunk = std::max<int64_t>(1, kMaxArgBytes / sample_bytes);
     std::vector<Tensor> parts;
@@ -387,20 +391,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, S
           conv2d(x.slice(b0, std::min(N, b0 + chunk)), w, b, stride, padding, dilation, groups));
     return cat(parts);
   }
-  if (conv_algorithm() == ConvAlgorithm::im2col) {
-    // Bound the im2col matrix (a temporary the backward keeps): chunks of
-    // samples, each still one large GEMM.
-    const int64_t cols_bytes = C / groups * groups * K0 * K1 * OH * OW * int64_t(sizeof(float));
-    if (N > 1 && N * cols_bytes > kMaxArgBytes) {
-      const int64_t chunk = std::max<int64_t>(1, kMaxArgBytes / cols_bytes);
-      std::vector<Tensor> parts;
-      for (int64_t b0 = 0; b0 < N; b0 += chunk)
-        parts.push_back(
-            conv2d(x.slice(b0, std::min(N, b0 + chunk)), w, b, stride, padding, dilation, groups));
-      return cat(parts);
-    }
-    return conv2d_im2col(x, w, b, stride, padding, dilation, groups, OH, OW);
-  }
+  if (im2col) return conv2d_im2col(x, w, b, stride, padding, dilation, groups, OH, OW);
   Conv2dParams p{.batch = N,
                  .channels = C,
                  .height = H,
