@@ -16,7 +16,7 @@
 // shared memory (As k-major vec4s of 4 rows, Bs of 4 columns). Each
 // invocation loads the same 4 rows of A and 4 columns of B at every step,
 // so their decoding (sample, pixel, channel offsets) is done once, before
-// the K loop; only the BK/(WG*4/BM) k indices of a step are decoded per step.
+// the K loop; only the k index of each of its tile rows is decoded per step.
 // Dispatch: (ceil(N/BN), ceil(M/BM), groups; times splits for the weight).
 // The subgroup build shares A's loads across a subgroup as gemm_sg does.
 #include "common.glsl"
@@ -33,6 +33,7 @@ shared vec4 Bs[BK * BN / 4];
 
 #if CONV_MODE == 0
 ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3)
+#define SRC_A_O O(2)
 #define PARAMS Conv2dParams
 #define LOAD_PARAMS load_Conv2dParams
 #define XF F(1)
@@ -41,6 +42,7 @@ ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3)
 #define WO O(2)
 #elif CONV_MODE == 1
 ARG_RW(0) ARG_RO(1) ARG_RO(2)
+#define SRC_A_O O(2)
 #define PARAMS Conv2dBackwardInputParams
 #define LOAD_PARAMS load_Conv2dBackwardInputParams
 #define DYF F(1)
@@ -49,6 +51,7 @@ ARG_RW(0) ARG_RO(1) ARG_RO(2)
 #define WO O(2)
 #else
 ARG_RW(0) ARG_RO(1) ARG_RO(2)
+#define SRC_A_O O(1)
 #define PARAMS Conv2dBackwardWeightParams
 #define LOAD_PARAMS load_Conv2dBackwardWeightParams
 #define DYF F(1)
@@ -62,74 +65,90 @@ uint C, H, W, OC, Cg, OCg, K0, K1, KK, OH, OW, P, HW;
 int S0, S1, P0, P1, D0, D1;
 uint grp;  // this workgroup's group
 
-// ---- the operands, element by element (0 outside) -------------------------------
-// Each loader takes the decoded row or column (fixed for the launch) and k.
+// ---- the operands, four at a time (0 outside) -----------------------------------
+// An invocation loads 4 rows of A and 4 columns of B at every step: their
+// decoding (Rows, Cols: bases and window corners) is done once, as vectors,
+// and each step decodes only its k. Loads are unconditional, from a clamped
+// index (the argument's first element when outside), and the result is
+// selected: no branches around loads and no arrays indexed in loops, which
+// CPU drivers run lane by lane.
+struct Cols { uvec4 base; ivec4 h0, w0; bvec4 ok; };
+
+vec4 load4(uvec4 idx, bvec4 ok, uint safe) {
+  idx = mix(uvec4(safe), idx, ok);
+#if CONV_MODE == 0 || CONV_MODE == 2
+#define SRC_B XF
+#else
+#define SRC_B DYF
+#endif
+  return mix(vec4(0.0), vec4(SRC_B[idx.x], SRC_B[idx.y], SRC_B[idx.z], SRC_B[idx.w]), ok);
+}
+vec4 load4_a(uvec4 idx, bvec4 ok, uint safe) {
+  idx = mix(uvec4(safe), idx, ok);
+#if CONV_MODE == 2
+#define SRC_A DYF
+#else
+#define SRC_A WF
+#endif
+  return mix(vec4(0.0), vec4(SRC_A[idx.x], SRC_A[idx.y], SRC_A[idx.z], SRC_A[idx.w]), ok);
+}
+bvec4 inside(ivec4 ih, ivec4 iw, int h, int w) {
+  return bvec4(uvec4(greaterThanEqual(ih, ivec4(0))) & uvec4(lessThan(ih, ivec4(h))) &
+               uvec4(greaterThanEqual(iw, ivec4(0))) & uvec4(lessThan(iw, ivec4(w))));
+}
+bvec4 and4(bvec4 a, bvec4 b) { return bvec4(uvec4(a) & uvec4(b)); }
 
 #if CONV_MODE == 0
-// A = w: row m's base; B = x: column (n, oh, ow) as its plane base and the
-// padded top-left of its window.
-struct Col { uint base; int h0, w0; bool ok; };
-Col col_of(uint n) {  // n < N*P
-  Col c;
+// B = x: column n = (sample, oh, ow) as its sample's plane base (group's
+// first channel) and the padded top-left of its window.
+void col_of(uint n, out uint base, out int h0, out int w0) {
   uint s = n / P, pix = n - s * P, oh = pix / OW, ow = pix - oh * OW;
-  c.base = XO + (s * C + grp * Cg) * HW;
-  c.h0 = int(oh) * S0 - P0;
-  c.w0 = int(ow) * S1 - P1;
-  c.ok = true;
-  return c;
+  base = XO + (s * C + grp * Cg) * HW;
+  h0 = int(oh) * S0 - P0;
+  w0 = int(ow) * S1 - P1;
 }
-float a_at(uint row_base, uint k) { return WF[row_base + k]; }
-float b_at(Col c, uint k, uint kc, uint kh, uint kw) {
-  int ih = c.h0 + int(kh) * D0, iw = c.w0 + int(kw) * D1;
-  if (ih < 0 || ih >= int(H) || iw < 0 || iw >= int(W)) return 0.0;
-  return XF[c.base + kc * HW + uint(ih) * W + uint(iw)];
+// k = (c, kh, kw)
+vec4 b_at(Cols c, uint kc, uint kh, uint kw) {
+  ivec4 ih = c.h0 + int(kh) * D0, iw = c.w0 + int(kw) * D1;
+  bvec4 ok = and4(c.ok, inside(ih, iw, int(H), int(W)));
+  return load4(c.base + kc * HW + uvec4(ih) * W + uvec4(iw), ok, XO);
 }
 #elif CONV_MODE == 1
-// A = w transposed: row m = input channel c; k = (oc, kh, kw). B = dy:
-// column (n, h, w) as its sample's dy base and h + p, w + p.
-struct Col { uint base; int h0, w0; bool ok; };
-Col col_of(uint n) {
-  Col c;
+// B = dy: column n = (sample, h, w) as its sample's dy base (group's first
+// output channel) and h + p, w + p.
+void col_of(uint n, out uint base, out int h0, out int w0) {
   uint s = n / HW, pix = n - s * HW, h = pix / W, w = pix - h * W;
-  c.base = DYO + (s * OC + grp * OCg) * P;
-  c.h0 = int(h) + P0;
-  c.w0 = int(w) + P1;
-  c.ok = true;
-  return c;
+  base = DYO + (s * OC + grp * OCg) * P;
+  h0 = int(h) + P0;
+  w0 = int(w) + P1;
 }
-float a_at(uint row_base, uint k, uint koc, uint khw) {
-  return WF[row_base + koc * Cg * KK + khw];
-}
-float b_at(Col c, uint k, uint koc, uint kh, uint kw) {
-  int th = c.h0 - int(kh) * D0, tw = c.w0 - int(kw) * D1;
-  if (th < 0 || tw < 0) return 0.0;
-  uint oh = uint(th), ow = uint(tw);
-  if (S0 != 1 || S1 != 1) {
-    if (oh % uint(S0) != 0u || ow % uint(S1) != 0u) return 0.0;
-    oh /= uint(S0);
-    ow /= uint(S1);
+// k = (oc, kh, kw): dy[oc, (h + p - kh*d)/s, (w + p - kw*d)/s] where exact.
+vec4 b_at(Cols c, uint koc, uint kh, uint kw) {
+  ivec4 th = c.h0 - int(kh) * D0, tw = c.w0 - int(kw) * D1;
+  bvec4 ok = and4(c.ok, bvec4(uvec4(greaterThanEqual(th, ivec4(0))) &
+                              uvec4(greaterThanEqual(tw, ivec4(0)))));
+  if (S0 != 1 || S1 != 1) {  // the same for the whole launch
+    ok = and4(ok, bvec4(uvec4(equal(th % S0, ivec4(0))) & uvec4(equal(tw % S1, ivec4(0)))));
+    th /= S0;
+    tw /= S1;
   }
-  if (oh >= OH || ow >= OW) return 0.0;
-  return DYF[c.base + koc * P + oh * OW + ow];
+  ok = and4(ok, inside(th, tw, int(OH), int(OW)));
+  return load4(c.base + koc * P + uvec4(th) * OW + uvec4(tw), ok, DYO);
 }
 #else
-// A = dy: row m = output channel; k = (n, pixel). B = x: column (c, kh, kw)
-// as its channel's offset and the tap's displacement.
-struct Col { uint base; int h0, w0; bool ok; };
-Col col_of(uint n) {  // n < Cg*KK
-  Col c;
+// B = x: column n = (c, kh, kw) as its channel's plane offset and the tap's
+// displacement.
+void col_of(uint n, out uint base, out int h0, out int w0) {  // n < Cg*KK
   uint ch = n / KK, t = n - ch * KK, kh = t / K1, kw = t - kh * K1;
-  c.base = XO + (grp * Cg + ch) * HW;
-  c.h0 = int(kh) * D0 - P0;
-  c.w0 = int(kw) * D1 - P1;
-  c.ok = true;
-  return c;
+  base = XO + (grp * Cg + ch) * HW;
+  h0 = int(kh) * D0 - P0;
+  w0 = int(kw) * D1 - P1;
 }
-float a_at(uint row_base, uint ks, uint kpix) { return DYF[row_base + ks * OC * P + kpix]; }
-float b_at(Col c, uint ks, uint koh, uint kow) {
-  int ih = int(koh) * S0 + c.h0, iw = int(kow) * S1 + c.w0;
-  if (ih < 0 || ih >= int(H) || iw < 0 || iw >= int(W)) return 0.0;
-  return XF[c.base + ks * C * HW + uint(ih) * W + uint(iw)];
+// k = (sample, oh, ow)
+vec4 b_at(Cols c, uint ks, uint koh, uint kow) {
+  ivec4 ih = c.h0 + int(koh) * S0, iw = c.w0 + int(kow) * S1;
+  bvec4 ok = and4(c.ok, inside(ih, iw, int(H), int(W)));
+  return load4(c.base + ks * C * HW + uvec4(ih) * W + uvec4(iw), ok, XO);
 }
 #endif
 
@@ -167,9 +186,10 @@ void main() {
   uint m4a = t % QA, kka = t / QA;
   uint n4b = t % QB, kkb = t / QB;
   const uint KSA = WG / QA, KSB = WG / QB;  // k rows apart between an invocation's loads
-  uint rowb[4];
-  bool rowok[4];
-  for (uint i = 0u; i < 4u; ++i) {
+  uvec4 rowb = uvec4(0u);
+  bvec4 rowok = bvec4(false);
+  Cols cols;
+  for (uint i = 0u; i < 4u; ++i) {  // constant trip count: unrolled
     uint gm = m0 + 4u * m4a + i;
     rowok[i] = gm < M;
 #if CONV_MODE == 0
@@ -179,12 +199,10 @@ void main() {
 #else
     rowb[i] = DYO + (grp * OCg + gm) * P;
 #endif
-  }
-  Col cols[4];
-  for (uint j = 0u; j < 4u; ++j) {
-    uint gn = n0 + 4u * n4b + j;
-    cols[j] = col_of(min(gn, N - 1u));
-    cols[j].ok = gn < N;
+    uint gn = n0 + 4u * n4b + i, base;
+    int h0, w0;
+    col_of(min(gn, N - 1u), base, h0, w0);
+    cols.base[i] = base, cols.h0[i] = h0, cols.w0[i] = w0, cols.ok[i] = gn < N;
   }
 
   vec4 acc[TM][TN / 4u];
@@ -195,43 +213,30 @@ void main() {
     // A tile: (kk, m4) entries, this invocation's rows m4a at k rows kka + i*KSA.
     for (uint kk = kka; kk < BK; kk += KSA) {
       uint k = k0 + kk;
-      vec4 v = vec4(0.0);
-      if (k < K) {
+      bvec4 ok = and4(rowok, bvec4(k < K));
 #if CONV_MODE == 0
-        for (uint i = 0u; i < 4u; ++i)
-          if (rowok[i]) v[i] = a_at(rowb[i], k);
+      uvec4 idx = rowb + k;
 #elif CONV_MODE == 1
-        uint koc = k / KK, khw = k - koc * KK;
-        for (uint i = 0u; i < 4u; ++i)
-          if (rowok[i]) v[i] = a_at(rowb[i], k, koc, khw);
+      uint koc = k / KK;
+      uvec4 idx = rowb + koc * Cg * KK + (k - koc * KK);
 #else
-        uint kg = kbeg + k, ks = kg / P, kpix = kg - ks * P;
-        for (uint i = 0u; i < 4u; ++i)
-          if (rowok[i]) v[i] = a_at(rowb[i], ks, kpix);
+      uint kg = kbeg + k, ks = kg / P;
+      uvec4 idx = rowb + ks * OC * P + (kg - ks * P);
 #endif
-      }
-      As[kk * QA + m4a] = v;
+      As[kk * QA + m4a] = load4_a(idx, ok, SRC_A_O);
     }
     // B tile: (kk, n4) entries, this invocation's columns n4b at k rows kkb + i*KSB.
     for (uint kk = kkb; kk < BK; kk += KSB) {
-      uint k = k0 + kk;
-      vec4 v = vec4(0.0);
-      if (k < K) {
-#if CONV_MODE == 0
-        uint kc = k / KK, t2 = k - kc * KK, kh = t2 / K1, kw = t2 - kh * K1;
-        for (uint j = 0u; j < 4u; ++j)
-          if (cols[j].ok) v[j] = b_at(cols[j], k, kc, kh, kw);
-#elif CONV_MODE == 1
-        uint koc = k / KK, t2 = k - koc * KK, kh = t2 / K1, kw = t2 - kh * K1;
-        for (uint j = 0u; j < 4u; ++j)
-          if (cols[j].ok) v[j] = b_at(cols[j], k, koc, kh, kw);
+      uint k = min(k0 + kk, K - 1u);
+      Cols c = cols;
+      c.ok = and4(cols.ok, bvec4(k0 + kk < K));
+#if CONV_MODE == 0 || CONV_MODE == 1
+      uint kc = k / KK, t2 = k - kc * KK, kh = t2 / K1;
+      Bs[kk * QB + n4b] = b_at(c, kc, kh, t2 - kh * K1);
 #else
-        uint kg = kbeg + k, ks = kg / P, kpix = kg - ks * P, koh = kpix / OW, kow = kpix - koh * OW;
-        for (uint j = 0u; j < 4u; ++j)
-          if (cols[j].ok) v[j] = b_at(cols[j], ks, koh, kow);
+      uint kg = kbeg + k, ks = kg / P, kpix = kg - ks * P, koh = kpix / OW;
+      Bs[kk * QB + n4b] = b_at(c, ks, koh, kpix - koh * OW);
 #endif
-      }
-      Bs[kk * QB + n4b] = v;
     }
     barrier();
     for (uint kk = 0u; kk < BK; ++kk) {
@@ -257,29 +262,32 @@ void main() {
     barrier();
   }
 
-  // The epilogue: C (m, n) to its place in the output.
-  uint gn0 = n0 + TN * tx;
+  // The epilogue: C (m, n) to its place in the output (rows outer, as
+  // gemm.comp: the accumulators indexed in the order they are laid out).
+  uint gn0 = n0 + TN * tx, dst[TN], ld;
   for (uint j = 0u; j < TN; ++j) {
-    uint gn = gn0 + j;
-    if (gn >= N) continue;
+    uint gn = min(gn0 + j, N - 1u);
 #if CONV_MODE == 0
-    uint s = gn / P, pix = gn - s * P;
-    uint dst = O(0) + (s * OC + grp * OCg) * P + pix, ld = P;
+    uint s = gn / P;
+    dst[j] = O(0) + (s * OC + grp * OCg) * P + (gn - s * P), ld = P;
 #elif CONV_MODE == 1
-    uint s = gn / HW, pix = gn - s * HW;
-    uint dst = O(0) + (s * C + grp * Cg) * HW + pix, ld = HW;
+    uint s = gn / HW;
+    dst[j] = O(0) + (s * C + grp * Cg) * HW + (gn - s * HW), ld = HW;
 #else
-    uint dst = O(0) + (split * OC + grp * OCg) * N + gn, ld = N;
+    dst[j] = O(0) + (split * OC + grp * OCg) * N + gn, ld = N;
 #endif
-    for (uint i = 0u; i < TM; ++i) {
-      uint gm = m0 + TM * ty + i;
-      if (gm >= M) continue;
+  }
+  for (uint i = 0u; i < TM; ++i) {
+    uint gm = m0 + TM * ty + i;
+    if (gm >= M) continue;
+    for (uint j = 0u; j < TN; ++j) {
+      if (gn0 + j >= N) continue;
       float v = acc[i][j / 4u][j % 4u];
 #if CONV_MODE == 0
       if ((p.flags & 16u) != 0u) v += F(3)[O(3) + grp * OCg + gm];  // has_bias, specialized
       v = unary_apply(p.op, v);  // p.op = SPEC_OP = act
 #endif
-      F(0)[dst + gm * ld] = v;
+      F(0)[dst[j] + gm * ld] = v;
     }
   }
 }

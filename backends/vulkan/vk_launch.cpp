@@ -370,8 +370,16 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
     case Kernel::conv2d_backward_input:
     case Kernel::conv2d_backward_weight: {
       if (ins.kernel == Kernel::conv2d && params<Kernel::conv2d>(p).has_bias) fl |= 16u;
+      // The small tiles when the large ones leave the device without a
+      // second workgroup, or pad the product by a third more: a
+      // convolution's M (channels) is often 32 or 64 against 128-row tiles.
       const ConvGemm m = conv_gemm(ins);
-      if (ceil_div(m.n, c.gemm[1]) * ceil_div(m.m, c.gemm[0]) * m.z < 2 && c.gemm_small != c.gemm)
+      auto padded = [&](const std::array<uint32_t, 5>& t) {
+        return ceil_div(m.m, t[0]) * t[0] * ceil_div(m.n, t[1]) * t[1];
+      };
+      if (c.gemm_small != c.gemm &&
+          (ceil_div(m.n, c.gemm[1]) * ceil_div(m.m, c.gemm[0]) * m.z < 2 ||
+           3 * padded(c.gemm) > 4 * padded(c.gemm_small)))
         fl |= kSmallTiles;
       break;
     }

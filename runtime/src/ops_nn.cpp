@@ -327,9 +327,11 @@ ConvAlgorithm conv_algorithm() {
   if (a < 0) {
     const char* e = std::getenv("SWITCHYARD_CONV");
     const std::string v = e ? e : "";
-    SY_CHECK(v.empty() || v == "im2col" || v == "implicit", "conv2d",
-             "expected SWITCHYARD_CONV=im2col or implicit, found '", v, "'");
-    a = int(v == "implicit" ? ConvAlgorithm::implicit_gemm : ConvAlgorithm::im2col);
+    SY_CHECK(v.empty() || v == "auto" || v == "im2col" || v == "implicit", "conv2d",
+             "expected SWITCHYARD_CONV=auto, im2col or implicit, found '", v, "'");
+    a = int(v == "implicit" ? ConvAlgorithm::implicit_gemm
+            : v == "im2col" ? ConvAlgorithm::im2col
+                            : ConvAlgorithm::automatic);
     int expected = -1;
     g_conv_algorithm.compare_exchange_strong(expected, a);
     a = g_conv_algorithm.load();
@@ -379,7 +381,9 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, S
   // limit can be 128 MiB), and with im2col its matrix (a temporary the
   // backward keeps): chunks of samples, each still one launch.
   constexpr int64_t kMaxArgBytes = int64_t(64) << 20;
-  const bool im2col = conv_algorithm() == ConvAlgorithm::im2col;
+  const ConvAlgorithm alg = conv_algorithm();
+  const bool im2col = alg == ConvAlgorithm::im2col ||
+                      (alg == ConvAlgorithm::automatic && x.device().info().backend != "vulkan");
   const int64_t sample_bytes =
       std::max({C * H * W, OC * OH * OW, im2col ? C * K0 * K1 * OH * OW : 0}) *
       int64_t(sizeof(float));

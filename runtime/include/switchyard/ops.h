@@ -111,20 +111,20 @@ struct Size2 {
 
 // x (N, C, H, W), weight (out_channels, C/groups, kH, kW), bias (out_channels)
 // or undefined -> (N, out_channels, OH, OW), as torch.nn.functional.conv2d.
-// Two lowerings (conv_algorithm below). im2col, the default: im2col plus one
-// batched GEMM over all groups (bias fused) and a layout pass; backward
-// two GEMMs, col2im and layout passes. implicit_gemm: one kernel forward
-// (bias fused), two backward (the input gradient; the weight gradient in
-// partial sums, plus one reduction), reading the input in place, never
-// expanded. A batch whose input, output or im2col matrix would pass 64 MiB
-// runs in chunks of samples.
+// Two lowerings (conv_algorithm below). im2col: im2col plus one batched
+// GEMM over all groups (bias fused) and a layout pass; backward two GEMMs,
+// col2im and layout passes. implicit_gemm: one kernel forward (bias fused),
+// two backward (the input gradient; the weight gradient in partial sums,
+// plus one reduction), reading the input in place, never expanded. A batch
+// whose input, output or im2col matrix would pass 64 MiB runs in chunks of
+// samples.
 Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor(),
               Size2 stride = 1, Size2 padding = 0, Size2 dilation = 1, int64_t groups = 1);
-// Which lowering conv2d records from now on (for every device): read from
-// SWITCHYARD_CONV (im2col or implicit) at first use, else im2col. The
-// implicit GEMM kernels are conformance-tested on every backend but not yet
-// faster everywhere (docs/benchmarks.md), hence not the default.
-enum class ConvAlgorithm { im2col, implicit_gemm };
+// Which lowering conv2d records from now on: read from SWITCHYARD_CONV
+// (auto, im2col or implicit) at first use, else automatic: implicit_gemm on
+// Vulkan devices, im2col on the others (the faster there as measured;
+// docs/benchmarks.md, "Convolution lowerings").
+enum class ConvAlgorithm { automatic, im2col, implicit_gemm };
 void set_conv_algorithm(ConvAlgorithm a);
 ConvAlgorithm conv_algorithm();
 // Pooling over the last two dimensions of (N, C, H, W) or (C, H, W). stride 0
