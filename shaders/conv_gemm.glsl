@@ -18,6 +18,8 @@
 // so their decoding (sample, pixel, channel offsets) is done once, before
 // the K loop; only the k index of each of its tile rows is decoded per step.
 // Dispatch: (ceil(N/BN), ceil(M/BM), groups; times splits for the weight).
+// Flags: bit 4 has_bias (forward), bit 5 unit strides (input gradient),
+// bit 7 the small tile set.
 // The subgroup build shares A's loads across a subgroup as gemm_sg does.
 #include "common.glsl"
 #ifdef SY_SUBGROUP
@@ -43,6 +45,7 @@ ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3)
 #elif CONV_MODE == 1
 ARG_RW(0) ARG_RO(1) ARG_RO(2)
 #define SRC_A_O O(2)
+#define UNIT_STRIDE ((SPEC_FLAGS & 32u) != 0u)
 #define PARAMS Conv2dBackwardInputParams
 #define LOAD_PARAMS load_Conv2dBackwardInputParams
 #define DYF F(1)
@@ -127,7 +130,7 @@ vec4 b_at(Cols c, uint koc, uint kh, uint kw) {
   ivec4 th = c.h0 - int(kh) * D0, tw = c.w0 - int(kw) * D1;
   bvec4 ok = and4(c.ok, bvec4(uvec4(greaterThanEqual(th, ivec4(0))) &
                               uvec4(greaterThanEqual(tw, ivec4(0)))));
-  if (S0 != 1 || S1 != 1) {  // the same for the whole launch
+  if (!UNIT_STRIDE) {  // specialized: flag bit 5 when both strides are 1
     ok = and4(ok, bvec4(uvec4(equal(th % S0, ivec4(0))) & uvec4(equal(tw % S1, ivec4(0)))));
     th /= S0;
     tw /= S1;

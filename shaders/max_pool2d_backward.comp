@@ -3,23 +3,38 @@
 // idx is (h, w) (MaxPool2dBackwardParams). args dx, dy, idx (i32).
 // Dispatch: y over the planes (grid-stride), x over a plane's elements; each
 // invocation gathers the windows that cover its element in a fixed order:
-// deterministic, no atomics.
+// deterministic, no atomics. Its row, column and window ranges come from
+// multiplies by reciprocals with one correction each way (exact below 2^22,
+// which the host checks: flag bit 1 takes integer division for larger
+// planes), since CPU drivers divide integers one lane at a time.
 #version 450
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RO(2)
+
+// floor(a / b) for 0 <= a: exact with the correction when a < 2^22.
+int div_floor(int a, int b, float inv) {
+  if ((SPEC_FLAGS & 2u) != 0u) return a / b;
+  int q = int(float(a) * inv);
+  q += (q + 1) * b <= a ? 1 : 0;
+  q -= q * b > a ? 1 : 0;
+  return q;
+}
+
 void main() {
   Op p = load_op();
   MaxPool2dBackwardParams q = load_MaxPool2dBackwardParams();
   int H = q.height, W = q.width, OH = q.out_h, OW = q.out_w;
+  int K0 = q.kernel[0], K1 = q.kernel[1], S0 = q.stride[0], S1 = q.stride[1];
+  float invW = 1.0 / float(W), inv0 = 1.0 / float(S0), inv1 = 1.0 / float(S1);
   for (uint pl = gl_WorkGroupID.y; pl < uint(q.planes); pl += gl_NumWorkGroups.y) {
     uint base = pl * uint(OH * OW);
     for (uint t = gl_GlobalInvocationID.x; t < uint(H * W); t += gl_NumWorkGroups.x * WG) {
-      int h = int(t / uint(W)), w = int(t) - h * W;
+      int h = div_floor(int(t), W, invW), w = int(t) - h * W;
       // Windows o with o*s - pad <= h < o*s - pad + kernel.
       int th = h + q.padding[0], tw = w + q.padding[1];
-      int oh0 = th - q.kernel[0] < 0 ? 0 : (th - q.kernel[0]) / q.stride[0] + 1;
-      int ow0 = tw - q.kernel[1] < 0 ? 0 : (tw - q.kernel[1]) / q.stride[1] + 1;
-      int oh1 = min(th / q.stride[0] + 1, OH), ow1 = min(tw / q.stride[1] + 1, OW);
+      int oh0 = th - K0 < 0 ? 0 : div_floor(th - K0, S0, inv0) + 1;
+      int ow0 = tw - K1 < 0 ? 0 : div_floor(tw - K1, S1, inv1) + 1;
+      int oh1 = min(div_floor(th, S0, inv0) + 1, OH), ow1 = min(div_floor(tw, S1, inv1) + 1, OW);
       float s = 0.0;
       int me = int(t);
       for (int oh = oh0; oh < oh1; ++oh)

@@ -239,10 +239,9 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
     case Kernel::channel_sums:
       g[0] = rows(params<Kernel::channel_sums>(p).channels);
       return;
-    case Kernel::channel_affine: {
+    case Kernel::channel_affine: {  // flat: vec4 items (or groups of 4 elements)
       const auto q = params<Kernel::channel_affine>(p);
-      rows_by_items(c, q.outer * q.channels,
-                    (flags & 1u) && q.inner % 4 == 0 ? q.inner / 4 : q.inner, g);
+      g[0] = groups_for(c, quads(q.outer * q.channels * q.inner));
       return;
     }
     case Kernel::swap_axes: {
@@ -370,6 +369,12 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
     case Kernel::conv2d_backward_input:
     case Kernel::conv2d_backward_weight: {
       if (ins.kernel == Kernel::conv2d && params<Kernel::conv2d>(p).has_bias) fl |= 16u;
+      // Unit strides: the input gradient's taps need no divisibility test
+      // (conv_gemm.glsl's UNIT_STRIDE, settled when the pipeline is built).
+      if (ins.kernel == Kernel::conv2d_backward_input) {
+        const auto q = params<Kernel::conv2d_backward_input>(p);
+        if (q.stride[0] == 1 && q.stride[1] == 1) fl |= 32u;
+      }
       // The small tiles when the large ones leave the device without a
       // second workgroup, or pad the product by a third more: a
       // convolution's M (channels) is often 32 or 64 against 128-row tiles.
@@ -399,6 +404,17 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
     case Kernel::sgd_momentum_update:
       if (params<Kernel::sgd_momentum_update>(p).nesterov) fl |= 64u;
       break;
+    case Kernel::channel_affine: {
+      const auto q = params<Kernel::channel_affine>(p);
+      if (q.has_b) fl |= 2u;
+      if (q.outer * q.channels * q.inner >= (int64_t(1) << 22)) fl |= 4u;  // exact division
+      break;
+    }
+    case Kernel::max_pool2d_backward: {  // planes of 2^22 elements or more: integer division
+      const auto q = params<Kernel::max_pool2d_backward>(p);
+      if ((q.height + q.padding[0]) * (q.width + q.padding[1]) >= (int64_t(1) << 22)) fl |= 2u;
+      break;
+    }
     case Kernel::transpose:
       if (transpose_tiled(c, params<Kernel::transpose>(p))) fl |= 2u;
       break;

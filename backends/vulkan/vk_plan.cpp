@@ -157,9 +157,9 @@ uint64_t loop_iterations(const LaunchConfig& c, const Launch& l) {
       return per_channel(params<Kernel::channel_stats>(p), 2);
     case Kernel::channel_sums:
       return per_channel(params<Kernel::channel_sums>(p), 2);
-    case Kernel::channel_affine: {
+    case Kernel::channel_affine: {  // flat: groups of 4
       const auto q = params<Kernel::channel_affine>(p);
-      return by_rows(q.outer * q.channels, q.inner, 0);
+      return items(int64_t(ceil_div(nonneg(q.outer * q.channels * q.inner), 4)), 4);
     }
     case Kernel::swap_axes: {
       const auto q = params<Kernel::swap_axes>(p);
