@@ -436,6 +436,9 @@ std::vector<Case> cases_for(Kernel k) {
     case Kernel::channel_stats:
     case Kernel::channel_sums:
     case Kernel::channel_affine:
+    case Kernel::batch_norm_coef:
+    case Kernel::batch_norm_coef_backward:
+    case Kernel::batch_norm_running:
     case Kernel::swap_axes:
     case Kernel::im2col:
     case Kernel::col2im:

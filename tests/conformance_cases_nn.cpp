@@ -4,7 +4,7 @@
 // with every option (groups, depthwise, bias, a fused ReLU, split weight
 // gradients, tiles past 128 rows), max and
 // average pooling forward and backward (ties, padding in the divisor or
-// not), batch norm's per-channel passes, and embedding's gather and its
+// not), batch norm's per-channel passes and coefficients, and embedding's gather and its
 // ordered scatter-add.
 #include <algorithm>
 #include <array>
@@ -210,6 +210,76 @@ std::vector<Case> layer_cases(Kernel k) {
           cs.push_back(
               make(name + (has_b ? " +b" : ""), {outf(e), f32(a), f32(b), f32(coef)},
                    sy::ChannelAffineParams{.outer = O, .channels = C, .inner = E, .has_b = has_b}));
+        }
+      }
+      break;
+    case Kernel::batch_norm_coef:
+    case Kernel::batch_norm_coef_backward:
+    case Kernel::batch_norm_running:
+      // One channel, a few, more than a workgroup; with and without the
+      // weight and bias; training or not; a variance near zero (eps matters).
+      for (int64_t C : {int64_t(1), int64_t(7), int64_t(300)}) {
+        auto mean = random_vec(size_t(C), 61), var = random_vec(size_t(C), 62);
+        for (auto& v : var) v = v * v + (C == 7 ? 1e-6f : 0.5f);
+        auto w = random_vec(size_t(C), 63), b = random_vec(size_t(C), 64);
+        const float eps = 1e-5f;
+        const std::string name = "C=" + std::to_string(C);
+        if (k == Kernel::batch_norm_coef) {
+          for (int variant = 0; variant < 3; ++variant) {  // w+b, neither, w only
+            const bool hw = variant != 1, hb = variant == 0;
+            std::vector<double> e(size_t(4 * C));
+            for (int64_t c = 0; c < C; ++c) {
+              const double inv = 1.0 / std::sqrt(double(var[size_t(c)]) + eps);
+              e[size_t(c)] = mean[size_t(c)];
+              e[size_t(C + c)] = hw ? inv * w[size_t(c)] : inv;
+              e[size_t(2 * C + c)] = hb ? double(b[size_t(c)]) : 0.0;
+              e[size_t(3 * C + c)] = inv;
+            }
+            cs.push_back(make(name + (hw ? " w" : "") + (hb ? " b" : ""),
+                              {outf(e), f32(mean), f32(var), f32(w), f32(b)},
+                              sy::BatchNormCoefParams{
+                                  .channels = C, .has_weight = hw, .has_bias = hb, .eps = eps}));
+          }
+        } else if (k == Kernel::batch_norm_coef_backward) {
+          // coef rows: mean, scale, bias, inv (inv positive, scale any sign).
+          auto coef = random_vec(size_t(4 * C), 65), sums = random_vec(size_t(2 * C), 66);
+          for (int64_t c = 0; c < C; ++c)
+            coef[size_t(3 * C + c)] = std::abs(coef[size_t(3 * C + c)]) + 0.5f;
+          const int64_t count = 98;
+          for (bool training : {true, false}) {
+            std::vector<double> e(size_t(6 * C));
+            for (int64_t c = 0; c < C; ++c) {
+              const double scale = coef[size_t(C + c)], inv = coef[size_t(3 * C + c)];
+              const double dweight = inv * sums[size_t(C + c)];
+              e[size_t(c)] = 0.0;
+              e[size_t(C + c)] = scale;
+              e[size_t(2 * C + c)] = training ? -scale * sums[size_t(c)] / double(count) : 0.0;
+              e[size_t(3 * C + c)] = coef[size_t(c)];
+              e[size_t(4 * C + c)] = training ? -scale * inv * dweight / double(count) : 0.0;
+              e[size_t(5 * C + c)] = dweight;
+            }
+            cs.push_back(make(name + (training ? " training" : " eval"),
+                              {outf(e), f32(coef), f32(sums)},
+                              sy::BatchNormCoefBackwardParams{
+                                  .channels = C, .count = count, .training = training}));
+          }
+        } else {
+          auto rm = random_vec(size_t(C), 67), rv = random_vec(size_t(C), 68);
+          std::vector<float> stats(mean);
+          stats.insert(stats.end(), var.begin(), var.end());
+          const int64_t count = 50;
+          const double m = 0.1;
+          std::vector<double> em(static_cast<size_t>(C)), ev(static_cast<size_t>(C));
+          for (int64_t c = 0; c < C; ++c) {
+            em[size_t(c)] = (1 - m) * rm[size_t(c)] + m * mean[size_t(c)];
+            ev[size_t(c)] =
+                (1 - m) * rv[size_t(c)] + m * var[size_t(c)] * count / double(count - 1);
+          }
+          HostArg am = f32(rm), av = f32(rv);
+          am.expect = em, av.expect = ev;
+          cs.push_back(make(
+              name, {am, av, f32(stats)},
+              sy::BatchNormRunningParams{.channels = C, .count = count, .momentum = float(m)}));
         }
       }
       break;

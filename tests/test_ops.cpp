@@ -775,8 +775,8 @@ TEST_P(OnDevice, KernelTableEveryKernelIsReachedByTheOps) {
   sy::set_conv_algorithm(was);
   Tensor p = sy::max_pool2d(c, 2) + sy::avg_pool2d(c, 2);
   Tensor q = sy::bmm(p.reshape({8, 3, 3}), p.reshape({8, 3, 3}));
-  loss = loss + sy::sum(sy::batch_norm(q.reshape({2, 4, 9}), Tensor(), Tensor(), Tensor(), Tensor(),
-                                       true));
+  loss = loss + sy::sum(sy::batch_norm(q.reshape({2, 4, 9}), sy::zeros({4}, D()),
+                                       sy::ones({4}, D()), Tensor(), Tensor(), true));
   Tensor table = sy::randn({5, 3}, D()).requires_grad_();
   loss = loss +
          sy::sum(sy::embedding(sy::from_vector(std::vector<int32_t>{4, 0, 4}, {3}, D()), table));

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "cpu_kernels.h"
+#include "pointwise.h"
 #include "switchyard/error.h"
 #include "thread_pool.h"
 
@@ -405,6 +406,52 @@ Window window(const P& p, int64_t oh, int64_t ow) {
   const int64_t hs = oh * p.stride[0] - p.padding[0], ws = ow * p.stride[1] - p.padding[1];
   return {std::max<int64_t>(hs, 0), std::min(hs + p.kernel[0], p.height), std::max<int64_t>(ws, 0),
           std::min(ws + p.kernel[1], p.width)};
+}
+
+// Batch norm's per-channel coefficients (kernels.h): a few floats per
+// channel, in float as the GPUs compute them.
+void run(const BatchNormCoefParams& p, void* const* a) {
+  float* out = as<float>(a[0]);
+  const float *mean = as<const float>(a[1]), *var = as<const float>(a[2]);
+  const float *w = as<const float>(a[3]), *b = as<const float>(a[4]);
+  const int64_t C = p.channels;
+  for (int64_t c = 0; c < C; ++c) {
+    const float inv = 1.f / std::sqrt(var[c] + p.eps);
+    out[c] = mean[c];
+    out[C + c] = p.has_weight ? inv * w[c] : inv;
+    out[2 * C + c] = p.has_bias ? b[c] : 0.f;
+    out[3 * C + c] = inv;
+  }
+}
+
+void run(const BatchNormCoefBackwardParams& p, void* const* a) {
+  float* out = as<float>(a[0]);
+  const float *coef = as<const float>(a[1]), *sums = as<const float>(a[2]);
+  const int64_t C = p.channels;
+  const float per = 1.f / float(p.count);
+  for (int64_t c = 0; c < C; ++c) {
+    const float mean = coef[c], scale = coef[C + c], inv = coef[3 * C + c];
+    const float dweight = inv * sums[C + c];  // the sum of dy * xhat
+    out[c] = 0.f;
+    out[C + c] = scale;
+    out[2 * C + c] = p.training ? -(scale * sums[c] * per) : 0.f;
+    out[3 * C + c] = mean;
+    out[4 * C + c] = p.training ? -(scale * inv * dweight * per) : 0.f;
+    out[5 * C + c] = dweight;
+  }
+}
+
+void run(const BatchNormRunningParams& p, void* const* a) {
+  float *rm = as<float>(a[0]), *rv = as<float>(a[1]);
+  const float* stats = as<const float>(a[2]);
+  const int64_t C = p.channels;
+  const float unbias = float(p.count) / float(p.count - 1), m = p.momentum;
+  // An SGD step with lr = -momentum, weight decay -1 and the statistic as
+  // the gradient: r += momentum * (stat - r), as every backend computes it.
+  for (int64_t c = 0; c < C; ++c) {
+    pointwise::sgd_step(rm[c], stats[c], -m, -1.f);
+    pointwise::sgd_step(rv[c], stats[C + c] * unbias, -m, -1.f);
+  }
 }
 
 void run(const MaxPool2dParams& p, void* const* a) {

@@ -18,6 +18,8 @@
 // channel_stats / channel_sums: one block per channel, double partial sums
 //   reduced per warp, then across the block's warps in shared memory.
 // channel_affine: one grid-stride pass over the output.
+// batch_norm_coef, batch_norm_coef_backward, batch_norm_running: a thread
+//   per channel.
 // All use kBlock-thread blocks, capped at env.max_blocks blocks.
 #include "cuda_math.cuh"
 
@@ -210,6 +212,40 @@ dim3 conv_grid(const char* op, int mode, const ConvG& g) {
            "expected a grid within CUDA's limits (x < 2^31, y and z <= 65535), found ", gx, " x ",
            gy, " x ", gz, ": split the batch or the groups");
   return dim3(unsigned(gx), unsigned(gy), unsigned(gz));
+}
+
+// Batch norm's per-channel coefficients (kernels.h), a thread per channel.
+__global__ void batch_norm_coef_k(float* out, const float* mean, const float* var, const float* w,
+                                  const float* b, int64_t C, bool has_w, bool has_b, float eps) {
+  SY_GRID_STRIDE(c, C) {
+    const float inv = 1.f / sqrtf(var[c] + eps);
+    out[c] = mean[c];
+    out[C + c] = has_w ? inv * w[c] : inv;
+    out[2 * C + c] = has_b ? b[c] : 0.f;
+    out[3 * C + c] = inv;
+  }
+}
+
+__global__ void batch_norm_coef_backward_k(float* out, const float* coef, const float* sums,
+                                           int64_t C, float per, bool training) {
+  SY_GRID_STRIDE(c, C) {
+    const float mean = coef[c], scale = coef[C + c], inv = coef[3 * C + c];
+    const float dweight = inv * sums[C + c];
+    out[c] = 0.f;
+    out[C + c] = scale;
+    out[2 * C + c] = training ? -(scale * sums[c] * per) : 0.f;
+    out[3 * C + c] = mean;
+    out[4 * C + c] = training ? -(scale * inv * dweight * per) : 0.f;
+    out[5 * C + c] = dweight;
+  }
+}
+
+__global__ void batch_norm_running_k(float* rm, float* rv, const float* stats, int64_t C,
+                                     float momentum, float unbias) {
+  SY_GRID_STRIDE(c, C) {
+    pointwise::sgd_step(rm[c], stats[c], -momentum, -1.f);
+    pointwise::sgd_step(rv[c], stats[C + c] * unbias, -momentum, -1.f);
+  }
 }
 
 // The windows covering plane index x: [lo, hi).
@@ -484,6 +520,31 @@ void launch(const ChannelSumsParams& p, void* const* args, const LaunchEnv& env)
    static_cast<const float*>(args[2]), static_cast<const float*>(args[3]), p.outer, p.channels,
    p.inner);
   SY_CUDA_LAUNCHED("channel_sums");
+}
+
+void launch(const BatchNormCoefParams& p, void* const* args, const LaunchEnv& env) {
+  if (p.channels <= 0) return;
+  SY_LAUNCH(batch_norm_coef_k, blocks_for(p.channels, env), kBlock, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]),
+   static_cast<const float*>(args[2]), static_cast<const float*>(args[3]),
+   static_cast<const float*>(args[4]), p.channels, p.has_weight, p.has_bias, p.eps);
+  SY_CUDA_LAUNCHED("batch_norm_coef");
+}
+
+void launch(const BatchNormCoefBackwardParams& p, void* const* args, const LaunchEnv& env) {
+  if (p.channels <= 0) return;
+  SY_LAUNCH(batch_norm_coef_backward_k, blocks_for(p.channels, env), kBlock, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]),
+   static_cast<const float*>(args[2]), p.channels, 1.f / float(p.count), p.training);
+  SY_CUDA_LAUNCHED("batch_norm_coef_backward");
+}
+
+void launch(const BatchNormRunningParams& p, void* const* args, const LaunchEnv& env) {
+  if (p.channels <= 0) return;
+  SY_LAUNCH(batch_norm_running_k, blocks_for(p.channels, env), kBlock, env.stream)
+  (static_cast<float*>(args[0]), static_cast<float*>(args[1]), static_cast<const float*>(args[2]),
+   p.channels, p.momentum, float(p.count) / float(p.count - 1));
+  SY_CUDA_LAUNCHED("batch_norm_running");
 }
 
 void launch(const ChannelAffineParams& p, void* const* args, const LaunchEnv& env) {

@@ -236,6 +236,15 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
     case Kernel::channel_stats:
       g[0] = rows(params<Kernel::channel_stats>(p).channels);
       return;
+    case Kernel::batch_norm_coef:
+      g[0] = groups_for(c, uint64_t(params<Kernel::batch_norm_coef>(p).channels));
+      return;
+    case Kernel::batch_norm_coef_backward:
+      g[0] = groups_for(c, uint64_t(params<Kernel::batch_norm_coef_backward>(p).channels));
+      return;
+    case Kernel::batch_norm_running:
+      g[0] = groups_for(c, uint64_t(params<Kernel::batch_norm_running>(p).channels));
+      return;
     case Kernel::channel_sums:
       g[0] = rows(params<Kernel::channel_sums>(p).channels);
       return;

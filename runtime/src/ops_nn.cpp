@@ -531,30 +531,18 @@ Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output) {
 }
 
 // ---- batch norm ----------------------------------------------------------------
-// Two passes over the data each way. Forward: channel_stats (training: the
-// batch's mean and biased variance), then y = (x - mean[c]) * scale[c] +
-// bias[c] (channel_affine) with scale = weight / sqrt(var + eps), computed on
-// the C-element vectors. Backward: channel_sums of dy and dy * (x - mean)
-// give dbias and dweight, and dx is one more channel_affine,
-// dx = dy * scale + (x - mean) * k[c] + k0[c], which holds the mean and
-// variance terms of the batch statistics' own gradient when training. Every
-// pass works on x - mean, never x and mean apart, so a large mean cancels no
-// digits (as PyTorch's kernels).
+// Three launches forward, three backward (plus the running statistics'
+// update). Forward: channel_stats (training: the batch's mean and biased
+// variance), batch_norm_coef (per channel: the mean, scale = weight /
+// sqrt(var + eps), the bias and 1 / sqrt(var + eps)), then y = (x - mean[c])
+// * scale[c] + bias[c] (channel_affine). Backward: channel_sums of dy and
+// dy * (x - mean), batch_norm_coef_backward (the weight's gradient and the
+// coefficients of dx = dy * scale + (x - mean) * k[c] + k0[c], which hold the
+// mean and variance terms of the batch statistics' own gradient when
+// training), then channel_affine. Every pass works on x - mean, never x and
+// mean apart, so a large mean cancels no digits (as PyTorch's kernels).
 
 namespace {
-
-// (C) vectors stacked into a (rows, C) tensor, by padding each into place.
-Tensor stack_rows(std::initializer_list<Tensor> rows) {
-  const int64_t C = rows.begin()->numel(), total = int64_t(rows.size()) * C;
-  Tensor out;
-  int64_t i = 0;
-  for (const Tensor& r : rows) {
-    Tensor placed =
-        node({r}, {total}, DType::f32, PadParams{.begin = i++ * C, .len = C, .total = total});
-    out = out.defined() ? out + placed : placed;
-  }
-  return out.reshape({int64_t(rows.size()), C});
-}
 
 // Row r of a (rows, C) tensor, as a (C) view.
 Tensor row(const Tensor& t, int64_t r) { return t.slice(r, r + 1).reshape({t.size(1)}); }
@@ -593,13 +581,9 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       // Both can be updated, or neither is: checked before queueing either.
       check_updatable(op, running_mean);
       check_updatable(op, running_var);
-      // r = (1 - momentum) r + momentum * stat, as an SGD step in place:
-      // r -= lr * (g + wd * r) with lr = -momentum, wd = -1, g = stat.
-      // Running variance takes the unbiased estimate, as PyTorch.
-      const SgdParams blend{.n = C, .lr = -momentum, .weight_decay = -1.f};
       Tensor rm = running_mean, rv = running_var;
-      update_inplace({&rm}, {mean}, blend);
-      update_inplace({&rv}, {var * (float(count) / float(count - 1))}, blend);
+      update_inplace({&rm, &rv}, {stats},
+                     BatchNormRunningParams{.channels = C, .count = count, .momentum = momentum});
     }
   } else {
     SY_CHECK(running_mean.defined(), op,
@@ -607,34 +591,34 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
     mean = running_mean.detach(), var = running_var.detach();
   }
   const ChannelAffineParams ap{.outer = N, .channels = C, .inner = inner};
-  Tensor inv, scale, y, zero;
+  const bool has_w = weight.defined(), has_b = bias.defined();
+  Tensor coef, y;
   {
     NoGradGuard no_grad;  // coefficients only: the gradient is recorded below
-    zero = zeros({C}, x.device());
-    inv = full({C}, 1.f, x.device()) / sqrt(var + eps);
-    scale = weight.defined() ? inv * weight.detach() : inv;
-    Tensor shift = bias.defined() ? bias.detach() : zero;
-    y = node({xd, xd, stack_rows({mean, scale, shift})}, x.shape(), DType::f32, ap);
+    // Absent weight or bias: another argument stands in, unread.
+    coef = node(
+        {mean, var, has_w ? weight.detach() : mean, has_b ? bias.detach() : mean}, {4, C},
+        DType::f32,
+        BatchNormCoefParams{.channels = C, .has_weight = has_w, .has_bias = has_b, .eps = eps});
+    y = node({xd, xd, coef.slice(0, 3)}, x.shape(), DType::f32, ap);
   }
-  const bool has_w = weight.defined(), has_b = bias.defined();
   auto bw = [=](const Tensor& g) {
     Tensor sums = node({g, xd, mean}, {2, C}, DType::f32,
                        ChannelSumsParams{.outer = N, .channels = C, .inner = inner});
-    Tensor s_dy = row(sums, 0);
-    Tensor s_dy_xhat = inv * row(sums, 1);  // the sum of dy * xhat
+    Tensor k =
+        node({coef, sums}, {6, C}, DType::f32,
+             BatchNormCoefBackwardParams{.channels = C, .count = count, .training = training});
     Tensor dx;
     if (training) {  // the batch statistics depend on x too
-      Tensor k = neg(scale * inv * s_dy_xhat * (1.f / float(count)));
-      Tensor k0 = neg(scale * s_dy * (1.f / float(count)));
       ChannelAffineParams q = ap;
       q.has_b = true;
-      dx = node({g, xd, stack_rows({zero, scale, k0, mean, k})}, g.shape(), DType::f32, q);
+      dx = node({g, xd, k.slice(0, 5)}, g.shape(), DType::f32, q);
     } else {
-      dx = node({g, g, stack_rows({zero, scale, zero})}, g.shape(), DType::f32, ap);
+      dx = node({g, g, k.slice(0, 3)}, g.shape(), DType::f32, ap);
     }
     std::vector<Tensor> r{dx};
-    if (has_w) r.push_back(s_dy_xhat);
-    if (has_b) r.push_back(s_dy);
+    if (has_w) r.push_back(row(k, 5));
+    if (has_b) r.push_back(row(sums, 0));
     return r;
   };
   if (has_w && has_b) return with_grad(y, op, {x, weight, bias}, bw);

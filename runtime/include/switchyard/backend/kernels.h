@@ -180,6 +180,27 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
 // coef (3, or 5 with has_b, x channels).
 #define SY_PARAMS_channel_affine(I, D, W, A, F) \
   SY_PARAMS_channel_stats(I, D, W, A, F) I(bool, has_b)
+// Batch norm's per-channel coefficients, one launch each way (in place of
+// a dozen vector ops). batch_norm_coef: inv = 1 / sqrt(var[c] + eps), out
+// (4, channels) = [mean, inv * weight (inv without has_weight), bias (0
+// without has_bias), inv]: channel_affine's rows and inv. args out, mean,
+// var, weight, bias (weight and bias ignored unless has_weight, has_bias).
+#define SY_PARAMS_batch_norm_coef(I, D, W, A, F) \
+  I(int64_t, channels) I(bool, has_weight) I(bool, has_bias) F(eps)
+// batch_norm_coef_backward: from the forward's coef (4, channels) and sums
+// (2, channels) = (sum of dy, sum of dy * (x - mean)) over `count` values a
+// channel: out (6, channels) = [0, scale, k0, mean, k, dweight], channel_affine's
+// rows for dx = dy * scale + (x - mean) * k + k0 with, when training,
+// k = -scale * inv^2 * sums[1] / count and k0 = -scale * sums[0] / count (else
+// 0), and the weight's gradient inv * sums[1]. args out, coef, sums.
+#define SY_PARAMS_batch_norm_coef_backward(I, D, W, A, F) \
+  I(int64_t, channels) I(int64_t, count) I(bool, training)
+// batch_norm_running: IN PLACE on the running statistics, as PyTorch:
+// rm = (1 - momentum) rm + momentum * mean, rv likewise with the unbiased
+// variance var * count / (count - 1). args rm, rv, stats (2, channels: mean,
+// biased var).
+#define SY_PARAMS_batch_norm_running(I, D, W, A, F) \
+  I(int64_t, channels) I(int64_t, count) F(momentum)
 // embedding: out (n, dim) = rows idx[i] (i32) of weight (num, dim): args out,
 // weight, idx. An index outside [0, num) sets the status word and gives a NaN
 // row. `ranges` is the backward's.
@@ -235,6 +256,9 @@ enum KernelTraits : uint32_t {
   X(channel_stats, ChannelStatsParams, 2, 0b1, kSubgroup)                            \
   X(channel_sums, ChannelSumsParams, 4, 0b1, kSubgroup)                              \
   X(channel_affine, ChannelAffineParams, 4, 0b1, kNoTraits)                          \
+  X(batch_norm_coef, BatchNormCoefParams, 5, 0b1, kNoTraits)                         \
+  X(batch_norm_coef_backward, BatchNormCoefBackwardParams, 3, 0b1, kNoTraits)        \
+  X(batch_norm_running, BatchNormRunningParams, 3, 0b11, kNoTraits)                  \
   X(embedding, EmbeddingParams, 3, 0b1, kReportsStatus)                              \
   X(embedding_backward, EmbeddingBackwardParams, 3, 0b1, kNoTraits)                  \
   X(binary, BinaryParams, 3, 0b1, kNoTraits)                                         \
