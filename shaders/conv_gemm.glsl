@@ -17,9 +17,12 @@
 // invocation loads the same 4 rows of A and 4 columns of B at every step,
 // so their decoding (sample, pixel, channel offsets) is done once, before
 // the K loop; only the k index of each of its tile rows is decoded per step.
-// Dispatch: (ceil(N/BN), ceil(M/BM), groups; times splits for the weight).
+// Dispatch: (ceil(N/BN), ceil(M/BM), groups; times splits for the weight),
+// or (ceil(M/BN), ceil(N/BM), ...) on the tall tiles.
 // Flags: bit 4 has_bias (forward), bit 5 unit strides (input gradient),
-// bit 7 the small tile set.
+// bit 7 the small tile set, bit 11 the tall tile set, transposed: pixels as
+// the tile's rows, channels as its columns (a product of 32 or 64 channels
+// fills it where square tiles would be mostly padding).
 // The subgroup build shares A's loads across a subgroup as gemm_sg does.
 #include "common.glsl"
 #ifdef SY_SUBGROUP
@@ -31,6 +34,8 @@ layout(constant_id = 3) const uint BK = 16;
 layout(constant_id = 4) const uint TM = 4;
 layout(constant_id = 5) const uint TN = 4;
 shared vec4 As[BK * BM / 4];
+// Flag bit 11: the transposed tiles (the product's rows are the pixels).
+#define TALL ((SPEC_FLAGS & 2048u) != 0u)
 shared vec4 Bs[BK * BN / 4];
 
 #if CONV_MODE == 0
@@ -155,6 +160,51 @@ vec4 b_at(Cols c, uint ks, uint koh, uint kow) {
 }
 #endif
 
+// The 4 channels' values at k (A of the product), and the 4 pixels' (B).
+vec4 load_channels(uvec4 rowb, bvec4 rowok, uint k, uint K, uint kbeg) {
+  bvec4 ok = and4(rowok, bvec4(k < K));
+#if CONV_MODE == 0
+  uvec4 idx = rowb + k;
+#elif CONV_MODE == 1
+  uint koc = k / KK;
+  uvec4 idx = rowb + koc * Cg * KK + (k - koc * KK);
+#else
+  uint kg = kbeg + k, ks = kg / P;
+  uvec4 idx = rowb + ks * OC * P + (kg - ks * P);
+#endif
+  return load4_a(idx, ok, SRC_A_O);
+}
+vec4 load_pixels(Cols c, uint k, uint K, uint kbeg) {
+  c.ok = and4(c.ok, bvec4(k < K));
+  k = min(k, K - 1u);
+#if CONV_MODE == 0 || CONV_MODE == 1
+  uint kc = k / KK, t2 = k - kc * KK, kh = t2 / K1;
+  return b_at(c, kc, kh, t2 - kh * K1);
+#else
+  uint kg = kbeg + k, ks = kg / P, kpix = kg - ks * P, koh = kpix / OW;
+  return b_at(c, ks, koh, kpix - koh * OW);
+#endif
+}
+
+// Where pixel (or tap) n of the output starts; channel c is c * LD past it.
+#if CONV_MODE == 0
+#define LD P
+uint pixel_base(uint n) {
+  uint s = n / P;
+  return O(0) + (s * OC + grp * OCg) * P + (n - s * P);
+}
+#elif CONV_MODE == 1
+#define LD HW
+uint pixel_base(uint n) {
+  uint s = n / HW;
+  return O(0) + (s * C + grp * Cg) * HW + (n - s * HW);
+}
+#else
+#define LD (Cg * KK)
+uint split;
+uint pixel_base(uint n) { return O(0) + (split * OC + grp * OCg) * (Cg * KK) + n; }
+#endif
+
 void main() {
   p = load_op();
   PARAMS q = LOAD_PARAMS();
@@ -173,27 +223,32 @@ void main() {
 #elif CONV_MODE == 1
   uint M = Cg, N = NB * HW, K = OCg * KK, kbeg = 0u;
 #else
-  uint split = gl_WorkGroupID.z / G, total = NB * P;
+  split = gl_WorkGroupID.z / G;
+  uint total = NB * P;
   uint len = (total + uint(q.splits) - 1u) / uint(q.splits);
   uint M = OCg, N = Cg * KK, kbeg = min(total, split * len);
   uint K = min(total, kbeg + len) - kbeg;
 #endif
+  // M channels by N pixels (or taps); the tile's rows are the pixels when
+  // TALL (the transposed tiles), else the channels.
   uint m0 = gl_WorkGroupID.y * BM, n0 = gl_WorkGroupID.x * BN;
   uint t = gl_LocalInvocationID.x;
   const uint RX = BN / TN;
   uint tx = t % RX, ty = t / RX;
 
-  // This invocation's 4 rows of A (m4a) and 4 columns of B (n4b) at every
-  // step, and the first of its k rows in the tile (kka) with their stride.
+  // This invocation's 4 rows (m4a) and 4 columns (n4b) of the tile at every
+  // step, and the first of its k rows in the tile (kka, kkb) with their
+  // stride: 4 channels and 4 pixels.
   const uint QA = BM / 4u, QB = BN / 4u;
   uint m4a = t % QA, kka = t / QA;
   uint n4b = t % QB, kkb = t / QB;
   const uint KSA = WG / QA, KSB = WG / QB;  // k rows apart between an invocation's loads
+  uint ch0 = TALL ? n0 + 4u * n4b : m0 + 4u * m4a, px0 = TALL ? m0 + 4u * m4a : n0 + 4u * n4b;
   uvec4 rowb = uvec4(0u);
   bvec4 rowok = bvec4(false);
   Cols cols;
   for (uint i = 0u; i < 4u; ++i) {  // constant trip count: unrolled
-    uint gm = m0 + 4u * m4a + i;
+    uint gm = ch0 + i;
     rowok[i] = gm < M;
 #if CONV_MODE == 0
     rowb[i] = WO + (grp * OCg + gm) * K;
@@ -202,7 +257,7 @@ void main() {
 #else
     rowb[i] = DYO + (grp * OCg + gm) * P;
 #endif
-    uint gn = n0 + 4u * n4b + i, base;
+    uint gn = px0 + i, base;
     int h0, w0;
     col_of(min(gn, N - 1u), base, h0, w0);
     cols.base[i] = base, cols.h0[i] = h0, cols.w0[i] = w0, cols.ok[i] = gn < N;
@@ -213,34 +268,13 @@ void main() {
     for (uint j = 0u; j < TN / 4u; ++j) acc[i][j] = vec4(0.0);
 
   for (uint k0 = 0u; k0 < K; k0 += BK) {
-    // A tile: (kk, m4) entries, this invocation's rows m4a at k rows kka + i*KSA.
-    for (uint kk = kka; kk < BK; kk += KSA) {
-      uint k = k0 + kk;
-      bvec4 ok = and4(rowok, bvec4(k < K));
-#if CONV_MODE == 0
-      uvec4 idx = rowb + k;
-#elif CONV_MODE == 1
-      uint koc = k / KK;
-      uvec4 idx = rowb + koc * Cg * KK + (k - koc * KK);
-#else
-      uint kg = kbeg + k, ks = kg / P;
-      uvec4 idx = rowb + ks * OC * P + (kg - ks * P);
-#endif
-      As[kk * QA + m4a] = load4_a(idx, ok, SRC_A_O);
-    }
-    // B tile: (kk, n4) entries, this invocation's columns n4b at k rows kkb + i*KSB.
-    for (uint kk = kkb; kk < BK; kk += KSB) {
-      uint k = min(k0 + kk, K - 1u);
-      Cols c = cols;
-      c.ok = and4(cols.ok, bvec4(k0 + kk < K));
-#if CONV_MODE == 0 || CONV_MODE == 1
-      uint kc = k / KK, t2 = k - kc * KK, kh = t2 / K1;
-      Bs[kk * QB + n4b] = b_at(c, kc, kh, t2 - kh * K1);
-#else
-      uint kg = kbeg + k, ks = kg / P, kpix = kg - ks * P, koh = kpix / OW;
-      Bs[kk * QB + n4b] = b_at(c, ks, koh, kpix - koh * OW);
-#endif
-    }
+    // The tile's rows (kk, m4) at k rows kka + i*KSA, then its columns.
+    for (uint kk = kka; kk < BK; kk += KSA)
+      As[kk * QA + m4a] = TALL ? load_pixels(cols, k0 + kk, K, kbeg)
+                               : load_channels(rowb, rowok, k0 + kk, K, kbeg);
+    for (uint kk = kkb; kk < BK; kk += KSB)
+      Bs[kk * QB + n4b] = TALL ? load_channels(rowb, rowok, k0 + kk, K, kbeg)
+                               : load_pixels(cols, k0 + kk, K, kbeg);
     barrier();
     for (uint kk = 0u; kk < BK; ++kk) {
       vec4 b[TN / 4u];
@@ -265,32 +299,28 @@ void main() {
     barrier();
   }
 
-  // The epilogue: C (m, n) to its place in the output (rows outer, as
-  // gemm.comp: the accumulators indexed in the order they are laid out).
-  uint gn0 = n0 + TN * tx, dst[TN], ld;
-  for (uint j = 0u; j < TN; ++j) {
-    uint gn = min(gn0 + j, N - 1u);
-#if CONV_MODE == 0
-    uint s = gn / P;
-    dst[j] = O(0) + (s * OC + grp * OCg) * P + (gn - s * P), ld = P;
-#elif CONV_MODE == 1
-    uint s = gn / HW;
-    dst[j] = O(0) + (s * C + grp * Cg) * HW + (gn - s * HW), ld = HW;
-#else
-    dst[j] = O(0) + (split * OC + grp * OCg) * N + gn, ld = N;
-#endif
-  }
+  // The epilogue: C (channel, pixel) to its place in the output: the
+  // pixel's base plus the channel times ld. Rows outer, as gemm.comp (the
+  // accumulators read in the order they are laid out: CPU drivers keep
+  // them in registers only so).
+  uint Mi = TALL ? N : M, Ni = TALL ? M : N;
+  uint gn0 = n0 + TN * tx, dst[TN];
+  if (!TALL)
+    for (uint j = 0u; j < TN; ++j) dst[j] = pixel_base(min(gn0 + j, N - 1u));
   for (uint i = 0u; i < TM; ++i) {
     uint gm = m0 + TM * ty + i;
-    if (gm >= M) continue;
+    if (gm >= Mi) continue;
+    uint row_base = TALL ? pixel_base(gm) : 0u;
     for (uint j = 0u; j < TN; ++j) {
-      if (gn0 + j >= N) continue;
+      uint gn = gn0 + j;
+      if (gn >= Ni) continue;
+      uint ch = TALL ? gn : gm;
       float v = acc[i][j / 4u][j % 4u];
 #if CONV_MODE == 0
-      if ((p.flags & 16u) != 0u) v += F(3)[O(3) + grp * OCg + gm];  // has_bias, specialized
+      if ((p.flags & 16u) != 0u) v += F(3)[O(3) + grp * OCg + ch];  // has_bias, specialized
       v = unary_apply(p.op, v);  // p.op = SPEC_OP = act
 #endif
-      F(0)[dst[j] + gm * ld] = v;
+      F(0)[(TALL ? row_base : dst[j]) + ch * LD] = v;
     }
   }
 }

@@ -101,6 +101,10 @@ ConvGemm conv_gemm(const Instr& ins) {
   }
 }
 
+const std::array<uint32_t, 5>& conv_tiles(const LaunchConfig& c, uint32_t flags) {
+  return flags & kTallTiles ? c.gemm_tall : flags & kSmallTiles ? c.gemm_small : c.gemm;
+}
+
 bool transpose_tiled(const LaunchConfig& c, const TransposeParams& t) {
   return c.tiled_transpose && (t.elem_size == 4 || t.elem_size == 8) && t.rows >= kTile &&
          t.cols >= kTile;
@@ -272,9 +276,10 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
     case Kernel::conv2d:
     case Kernel::conv2d_backward_input:
     case Kernel::conv2d_backward_weight: {
-      const auto& t = flags & kSmallTiles ? c.gemm_small : c.gemm;
+      const auto& t = conv_tiles(c, flags);
       const ConvGemm m = conv_gemm(ins);
-      const uint64_t gx = ceil_div(m.n, t[1]), gy = ceil_div(m.m, t[0]);
+      const bool tall = flags & kTallTiles;  // pixels as rows, channels as columns
+      const uint64_t gx = ceil_div(tall ? m.m : m.n, t[1]), gy = ceil_div(tall ? m.n : m.m, t[0]);
       SY_CHECK(gx <= kMaxGroups && gy <= kMaxGroups && m.z <= kMaxGroups, kernel_name(ins.kernel),
                "expected at most ", kMaxGroups, " workgroups along each dimension on ", c.device,
                ", found ", gx, " x ", gy, " x ", m.z, ": split the batch");
@@ -384,17 +389,23 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
         const auto q = params<Kernel::conv2d_backward_input>(p);
         if (q.stride[0] == 1 && q.stride[1] == 1) fl |= 32u;
       }
-      // The small tiles when the large ones leave the device without a
-      // second workgroup, or pad the product by a third more: a
-      // convolution's M (channels) is often 32 or 64 against 128-row tiles.
+      // The tile set that wastes least: each set's padded product over the
+      // multiply-adds per vec4 an invocation loads from shared memory
+      // (TM*TN / (TM/4 + TN/4), or TM*TN / (1 + TN/4) when the subgroup build
+      // shares A's loads). Tall tiles run transposed: pixels on the rows. The
+      // small set always when the large one leaves the device without a
+      // second workgroup.
       const ConvGemm m = conv_gemm(ins);
-      auto padded = [&](const std::array<uint32_t, 5>& t) {
-        return ceil_div(m.m, t[0]) * t[0] * ceil_div(m.n, t[1]) * t[1];
+      auto cost = [&](const std::array<uint32_t, 5>& t, bool tall) {
+        const uint64_t rows = tall ? m.n : m.m, cols = tall ? m.m : m.n;
+        const double padded = double(ceil_div(rows, t[0]) * t[0] * ceil_div(cols, t[1]) * t[1]);
+        return padded * double((c.shared_a_loads ? 1 : t[3] / 4) + t[4] / 4) / double(t[3] * t[4]);
       };
-      if (c.gemm_small != c.gemm &&
-          (ceil_div(m.n, c.gemm[1]) * ceil_div(m.m, c.gemm[0]) * m.z < 2 ||
-           3 * padded(c.gemm) > 4 * padded(c.gemm_small)))
-        fl |= kSmallTiles;
+      const bool one_tile = ceil_div(m.n, c.gemm[1]) * ceil_div(m.m, c.gemm[0]) * m.z < 2;
+      double best = one_tile ? 1e300 : cost(c.gemm, false);
+      if (c.gemm_small != c.gemm && cost(c.gemm_small, false) < best)
+        best = cost(c.gemm_small, false), fl |= kSmallTiles;
+      if (c.conv_tall && cost(c.gemm_tall, true) < best) fl = (fl & ~kSmallTiles) | kTallTiles;
       break;
     }
     // Row kernels: rows of whole vec4s, every argument 16-byte aligned.

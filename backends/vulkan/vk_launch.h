@@ -19,7 +19,10 @@ namespace switchyard::vk_impl {
 constexpr uint32_t kArgBindings = 5;            // descriptor bindings 0-4: buffer arguments
 constexpr uint32_t kStatusId = UINT32_MAX - 1;  // Range id of the status word
 constexpr uint32_t kSmallTiles = 128;           // gemm flag: the small tile set
-constexpr uint32_t kGemmAccumulate = 32;        // gemm flag: add to C (a later part of a K split)
+// Convolution flag: the transposed orientation on the tall tiles (pixels
+// as the product's rows, channels as its columns).
+constexpr uint32_t kTallTiles = 2048;
+constexpr uint32_t kGemmAccumulate = 32;  // gemm flag: add to C (a later part of a K split)
 // A reduction split in two launches (plan_launches): the first writes
 // partial results to the scratch (kPartials), the second reads them back in
 // a fixed order and writes the output (kFinish). Launch flags, so each pass
@@ -77,8 +80,16 @@ struct LaunchConfig {
   bool tiled_transpose = true;
   std::array<uint32_t, 5> gemm = {64, 64, 16, 4, 4},
                           gemm_small = {32, 32, 16, 4, 4};  // BM BN BK TM TN
-  uint64_t max_range = 0;                                   // maxStorageBufferRange
-  uint64_t storage_align = 4;                               // minStorageBufferOffsetAlignment
+  // The convolutions' transposed tiles: many pixels by few channels (a
+  // product whose channel side is 32 or 64 wastes most of a square tile).
+  // conv_tall: whether they may be used (the subgroup build fits them).
+  std::array<uint32_t, 5> gemm_tall = {128, 32, 16, 8, 4};
+  bool conv_tall = true;
+  // The gemm and conv kernels' subgroup build (A's loads shared across a
+  // subgroup) runs: a tile's loads per multiply-add are fewer.
+  bool shared_a_loads = false;
+  uint64_t max_range = 0;      // maxStorageBufferRange
+  uint64_t storage_align = 4;  // minStorageBufferOffsetAlignment
   // Loop iterations one invocation may run, all its loops together (0: no
   // limit). Mesa's llvmpipe (lavapipe) ends every loop of an invocation
   // after 65535 iterations in all, silently: a longer launch computes a
@@ -169,9 +180,11 @@ bool transpose_tiled(const LaunchConfig& c, const TransposeParams& t);
 // group and split, K deep.
 bool conv_kernel(Kernel k);
 struct ConvGemm {
-  uint64_t m, n, k, z;  // k: the deepest product's
+  uint64_t m, n, k, z;  // m: channels, n: pixels (or taps); k: the deepest product's
 };
 ConvGemm conv_gemm(const Instr& ins);
+// The tile set a convolution launch with these flags runs on.
+const std::array<uint32_t, 5>& conv_tiles(const LaunchConfig& c, uint32_t flags);
 // The workgroups of cross_entropy's first pass (two passes when above 1).
 uint32_t cross_entropy_groups(const LaunchConfig& c, const CrossEntropyParams& q);
 

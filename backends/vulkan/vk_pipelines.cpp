@@ -279,7 +279,9 @@ VkResult Pipelines::create(uint64_t key, VkPipeline& pl, const char*& call) cons
   uint32_t ids[8] = {0};
   uint32_t nspec = 1;
   if (k == Kernel::gemm || conv_kernel(k)) {
-    const auto& t = (key >> 32) & kSmallTiles ? c_.lc.gemm_small : c_.lc.gemm;
+    const uint32_t fl = uint32_t(key >> 32);
+    const auto& t = k == Kernel::gemm ? (fl & kSmallTiles ? c_.lc.gemm_small : c_.lc.gemm)
+                                      : conv_tiles(c_.lc, fl);
     spec[0] = (t[0] / t[3]) * (t[1] / t[4]);
     for (uint32_t j = 0; j < 5; ++j) spec[nspec] = t[j], ids[nspec++] = j + 1;
   }

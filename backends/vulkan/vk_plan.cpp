@@ -185,7 +185,7 @@ uint64_t loop_iterations(const LaunchConfig& c, const Launch& l) {
       // epilogue's TN x TM. Either tile set may run (kernel_flags picks).
       const ConvGemm m = conv_gemm(ins);
       uint64_t most = 0;
-      for (const auto* t : {&c.gemm, &c.gemm_small}) {
+      for (const auto* t : {&c.gemm, &c.gemm_small, &c.gemm_tall}) {
         const uint64_t BM = (*t)[0], BN = (*t)[1], BK = (*t)[2], TM = (*t)[3], TN = (*t)[4];
         const uint64_t wg = (BM / TM) * (BN / TN);
         const uint64_t step =
