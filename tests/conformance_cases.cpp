@@ -181,6 +181,25 @@ std::vector<Case> cases_for(Kernel k) {
         cs.push_back(c);
       }
       break;
+    case Kernel::dropout:
+      // rand_uniform's stream: the mask of u >= p, bit for bit on every device.
+      for (int64_t n : kSizes)
+        for (float p : {0.25f, 0.5f}) {
+          const uint64_t off = (uint64_t(5) << 32) + 77, seed = (uint64_t(99) << 32) | 1234;
+          auto x = random_vec(size_t(n), 71);
+          const float scale = 1.f / (1.f - p);
+          std::vector<double> e(static_cast<size_t>(n));
+          for (int64_t j = 0; j < n; ++j) {
+            const double u = double(philox_word(uint64_t(j), 1234, 99, off, 0) >> 8) / 16777216.0;
+            e[size_t(j)] = double(x[size_t(j)] * (u >= double(p) ? scale : 0.f));
+          }
+          Case c =
+              make(sz({n}) + " p" + std::to_string(p), {outf(e), f32(x)},
+                   sy::DropoutParams{.n = n, .seed = seed, .offset = off, .p = p, .scale = scale});
+          c.bound = 1e-9;
+          cs.push_back(c);
+        }
+      break;
     case Kernel::cast:
       for (int64_t n : kSizes) {
         auto v = random_vec(size_t(n), 5, -300.f, 300.f);

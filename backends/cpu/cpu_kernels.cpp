@@ -253,6 +253,17 @@ void run(const RandUniformParams& p, void* const* a) {
   });
 }
 
+void run(const DropoutParams& p, void* const* a) {
+  float* o = as<float>(a[0]);
+  const float* x = as<const float>(a[1]);
+  pfor(p.n, [&](int64_t lo, int64_t hi) {
+    for (int64_t j = lo; j < hi; ++j) {
+      const float u = float(philox_at(p.seed, p.offset, j).v[0] >> 8) * kTwoPow24;
+      o[j] = x[j] * (u >= p.p ? p.scale : 0.f);
+    }
+  });
+}
+
 void run(const RandNormalParams& p, void* const* a) {
   float* o = as<float>(a[0]);
   pfor(p.n, [&](int64_t lo, int64_t hi) {

@@ -53,6 +53,14 @@ __global__ void rand_uniform_k(float* out, int64_t n, Rng r, float lo, float spa
   out[i] = __fadd_rn(lo, __fmul_rn(__fmul_rn(span, float(philox_at(r, i).v[0] >> 8)), kTwoPow24));
 }
 
+// u exactly as rand_uniform_k's with low 0 and span 1.
+__global__ void dropout_k(float* out, const float* x, int64_t n, Rng r, float p, float scale) {
+  SY_GRID_STRIDE(i, n) {
+    const float u = __fmul_rn(float(philox_at(r, i).v[0] >> 8), kTwoPow24);
+    out[i] = x[i] * (u >= p ? scale : 0.f);
+  }
+}
+
 __global__ void rand_normal_k(float* out, int64_t n, Rng r, float mean, float std) {
   SY_GRID_STRIDE(i, n) {
     U4 x = philox_at(r, i);
@@ -72,6 +80,14 @@ void launch(const RandUniformParams& p, void* const* args, const LaunchEnv& env)
   SY_LAUNCH(rand_uniform_k, blocks_for(n, env), kBlock, env.stream)
   (out, n, r, p.low, p.high - p.low);
   SY_CUDA_LAUNCHED("rand_uniform");
+}
+
+void launch(const DropoutParams& p, void* const* args, const LaunchEnv& env) {
+  if (p.n <= 0) return;
+  Rng r{uint32_t(p.seed), uint32_t(p.seed >> 32), p.offset};
+  SY_LAUNCH(dropout_k, blocks_for(p.n, env), kBlock, env.stream)
+  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]), p.n, r, p.p, p.scale);
+  SY_CUDA_LAUNCHED("dropout");
 }
 
 void launch(const RandNormalParams& p, void* const* args, const LaunchEnv& env) {

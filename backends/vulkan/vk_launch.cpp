@@ -162,6 +162,9 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
     case Kernel::rand_normal:
       g[0] = groups_for(c, uint64_t(params<Kernel::rand_normal>(p).n));
       return;
+    case Kernel::dropout:
+      g[0] = groups_for(c, uint64_t(params<Kernel::dropout>(p).n));
+      return;
     case Kernel::cast:
       g[0] = groups_for(c, uint64_t(params<Kernel::cast>(p).n));
       return;

@@ -548,8 +548,15 @@ Tensor dropout(const Tensor& x, float p, bool training) {
   SY_CHECK(p >= 0.f && p <= 1.f, "dropout", "expected a probability p in [0, 1], found ", p);
   if (!training || p == 0.f) return x;
   if (p == 1.f) return x * 0.f;  // everything dropped (and no 1/0 scale)
-  Tensor keep = ge(rand(x.shape(), Options().device(x.device())), p).to(DType::f32);
-  return x * (keep * (1.f / (1.f - p)));
+  // One kernel each way: the mask comes from the Philox stream (rand()'s
+  // draws, never stored), and the backward regenerates it.
+  const RandomState r = take_random_stream();
+  const DropoutParams dp{
+      .n = x.numel(), .seed = r.seed, .offset = r.offset, .p = p, .scale = 1.f / (1.f - p)};
+  Tensor y = node({x}, x.shape(), DType::f32, dp);
+  return with_grad(y, "dropout", {x}, [dp](const Tensor& g) {
+    return std::vector<Tensor>{node({g}, g.shape(), DType::f32, dp)};
+  });
 }
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {

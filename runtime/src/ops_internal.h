@@ -21,5 +21,8 @@ using Backward = std::function<std::vector<Tensor>(const Tensor&)>;
 Tensor with_grad(Tensor out, const char* name, std::initializer_list<Tensor> inputs, Backward bw);
 Tensor with_grad(Tensor out, const char* name, const std::vector<Tensor>& inputs, Backward bw);
 int64_t norm_axis(const char* op, const Tensor& x, int64_t dim);
+// The random generator's seed and the next Philox stream (the offset taken),
+// as rand() draws them: a tensor's own stream.
+RandomState take_random_stream();
 
 }  // namespace switchyard::detail

@@ -374,6 +374,10 @@ void manual_seed(uint64_t seed) {
 
 RandomState random_state() { return {g_seed.load(), g_offset.load()}; }
 
+namespace detail {
+RandomState take_random_stream() { return {g_seed.load(), g_offset.fetch_add(1)}; }
+}  // namespace detail
+
 void set_random_state(const RandomState& s) {
   g_seed = s.seed;
   g_offset = s.offset;

@@ -62,6 +62,10 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
 #define SY_PARAMS_rand_uniform(I, D, W, A, F) I(int64_t, n) W(seed) W(offset) F(low) F(high)
 // out = normal(mean, std), Box-Muller on the same Philox stream as rand_uniform.
 #define SY_PARAMS_rand_normal(I, D, W, A, F) I(int64_t, n) W(seed) W(offset) F(mean) F(std)
+// dropout: out = in * (u >= p ? scale : 0), n f32, u element k's uniform draw
+// of rand_uniform's stream `offset` of `seed` in [0, 1): the mask is never
+// stored, and the backward runs the same kernel on dy with the same stream.
+#define SY_PARAMS_dropout(I, D, W, A, F) I(int64_t, n) W(seed) W(offset) F(p) F(scale)
 // out (to) = in (from), n elements.
 #define SY_PARAMS_cast(I, D, W, A, F) I(int64_t, n) I(DType, from) I(DType, to)
 // out[c, r] = in[r, c]: in is rows x cols of elem_size-byte elements.
@@ -239,6 +243,7 @@ enum KernelTraits : uint32_t {
   X(arange, ArangeParams, 1, 0b1, kNoTraits)                                         \
   X(rand_uniform, RandUniformParams, 1, 0b1, kNoTraits)                              \
   X(rand_normal, RandNormalParams, 1, 0b1, kNoTraits)                                \
+  X(dropout, DropoutParams, 2, 0b1, kNoTraits)                                       \
   X(cast, CastParams, 2, 0b1, kNoTraits)                                             \
   X(transpose, TransposeParams, 2, 0b1, kNoTraits)                                   \
   X(pad, PadParams, 2, 0b1, kNoTraits)                                               \
