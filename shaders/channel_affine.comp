@@ -3,7 +3,9 @@
 // when has_b (flag bit 1, specialized), k_r being the rows of coef, over
 // (outer, C, inner) tensors (ChannelAffineParams): batch norm's
 // normalization and its input gradient, centered so that a large mean
-// cancels nothing.
+// cancels nothing. Flag bit 8: y = max(y, 0) (a following ReLU, fused);
+// bit 16: a counts as 0 where argument 4 (a ReLU's output) > 0 fails (that
+// ReLU's backward, fused).
 // Dispatch: one flat elementwise pass (as unary.comp: vec4s when every
 // argument is aligned and inner % 4 == 0), each item finding its channel by
 // multiplies with reciprocals and one correction each way (exact below
@@ -12,9 +14,11 @@
 // row ran 15 times slower on lavapipe than this at the CNN's sizes.)
 #version 450
 #include "common.glsl"
-ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3)
+ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3) ARG_RO(4)
 #define HAS_B ((SPEC_FLAGS & 2u) != 0u)
 #define EXACT_DIV ((SPEC_FLAGS & 4u) != 0u)
+#define RELU ((SPEC_FLAGS & 8u) != 0u)
+#define RELU_MASK ((SPEC_FLAGS & 16u) != 0u)
 
 uint C, E;
 float invE, invC;
@@ -36,14 +40,20 @@ float coef(Op p, uint r, uint c) { return F(3)[O(3) + r * C + c]; }
 
 void vec_item(Op p, uint k) {
   uint c = channel(k, E / 4u, invE);
-  vec4 v = (V(1)[VO(1) + k] - coef(p, 0u, c)) * coef(p, 1u, c) + coef(p, 2u, c);
+  vec4 a = V(1)[VO(1) + k];
+  if (RELU_MASK) a = mix(vec4(0.0), a, greaterThan(V(4)[VO(4) + k], vec4(0.0)));
+  vec4 v = (a - coef(p, 0u, c)) * coef(p, 1u, c) + coef(p, 2u, c);
   if (HAS_B) v += (V(2)[VO(2) + k] - coef(p, 3u, c)) * coef(p, 4u, c);
+  if (RELU) v = mix(vec4(0.0), v, greaterThan(v, vec4(0.0)));
   V(0)[VO(0) + k] = v;
 }
 void one_item(Op p, uint j) {
   uint c = channel(j, E, invE);
-  float v = (F(1)[O(1) + j] - coef(p, 0u, c)) * coef(p, 1u, c) + coef(p, 2u, c);
+  float a = F(1)[O(1) + j];
+  if (RELU_MASK && !(F(4)[O(4) + j] > 0.0)) a = 0.0;
+  float v = (a - coef(p, 0u, c)) * coef(p, 1u, c) + coef(p, 2u, c);
   if (HAS_B) v += (F(2)[O(2) + j] - coef(p, 3u, c)) * coef(p, 4u, c);
+  if (RELU) v = v > 0.0 ? v : 0.0;
   F(0)[O(0) + j] = v;
 }
 

@@ -1,11 +1,12 @@
 // SPDX-License-Identifier: MIT
 // channel_sums: out[c] = sum of a, out[C + c] = sum of a * (b - mean[c]) over
 // channel c of (outer, C, inner) tensors (ChannelSumsParams): batch norm's
-// backward. args out, a, b, mean. One
+// backward. args out, a, b, mean, and with relu_mask r (a counts as 0 where
+// r > 0 fails: a ReLU's backward, fused). One
 // workgroup per channel (grid-stride over channels), workgroup reductions.
 #version 450
 #include "common.glsl"
-ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3)
+ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3) ARG_RO(4)
 #include "reduce.glsl"
 void main() {
   Op p = load_op();
@@ -16,6 +17,7 @@ void main() {
     for (uint k = gl_LocalInvocationID.x; k < count; k += WG) {
       uint i = (k / E * C + c) * E + k % E;
       float a = F(1)[O(1) + i];
+      if (q.relu_mask && !(F(4)[O(4) + i] > 0.0)) a = 0.0;
       s += a;
       t += a * (F(2)[O(2) + i] - m);
     }

@@ -715,82 +715,9 @@ std::vector<Case> cases_for(Kernel k) {
       break;
     case Kernel::sgd_update:
     case Kernel::sgd_momentum_update:
-      for (int64_t n : kSizes)
-        for (int variant = k == Kernel::sgd_update ? 0 : 1;
-             variant < (k == Kernel::sgd_update ? 1 : 4);
-             ++variant) {  // plain; momentum: first step, later step, nesterov
-          auto w = random_vec(size_t(n), 29), g = random_vec(size_t(n), 31),
-               buf = random_vec(size_t(n), 37);
-          const double lr = 0.1, mom = 0.9, damp = 0.1, wd = 0.01;
-          bool has_buf = variant > 0, first = variant == 1, nest = variant == 3;
-          std::vector<double> ew(static_cast<size_t>(n)), eb(static_cast<size_t>(n));
-          for (size_t j = 0; j < size_t(n); ++j) {
-            double dd = double(g[j]) + wd * w[j];
-            if (!has_buf) {
-              ew[j] = w[j] - lr * dd;
-              continue;
-            }
-            double b = first ? dd : mom * buf[j] + (1 - damp) * dd;
-            eb[j] = b;
-            ew[j] = w[j] - lr * (nest ? dd + mom * b : b);
-          }
-          HostArg pw = f32(w);
-          pw.expect = ew;
-          std::vector<HostArg> args = {pw};
-          if (has_buf) {
-            HostArg pb = f32(buf);
-            pb.expect = eb;
-            args.push_back(pb);
-          }
-          args.push_back(f32(g));
-          const char* names[] = {"plain ", "first step ", "momentum ", "nesterov "};
-          Case c = has_buf
-                       ? make(names[variant] + sz({n}), args,
-                              sy::SgdMomentumParams{.n = n,
-                                                    .nesterov = nest,
-                                                    .first_step = first,
-                                                    .lr = float(lr),
-                                                    .momentum = float(mom),
-                                                    .dampening = float(damp),
-                                                    .weight_decay = float(wd)})
-                       : make(names[variant] + sz({n}), args,
-                              sy::SgdParams{.n = n, .lr = float(lr), .weight_decay = float(wd)});
-          c.bound = 1e-12;
-          cs.push_back(c);
-        }
-      break;
     case Kernel::adam_update:
-      for (int64_t n : kSizes)
-        for (int adamw : {0, 1}) {
-          auto w = random_vec(size_t(n), 41), m = random_vec(size_t(n), 43),
-               g = random_vec(size_t(n), 47);
-          auto v = random_vec(size_t(n), 53, 0.f, 1.f);
-          const double lr = 1e-2, b1 = 0.9, b2 = 0.999, eps = 1e-8, wd = 0.05, t = 3;
-          std::vector<double> ew(static_cast<size_t>(n)), em(static_cast<size_t>(n)),
-              ev(static_cast<size_t>(n));
-          double bc1 = 1 - std::pow(b1, t), bc2 = 1 - std::pow(b2, t);
-          for (size_t j = 0; j < size_t(n); ++j) {
-            double wj = adamw ? w[j] * (1 - lr * wd) : w[j];
-            double dd = g[j] + (adamw ? 0 : wd * wj);
-            em[j] = b1 * m[j] + (1 - b1) * dd;
-            ev[j] = b2 * v[j] + (1 - b2) * dd * dd;
-            ew[j] = wj - lr / bc1 * em[j] / (std::sqrt(ev[j]) / std::sqrt(bc2) + eps);
-          }
-          HostArg pw = f32(w), pm = f32(m), pv = f32(v);
-          pw.expect = ew, pm.expect = em, pv.expect = ev;
-          Case c =
-              make((adamw ? "adamw " : "adam ") + sz({n}), {pw, pm, pv, f32(g), f32({float(t)})},
-                   sy::AdamParams{.n = n,
-                                  .decoupled = adamw == 1,
-                                  .lr = float(lr),
-                                  .beta1 = float(b1),
-                                  .beta2 = float(b2),
-                                  .eps = float(eps),
-                                  .weight_decay = float(wd)});
-          c.bound = 1e-10;
-          cs.push_back(c);
-        }
-      break;
+    case Kernel::adam_multi:
+      return optimizer_cases(k);
     case Kernel::custom:  // a user's kernel: tests/test_custom.cpp
       break;
   }

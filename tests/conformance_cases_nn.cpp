@@ -170,14 +170,20 @@ std::vector<Case> layer_cases(Kernel k) {
         auto at = [&](int64_t o, int64_t c, int64_t e) { return size_t((o * C + c) * E + e); };
         const std::string name = sz({O, C, E});
         auto mean = random_vec(size_t(C), 46, -1.f, 2.f);  // channel_sums' centre
-        if (k == Kernel::channel_stats || k == Kernel::channel_sums) {
+        // A ReLU's output for the fused backward (relu_mask): about half
+        // positive, the rest zero.
+        auto r = random_vec(n, 47);
+        for (auto& v : r) v = v > 0.f ? v : 0.f;
+        auto masked = [&](size_t i, bool m) { return m && !(r[i] > 0.f) ? 0.0 : double(a[i]); };
+        for (bool m : {false, true}) {
+          if (k != Kernel::channel_sums && (m || k != Kernel::channel_stats)) break;
           std::vector<double> e(size_t(2 * C), 0.0);
           for (int64_t c = 0; c < C; ++c) {
             double s = 0, t = 0;
             for (int64_t o = 0; o < O; ++o)
               for (int64_t x = 0; x < E; ++x)
-                s += a[at(o, c, x)],
-                    t += double(a[at(o, c, x)]) * (double(b[at(o, c, x)]) - mean[size_t(c)]);
+                s += masked(at(o, c, x), m),
+                    t += masked(at(o, c, x), m) * (double(b[at(o, c, x)]) - mean[size_t(c)]);
             if (k == Kernel::channel_sums) {
               e[size_t(c)] = s, e[size_t(C + c)] = t;
               continue;
@@ -191,25 +197,41 @@ std::vector<Case> layer_cases(Kernel k) {
           if (k == Kernel::channel_stats)
             cs.push_back(make(name, {outf(e), f32(a)},
                               sy::ChannelStatsParams{.outer = O, .channels = C, .inner = E}));
-          else
+          else if (!m)
             cs.push_back(make(name, {outf(e), f32(a), f32(b), f32(mean)},
                               sy::ChannelSumsParams{.outer = O, .channels = C, .inner = E}));
-          continue;
+          else
+            cs.push_back(make(
+                name + " relu_mask", {outf(e), f32(a), f32(b), f32(mean), f32(r)},
+                sy::ChannelSumsParams{.outer = O, .channels = C, .inner = E, .relu_mask = true}));
         }
-        for (bool has_b : {false, true}) {
+        if (k != Kernel::channel_affine) continue;
+        // Plain and with b, then the fused ReLU (forward) and its mask
+        // (backward) on either.
+        for (int variant = 0; variant < 4; ++variant) {
+          const bool has_b = variant % 2 == 1, relu = variant == 2, mask = variant == 3;
           auto coef = random_vec(size_t((has_b ? 5 : 3) * C), 45);
-          auto k_ = [&](int r, int64_t c) { return double(coef[size_t(r * C + c)]); };
+          auto k_ = [&](int row, int64_t c) { return double(coef[size_t(row * C + c)]); };
           std::vector<double> e(n);
           for (int64_t o = 0; o < O; ++o)
             for (int64_t c = 0; c < C; ++c)
               for (int64_t x = 0; x < E; ++x) {
-                double v = (a[at(o, c, x)] - k_(0, c)) * k_(1, c) + k_(2, c);
+                double v = (masked(at(o, c, x), mask) - k_(0, c)) * k_(1, c) + k_(2, c);
                 if (has_b) v += (b[at(o, c, x)] - k_(3, c)) * k_(4, c);
-                e[at(o, c, x)] = v;
+                e[at(o, c, x)] = relu ? std::max(v, 0.0) : v;
               }
-          cs.push_back(
-              make(name + (has_b ? " +b" : ""), {outf(e), f32(a), f32(b), f32(coef)},
-                   sy::ChannelAffineParams{.outer = O, .channels = C, .inner = E, .has_b = has_b}));
+          const sy::ChannelAffineParams q{.outer = O,
+                                          .channels = C,
+                                          .inner = E,
+                                          .has_b = has_b,
+                                          .relu = relu,
+                                          .relu_mask = mask};
+          const std::string tag =
+              std::string(has_b ? " +b" : "") + (relu ? " relu" : "") + (mask ? " relu_mask" : "");
+          if (mask)
+            cs.push_back(make(name + tag, {outf(e), f32(a), f32(b), f32(coef), f32(r)}, q));
+          else
+            cs.push_back(make(name + tag, {outf(e), f32(a), f32(b), f32(coef)}, q));
         }
       }
       break;
@@ -280,6 +302,16 @@ std::vector<Case> layer_cases(Kernel k) {
           cs.push_back(make(
               name, {am, av, f32(stats)},
               sy::BatchNormRunningParams{.channels = C, .count = count, .momentum = float(m)}));
+          // With num_batches_tracked: one i64 (2^32 - 1: the carry to the high word).
+          const int64_t before = C == 1   ? (int64_t(1) << 32) - 1
+                                 : C == 7 ? 7
+                                          : (int64_t(3) << 32) + 5;
+          HostArg nb = i64({before});
+          nb.expect = {double(before + 1)};
+          cs.push_back(
+              make(name + " count", {am, av, nb, f32(stats)},
+                   sy::BatchNormRunningParams{
+                       .channels = C, .count = count, .has_count = true, .momentum = float(m)}));
         }
       }
       break;

@@ -39,7 +39,10 @@ inline Case make(std::string name, std::vector<HostArg> args, const sy::KernelPa
   Case c;
   c.name = std::move(name);
   c.ins.kernel = p.kernel();
-  c.ins.nargs = uint8_t(args.size());
+  // A multi-tensor kernel's arguments are the Program's more_args (run_case).
+  const bool multi = sy::kernel_has(p.kernel(), sy::kMultiTensor);
+  c.ins.nargs = multi ? 0 : uint8_t(args.size());
+  c.ins.nmore = multi ? uint32_t(args.size()) : 0;
   c.ins.params = p;
   c.args = std::move(args);
   return c;
@@ -57,5 +60,7 @@ inline std::string sz(std::initializer_list<int64_t> dims) {
 
 // Cases of swap_axes, the convolutions, the pooling and the per-channel kernels.
 std::vector<Case> layer_cases(sy::Kernel k);
+// Cases of the optimizers' kernels (conformance_cases_optim.cpp).
+std::vector<Case> optimizer_cases(sy::Kernel k);
 
 }  // namespace conformance

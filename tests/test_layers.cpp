@@ -258,6 +258,163 @@ TEST_P(OnDevice, BatchNormTrainsOnTheBatchAndEvaluatesOnRunningStatistics) {
       {"batch_norm", "more than one value per channel"});
 }
 
+// ---- optimizers ----------------------------------------------------------------
+
+// The optimizers' fused kernels against PyTorch's update formulas.
+TEST_P(OnDevice, OptimSgdAndAdamMatchReferenceFormulas) {
+  auto p0 = random_vec(7, 18), g0 = random_vec(7, 19);
+  auto run = [&](auto make_opt, auto ref_step) {
+    Tensor p = sy::from_vector(p0, {7}, D()).requires_grad_();
+    auto opt = make_opt(std::vector<Tensor>{p});
+    std::vector<double> rp(p0.begin(), p0.end()), s1(7, 0.0), s2(7, 0.0);
+    for (int t = 1; t <= 3; ++t) {
+      p.set_grad(sy::from_vector(g0, {7}, D()) * float(t));
+      opt.step();
+      ref_step(rp, s1, s2, t);
+    }
+    EXPECT_LT(nse(p.to_vector<float>(), rp), 1e-11);
+  };
+  run(
+      [](std::vector<Tensor> ps) {
+        return sy::optim::SGD(ps, {.lr = 0.1f, .momentum = 0.9f, .weight_decay = 0.01f});
+      },
+      [&](std::vector<double>& p, std::vector<double>& buf, std::vector<double>&, int t) {
+        for (size_t i = 0; i < p.size(); ++i) {
+          double g = g0[i] * t + 0.01 * p[i];
+          buf[i] = t == 1 ? g : 0.9 * buf[i] + g;
+          p[i] -= 0.1 * buf[i];
+        }
+      });
+  run([](std::vector<Tensor> ps) { return sy::optim::SGD(ps, 0.1f); },
+      [&](std::vector<double>& p, std::vector<double>&, std::vector<double>&, int t) {
+        for (size_t i = 0; i < p.size(); ++i) p[i] -= 0.1 * g0[i] * t;
+      });
+  for (bool decoupled : {false, true}) {
+    sy::optim::AdamOptions o{.lr = 0.01f, .weight_decay = 0.1f, .decoupled = decoupled};
+    run([&](std::vector<Tensor> ps) { return sy::optim::Adam(ps, o); },
+        [&](std::vector<double>& p, std::vector<double>& m, std::vector<double>& v, int t) {
+          for (size_t i = 0; i < p.size(); ++i) {
+            double g = g0[i] * t;
+            if (decoupled)
+              p[i] *= 1 - 0.01 * 0.1;
+            else
+              g += 0.1 * p[i];
+            m[i] = 0.9 * m[i] + 0.1 * g;
+            v[i] = 0.999 * v[i] + 0.001 * g * g;
+            double mh = m[i] / (1 - std::pow(0.9, t)), vh = v[i] / (1 - std::pow(0.999, t));
+            p[i] -= 0.01 * mh / (std::sqrt(vh) + 1e-8);
+          }
+        });
+  }
+}
+
+// Adam over several parameters: one adam_multi launch a step where the
+// device has the kernel, the same values as one launch per parameter, also
+// when a parameter has no gradient at a step (its count stays behind).
+TEST_P(OnDevice, OptimAdamForeachMatchesOneLaunchPerParameter) {
+  sy::BackendDevice& d = D();
+  const std::vector<int64_t> sizes = {7, 5000, 3};
+  auto make = [&] {
+    std::vector<Tensor> ps;
+    for (size_t k = 0; k < sizes.size(); ++k)
+      ps.push_back(sy::from_vector(random_vec(size_t(sizes[k]), uint32_t(20 + k)), {sizes[k]}, d)
+                       .requires_grad_());
+    return ps;
+  };
+  auto a = make(), b = make();
+  for (bool decoupled : {false, true}) {
+    sy::optim::Adam one(a, {.lr = 0.01f, .weight_decay = 0.1f, .decoupled = decoupled});
+    sy::optim::Adam each(
+        b, {.lr = 0.01f, .weight_decay = 0.1f, .decoupled = decoupled, .foreach = false});
+    const auto before = d.counters();
+    for (int t = 1; t <= 4; ++t) {
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        if (t == 2 && k == 2) {  // no gradient this step
+          a[k].zero_grad(), b[k].zero_grad();
+          continue;
+        }
+        auto g = random_vec(size_t(sizes[k]), uint32_t(100 * t + k));
+        a[k].set_grad(sy::from_vector(g, {sizes[k]}, d));
+        b[k].set_grad(sy::from_vector(g, {sizes[k]}, d));
+      }
+      one.step();
+      each.step();
+    }
+    for (size_t k = 0; k < sizes.size(); ++k)
+      EXPECT_EQ(a[k].to_vector<float>(), b[k].to_vector<float>()) << "parameter " << k;
+    const auto sa = one.state_dict(), sb = each.state_dict();
+    ASSERT_EQ(sa.size(), sb.size());
+    for (size_t i = 0; i < sa.size(); ++i) {
+      EXPECT_EQ(sa[i].first, sb[i].first);
+      EXPECT_EQ(sa[i].second.to_vector<float>(), sb[i].second.to_vector<float>()) << sa[i].first;
+    }
+    EXPECT_EQ(sa.back().second.to_vector<float>(), std::vector<float>{3.f}) << "skipped once";
+    sy::synchronize(d);
+    const auto after = d.counters();
+    auto launches = [&](sy::Kernel k) {
+      return after.launches_by_kernel[size_t(k)] - before.launches_by_kernel[size_t(k)];
+    };
+    const bool multi = d.supports(sy::Kernel::adam_multi);
+    EXPECT_EQ(launches(sy::Kernel::adam_multi), multi ? 4u : 0u);
+    EXPECT_EQ(launches(sy::Kernel::adam_update), multi ? 11u : 22u);  // 3 + 2 + 3 + 3 each
+  }
+}
+
+// ---- batch norm and ReLU -----------------------------------------------------------
+
+// A Sequential's BatchNorm then ReLU run fused (one normalization launch
+// with the ReLU, its mask in batch norm's backward kernels): the values,
+// gradients and running statistics of the two modules run apart, in both
+// modes, with fewer launches.
+TEST_P(OnDevice, BatchNormThenReluInASequentialRunsFusedWithTheSameResults) {
+  auto close = [](const Tensor& a, const Tensor& b) {
+    auto r = b.to_vector<float>();
+    return nse(a.to_vector<float>(), std::vector<double>(r.begin(), r.end()));
+  };
+  auto v = random_vec(size_t(4 * 3 * 10), 62, -2.f, 3.f);
+  auto gv = random_vec(v.size(), 63);
+  auto model = [&] {
+    auto m = std::make_shared<sy::nn::Sequential>();
+    m->add(std::make_shared<sy::nn::BatchNorm2d>(3, 1e-5f, 0.1f, true, D()));
+    m->add(std::make_shared<sy::nn::ReLU>());
+    return m;
+  };
+  auto fused = model(), apart = model();
+  for (bool training : {true, false}) {
+    fused->train(training), apart->train(training);
+    Tensor x1 = sy::from_vector(v, {4, 3, 2, 5}, D()).requires_grad_();
+    Tensor x2 = sy::from_vector(v, {4, 3, 2, 5}, D()).requires_grad_();
+    const auto before = D().counters();
+    Tensor y1 = fused->forward(x1);
+    sy::sum(y1 * sy::from_vector(gv, {4, 3, 2, 5}, D())).backward();
+    sy::eval({y1, x1.grad()});
+    const auto mid = D().counters();
+    Tensor y2 = sy::relu((*apart)[0].forward(x2));  // the two modules, one after the other
+    sy::sum(y2 * sy::from_vector(gv, {4, 3, 2, 5}, D())).backward();
+    sy::eval({y2, x2.grad()});
+    const auto after = D().counters();
+    // The ReLU's own kernels run only apart.
+    for (sy::Kernel k : {sy::Kernel::unary, sy::Kernel::unary_backward}) {
+      const size_t i = size_t(k);
+      EXPECT_EQ(mid.launches_by_kernel[i] - before.launches_by_kernel[i], 0u);
+      EXPECT_EQ(after.launches_by_kernel[i] - mid.launches_by_kernel[i], 1u);
+    }
+    EXPECT_LT(close(y1, y2), 1e-12);
+    EXPECT_LT(close(x1.grad(), x2.grad()), 1e-10);
+    const auto s1 = fused->state_dict(), s2 = apart->state_dict();
+    ASSERT_EQ(s1.size(), s2.size());
+    for (size_t i = 0; i < s1.size(); ++i) {
+      EXPECT_EQ(s1[i].first, s2[i].first);
+      if (s1[i].second.dtype() == sy::DType::i64)
+        EXPECT_EQ(s1[i].second.to_vector<int64_t>(), s2[i].second.to_vector<int64_t>());
+      else
+        EXPECT_LT(close(s1[i].second, s2[i].second), 1e-12) << s1[i].first;
+      if (s1[i].second.requires_grad())
+        EXPECT_LT(close(s1[i].second.grad(), s2[i].second.grad()), 1e-10) << s1[i].first;
+    }
+  }
+}
+
 TEST_P(OnDevice, CatJoinsAlongTheFirstDimensionWithItsGradient) {
   Tensor a = sy::from_vector(std::vector<float>{1, 2, 3, 4}, {2, 2}, D()).requires_grad_();
   Tensor b = sy::from_vector(std::vector<float>{5, 6}, {1, 2}, D()).requires_grad_();

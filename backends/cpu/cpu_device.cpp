@@ -5,6 +5,7 @@
 #include <cstring>
 #include <fstream>
 #include <new>
+#include <vector>
 
 #include "backend_api.h"
 #include "cpu_kernels.h"
@@ -93,16 +94,27 @@ class CpuDevice final : public BackendDevice {
   void execute_impl(const Program& prog, std::span<const Binding> bind) override {
     void* ptrs[5];
     bool prof = profile::enabled();
+    auto at = [&](const Arg& a) {
+      const Binding& b = bind[a.slot];
+      return static_cast<void*>(static_cast<char*>(b.buffer.handle) + b.offset + a.offset);
+    };
     for (const Instr& ins : prog.instrs) {
-      for (int i = 0; i < ins.nargs; ++i) {
-        const Binding& b = bind[ins.args[i].slot];
-        ptrs[i] = static_cast<char*>(b.buffer.handle) + b.offset + ins.args[i].offset;
-      }
+      for (int i = 0; i < ins.nargs; ++i) ptrs[i] = at(ins.args[i]);
       int64_t t0 = prof ? profile::now_ns() : 0;
-      if (ins.kernel == Kernel::custom)
+      if (ins.kernel == Kernel::custom) {
         run_custom(ins, ptrs);
-      else
+      } else if (ins.nmore) {
+        std::vector<void*> more(ins.nmore);
+        std::vector<uint64_t> bytes(ins.nmore);
+        for (uint32_t i = 0; i < ins.nmore; ++i) {
+          const Arg& a = prog.more_args[ins.more + i];
+          more[i] = at(a);
+          bytes[i] = a.bytes;
+        }
+        run_multi_kernel(ins.params, more.data(), bytes.data());
+      } else {
         run_kernel(ins.params, ptrs);
+      }
       if (prof) timed(profile::Track::kernel, custom_impl::display_name(ins.params).c_str(), 0, t0);
     }
   }

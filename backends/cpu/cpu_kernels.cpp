@@ -487,25 +487,72 @@ void run(const SgdMomentumParams& p, void* const* a) {
   });
 }
 
+// Adam's per-launch constants for step count t.
+struct AdamConsts {
+  float step, inv_sqrt_bc2, keep, l2;
+  template <class P>
+  AdamConsts(const P& p, float t) {
+    const float bc1 = 1.f - std::pow(p.beta1, t), bc2 = 1.f - std::pow(p.beta2, t);
+    step = p.lr / bc1, inv_sqrt_bc2 = 1.f / std::sqrt(bc2);
+    // AdamW scales the weights; Adam adds wd*w to the gradient.
+    keep = p.decoupled ? 1.f - p.lr * p.weight_decay : 1.f;
+    l2 = p.decoupled ? 0.f : p.weight_decay;
+  }
+};
+
 void run(const AdamParams& p, void* const* a) {
   float* __restrict w = as<float>(a[0]);
   float* __restrict m = as<float>(a[1]);
   float* __restrict v = as<float>(a[2]);
   const float* __restrict g = as<const float>(a[3]);
-  float t = as<const float>(a[4])[0];
-  const float lr = p.lr, b1 = p.beta1, b2 = p.beta2, eps = p.eps, wd = p.weight_decay;
-  const float bc1 = 1.f - std::pow(b1, t), bc2 = 1.f - std::pow(b2, t);
-  const float step = lr / bc1, inv_sqrt_bc2 = 1.f / std::sqrt(bc2);
-  // AdamW scales the weights; Adam adds wd*w to the gradient.
-  const float keep = p.decoupled ? 1.f - lr * wd : 1.f, l2 = p.decoupled ? 0.f : wd;
+  const AdamConsts k(p, as<const float>(a[4])[0]);
   pfor(p.n, [&](int64_t lo, int64_t hi) {
-    adam_loop(lo, hi, w, m, v, g, b1, b2, eps, step, inv_sqrt_bc2, keep, l2);
+    adam_loop(lo, hi, w, m, v, g, p.beta1, p.beta2, p.eps, k.step, k.inv_sqrt_bc2, k.keep, k.l2);
+  });
+}
+
+void run(const AdamMultiParams&, void* const*) {
+  throw Error(
+      "[adam_multi] expected its arguments' sizes (run_multi), found none (internal error)");
+}
+
+// Every tensor's step count incremented first (the updates use the new
+// value), then one parallel pass over pieces of every tensor.
+void run_multi(const AdamMultiParams& p, void* const* a, const uint64_t* bytes) {
+  const int64_t T = p.tensors;
+  struct Piece {
+    int64_t t, lo, hi;
+  };
+  std::vector<Piece> pieces;
+  std::vector<AdamConsts> consts;
+  consts.reserve(size_t(T));
+  for (int64_t t = 0; t < T; ++t) {
+    float& step = as<float>(a[4 * t + 3])[0];
+    step += 1.f;
+    consts.emplace_back(p, step);
+    const int64_t n = int64_t(bytes[4 * t] / 4);
+    for (int64_t lo = 0; lo < n; lo += kGrain) pieces.push_back({t, lo, std::min(n, lo + kGrain)});
+  }
+  pool().parallel_for(int64_t(pieces.size()), 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i) {
+      const Piece& c = pieces[size_t(i)];
+      const AdamConsts& k = consts[size_t(c.t)];
+      adam_loop(c.lo, c.hi, as<float>(a[4 * c.t]), as<float>(a[4 * c.t + 1]),
+                as<float>(a[4 * c.t + 2]), as<const float>(a[4 * T + c.t]), p.beta1, p.beta2, p.eps,
+                k.step, k.inv_sqrt_bc2, k.keep, k.l2);
+    }
   });
 }
 
 }  // namespace
 
 float unary_apply(Unary op, float x) { return pointwise::unary(op, x); }
+
+void run_multi_kernel(const KernelParams& prm, void* const* a, const uint64_t* bytes) {
+  SY_CHECK(prm.kernel() == Kernel::adam_multi, kernel_name(prm.kernel()),
+           "expected a multi-tensor kernel, found another (internal error)");
+  run_multi(prm.get<AdamMultiParams>(), a, bytes);
+}
 
 void run_kernel(const KernelParams& prm, void* const* a) {
   switch (prm.kernel()) {

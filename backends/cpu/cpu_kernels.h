@@ -13,6 +13,9 @@ const char* gemm_library();
 
 // Runs one kernel (the one `prm` was made for); `args[i]` points at argument i.
 void run_kernel(const KernelParams& prm, void* const* args);
+// A multi-tensor kernel (kMultiTensor): args[i] and bytes[i] for each of its
+// Program::more_args.
+void run_multi_kernel(const KernelParams& prm, void* const* args, const uint64_t* bytes);
 
 float unary_apply(Unary op, float x);
 

@@ -3,6 +3,7 @@
 #include "cpu_kernels_nn.h"
 
 #include <algorithm>
+#include <bit>
 #include <cmath>
 #include <cstring>
 #include <vector>
@@ -229,7 +230,10 @@ void run(const Conv2dParams& p, void* const* a) {
       for (int64_t n = 0; n < s; ++n) {
         const float* src = out + (m * s + n) * g.P;
         float* dst = y + ((n0 + n) * g.OC + grp * g.OCg + m) * g.P;
-        for (int64_t i = 0; i < g.P; ++i) dst[i] = unary_apply(p.act, src[i] + b);
+        if (p.act == Unary::none)
+          for (int64_t i = 0; i < g.P; ++i) dst[i] = src[i] + b;
+        else
+          for (int64_t i = 0; i < g.P; ++i) dst[i] = pointwise::unary(p.act, src[i] + b);
       }
     }
   });
@@ -323,15 +327,26 @@ void run(const ChannelSumsParams& p, void* const* a) {
   float* out = as<float>(a[0]);
   const float *x = as<const float>(a[1]), *y = as<const float>(a[2]);
   const float* mean = as<const float>(a[3]);
+  const float* mask = p.relu_mask ? as<const float>(a[4]) : nullptr;
   const int64_t C = p.channels, E = p.inner;
   pool().parallel_for(C, 1, [&](int64_t lo, int64_t hi) {
     for (int64_t c = lo; c < hi; ++c) {
       double s = 0, q = 0;
       const float m = mean[c];
       for (int64_t n = 0; n < p.outer; ++n) {
-        const float *r = x + (n * C + c) * E, *t = y + (n * C + c) * E;
+        const int64_t at = (n * C + c) * E;
+        const float *r = x + at, *t = y + at;
         float ps = 0.f, pq = 0.f;
-        for (int64_t i = 0; i < E; ++i) ps += r[i], pq += r[i] * (t[i] - m);
+        if (mask) {  // a where mask > 0, else +0 (bits cleared: no branch)
+          const float* mk = mask + at;
+          for (int64_t i = 0; i < E; ++i) {
+            const uint32_t keep = 0u - uint32_t(mk[i] > 0.f);
+            const float v = std::bit_cast<float>(std::bit_cast<uint32_t>(r[i]) & keep);
+            ps += v, pq += v * (t[i] - m);
+          }
+        } else {
+          for (int64_t i = 0; i < E; ++i) ps += r[i], pq += r[i] * (t[i] - m);
+        }
         s += ps, q += pq;
       }
       out[c] = float(s);
@@ -374,25 +389,49 @@ void run(const EmbeddingBackwardParams& p, void* const* a) {
   });
 }
 
+namespace {
+
+// One row of channel_affine, each form its own loop (selects, no branches:
+// the compiler vectorizes them).
+template <bool HasB, bool Mask, bool Relu>
+void affine_row(float* __restrict o, const float* __restrict u, const float* __restrict v,
+                const float* __restrict mk, int64_t E, const float (&k)[5]) {
+  for (int64_t i = 0; i < E; ++i) {
+    float ui = u[i];
+    if constexpr (Mask) ui = mk[i] > 0.f ? ui : 0.f;
+    float t = (ui - k[0]) * k[1] + k[2];
+    if constexpr (HasB) t += (v[i] - k[3]) * k[4];
+    if constexpr (Relu) t = t > 0.f ? t : 0.f;  // pointwise::unary's relu
+    o[i] = t;
+  }
+}
+
+using AffineRow = void (*)(float*, const float*, const float*, const float*, int64_t,
+                           const float (&)[5]);
+template <bool HasB, bool Mask>
+AffineRow affine_row_for(bool relu) {
+  return relu ? &affine_row<HasB, Mask, true> : &affine_row<HasB, Mask, false>;
+}
+
+}  // namespace
+
 void run(const ChannelAffineParams& p, void* const* a) {
   float* y = as<float>(a[0]);
   const float *x = as<const float>(a[1]), *b = as<const float>(a[2]), *k = as<const float>(a[3]);
+  const float* mask = p.relu_mask ? as<const float>(a[4]) : nullptr;
   const int64_t C = p.channels, E = p.inner;
+  const AffineRow row =
+      p.has_b ? (mask ? affine_row_for<true, true>(p.relu) : affine_row_for<true, false>(p.relu))
+              : (mask ? affine_row_for<false, true>(p.relu) : affine_row_for<false, false>(p.relu));
   pool().parallel_for(p.outer * C, std::max<int64_t>(1, kGrain / std::max<int64_t>(E, 1)),
                       [&](int64_t lo, int64_t hi) {
                         for (int64_t r = lo; r < hi; ++r) {
                           const int64_t c = r % C;
-                          const float c0 = k[c], s1 = k[C + c], s2 = k[2 * C + c];
-                          float* o = y + r * E;
-                          const float* u = x + r * E;
-                          if (p.has_b) {
-                            const float c3 = k[3 * C + c], s4 = k[4 * C + c];
-                            const float* v = b + r * E;
-                            for (int64_t i = 0; i < E; ++i)
-                              o[i] = (u[i] - c0) * s1 + s2 + (v[i] - c3) * s4;
-                          } else {
-                            for (int64_t i = 0; i < E; ++i) o[i] = (u[i] - c0) * s1 + s2;
-                          }
+                          const float kc[5] = {k[c], k[C + c], k[2 * C + c],
+                                               p.has_b ? k[3 * C + c] : 0.f,
+                                               p.has_b ? k[4 * C + c] : 0.f};
+                          row(y + r * E, x + r * E, p.has_b ? b + r * E : nullptr,
+                              mask ? mask + r * E : nullptr, E, kc);
                         }
                       });
 }
@@ -443,7 +482,8 @@ void run(const BatchNormCoefBackwardParams& p, void* const* a) {
 
 void run(const BatchNormRunningParams& p, void* const* a) {
   float *rm = as<float>(a[0]), *rv = as<float>(a[1]);
-  const float* stats = as<const float>(a[2]);
+  const float* stats = as<const float>(a[p.has_count ? 3 : 2]);
+  if (p.has_count) ++*as<int64_t>(a[2]);
   const int64_t C = p.channels;
   const float unbias = float(p.count) / float(p.count - 1), m = p.momentum;
   // An SGD step with lr = -momentum, weight decay -1 and the statistic as

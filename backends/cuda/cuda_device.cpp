@@ -567,9 +567,13 @@ void CudaDevice::synchronize_impl() {
 
 // ---- programs --------------------------------------------------------------------
 
+void CudaDevice::launch_instr(const Program& p, size_t i) {
+  const Instr& ins = p.instrs[i];
+  dispatch(ins, ins.nmore ? &more_ptrs_[ins.more * 2] : &ptrs_[i * kMaxKernelArgs], env_);
+}
+
 void CudaDevice::enqueue(const Program& p) {
-  for (size_t i = 0; i < p.instrs.size(); ++i)
-    dispatch(p.instrs[i], &ptrs_[i * kMaxKernelArgs], env_);
+  for (size_t i = 0; i < p.instrs.size(); ++i) launch_instr(p, i);
 }
 
 CustomCuda* g_custom_cuda = nullptr;
@@ -618,11 +622,15 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
   ensure();
   ptrs_.assign(p.instrs.size() * kMaxKernelArgs, nullptr);
   key_.clear();
+  // The multi-tensor launches' arguments: each one's address, and after a
+  // launch's addresses, each one's element count (cuda_kernels.h).
+  more_ptrs_.assign(p.more_args.size() * 2, nullptr);
+  more_key_.clear();
   bool has_gemm = false;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const Instr& ins = p.instrs[i];
-    for (int j = 0; j < ins.nargs; ++j) {
-      const Arg& a = ins.args[j];
+    // Argument j's address, its binding checked.
+    auto resolve = [&](const Arg& a, uint32_t j) -> void* {
       SY_CHECK(a.slot < bindings.size() && bindings[a.slot].buffer, kernel_name(ins.kernel),
                "expected argument ", j, " bound to a buffer on ", str(), ", found slot ", a.slot,
                " unbound");
@@ -630,7 +638,17 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
       SY_CHECK(b.offset + a.offset + a.bytes <= b.buffer.bytes, kernel_name(ins.kernel),
                "argument ", j, " reaches byte ", b.offset + a.offset + a.bytes, " of a ",
                b.buffer.bytes, "-byte buffer on ", str());
-      ptrs_[i * kMaxKernelArgs + j] = static_cast<char*>(b.buffer.handle) + b.offset + a.offset;
+      return static_cast<char*>(b.buffer.handle) + b.offset + a.offset;
+    };
+    for (int j = 0; j < ins.nargs; ++j)
+      ptrs_[i * kMaxKernelArgs + j] = resolve(ins.args[j], uint32_t(j));
+    void** more = ins.nmore ? &more_ptrs_[ins.more * 2] : nullptr;
+    for (uint32_t j = 0; j < ins.nmore; ++j) {
+      const Arg& a = p.more_args[ins.more + j];
+      more[j] = resolve(a, j);
+      more[ins.nmore + j] = reinterpret_cast<void*>(uintptr_t(a.bytes / 4));
+      more_key_.push_back(reinterpret_cast<uintptr_t>(more[j]));
+      more_key_.push_back(a.bytes);
     }
     append_key(key_, ins, &ptrs_[i * kMaxKernelArgs]);
     has_gemm |= ins.kernel == Kernel::gemm;
@@ -651,7 +669,7 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
     // Profiled: eagerly, with an event after each launch (harvest() reads
     // one kernel per event after the first, whatever was reached).
     for (size_t i = 0; i < p.instrs.size(); ++i) {
-      dispatch(p.instrs[i], &ptrs_[i * kMaxKernelArgs], env_);
+      launch_instr(p, i);
       r->kernels.push_back(p.instrs[i].kernel);
       prof_mark(r);
     }
@@ -669,7 +687,11 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
     }
     ProgramGraphs& pg = programs_[p.id];
     pg.last_run = runs_;
-    run_graph(p, pg, hash_words(key_), hash_words(key_, kKeyWords));
+    // The launches' shape first (every kKeyWords-th word: the kernels), then
+    // the multi-tensor launches' addresses join the key.
+    const uint64_t shape = hash_words(key_, kKeyWords);
+    key_.insert(key_.end(), more_key_.begin(), more_key_.end());
+    run_graph(p, pg, hash_words(key_), shape);
     return;
   }
   enqueue(p);

@@ -96,6 +96,7 @@ class CudaDevice final : public BackendDevice {
   void record_segment();
   cudaEvent_t new_event();
   void enqueue(const Program& p);
+  void launch_instr(const Program& p, size_t i);  // instruction i, resolved
   void run_graph(const Program& p, ProgramGraphs& pg, uint64_t hash, uint64_t shape);
   void launch_graph(Graph& g);
   void check_status();
@@ -149,6 +150,10 @@ class CudaDevice final : public BackendDevice {
   std::unordered_map<uint64_t, ProgramGraphs> programs_;
   std::vector<void*> ptrs_;    // resolved argument addresses, 5 per launch
   std::vector<uint64_t> key_;  // the current run's graph key
+  // Multi-tensor launches: 2 words per argument of Program::more_args (a
+  // launch's addresses, then their element counts), and their key words.
+  std::vector<void*> more_ptrs_;
+  std::vector<uint64_t> more_key_;
   uint64_t runs_ = 0;
   std::vector<ProfRec> prof_;               // waiting for synchronize()
   std::vector<cudaEvent_t> timing_events_;  // free, created with timing

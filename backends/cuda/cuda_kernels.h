@@ -54,6 +54,8 @@ struct LaunchEnv {
 // calls them from a switch generated from the table, so a kernel without its
 // launch() is a link error. gemm's is in cuda_dispatch.cpp (it calls the
 // device's cuBLAS through env.gemm).
+// A multi-tensor kernel's (kMultiTensor) args are its N arguments' addresses
+// followed by their element counts (N words of uintptr_t).
 #define SY_CUDA_LAUNCH_DECL(kernel, Params, ...) \
   void launch(const Params& p, void* const* args, const LaunchEnv& env);
 SWITCHYARD_KERNELS(SY_CUDA_LAUNCH_DECL)

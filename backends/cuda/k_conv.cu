@@ -240,8 +240,9 @@ __global__ void batch_norm_coef_backward_k(float* out, const float* coef, const 
   }
 }
 
-__global__ void batch_norm_running_k(float* rm, float* rv, const float* stats, int64_t C,
-                                     float momentum, float unbias) {
+__global__ void batch_norm_running_k(float* rm, float* rv, long long* count, const float* stats,
+                                     int64_t C, float momentum, float unbias) {
+  if (count && blockIdx.x == 0 && threadIdx.x == 0) ++*count;
   SY_GRID_STRIDE(c, C) {
     pointwise::sgd_step(rm[c], stats[c], -momentum, -1.f);
     pointwise::sgd_step(rv[c], stats[C + c] * unbias, -momentum, -1.f);
@@ -372,7 +373,7 @@ __global__ void channel_stats_k(float* out, const float* x, int64_t outer, int64
 }
 
 __global__ void channel_sums_k(float* out, const float* a, const float* b, const float* mean,
-                               int64_t outer, int64_t C, int64_t E) {
+                               const float* mask, int64_t outer, int64_t C, int64_t E) {
   __shared__ double part[kBlock / 32];
   const int64_t count = outer * E;
   for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
@@ -380,8 +381,9 @@ __global__ void channel_sums_k(float* out, const float* a, const float* b, const
     const float m = mean[c];
     for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
       const int64_t i = (k / E * C + c) * E + k % E;
-      s += a[i];
-      t += double(a[i]) * (b[i] - m);
+      const float v = mask && !(mask[i] > 0.f) ? 0.f : a[i];
+      s += v;
+      t += double(v) * (b[i] - m);
     }
     s = block_sum(s, part);
     t = block_sum(t, part);
@@ -393,12 +395,14 @@ __global__ void channel_sums_k(float* out, const float* a, const float* b, const
 }
 
 __global__ void channel_affine_k(float* y, const float* a, const float* b, const float* coef,
-                                 int64_t C, int64_t E, bool has_b, int64_t total) {
+                                 const float* mask, int64_t C, int64_t E, bool has_b, bool relu,
+                                 int64_t total) {
   SY_GRID_STRIDE(k, total) {
     const int64_t c = k / E % C;
-    float v = (a[k] - coef[c]) * coef[C + c] + coef[2 * C + c];
+    const float u = mask && !(mask[k] > 0.f) ? 0.f : a[k];
+    float v = (u - coef[c]) * coef[C + c] + coef[2 * C + c];
     if (has_b) v += (b[k] - coef[3 * C + c]) * coef[4 * C + c];
-    y[k] = v;
+    y[k] = relu ? pointwise::unary(Unary::relu, v) : v;
   }
 }
 
@@ -517,8 +521,8 @@ void launch(const ChannelSumsParams& p, void* const* args, const LaunchEnv& env)
   if (p.channels <= 0) return;
   SY_LAUNCH(channel_sums_k, blocks_for(p.channels, env, 1), kBlock, env.stream)
   (static_cast<float*>(args[0]), static_cast<const float*>(args[1]),
-   static_cast<const float*>(args[2]), static_cast<const float*>(args[3]), p.outer, p.channels,
-   p.inner);
+   static_cast<const float*>(args[2]), static_cast<const float*>(args[3]),
+   p.relu_mask ? static_cast<const float*>(args[4]) : nullptr, p.outer, p.channels, p.inner);
   SY_CUDA_LAUNCHED("channel_sums");
 }
 
@@ -542,8 +546,10 @@ void launch(const BatchNormCoefBackwardParams& p, void* const* args, const Launc
 void launch(const BatchNormRunningParams& p, void* const* args, const LaunchEnv& env) {
   if (p.channels <= 0) return;
   SY_LAUNCH(batch_norm_running_k, blocks_for(p.channels, env), kBlock, env.stream)
-  (static_cast<float*>(args[0]), static_cast<float*>(args[1]), static_cast<const float*>(args[2]),
-   p.channels, p.momentum, float(p.count) / float(p.count - 1));
+  (static_cast<float*>(args[0]), static_cast<float*>(args[1]),
+   p.has_count ? static_cast<long long*>(args[2]) : nullptr,
+   static_cast<const float*>(args[p.has_count ? 3 : 2]), p.channels, p.momentum,
+   float(p.count) / float(p.count - 1));
   SY_CUDA_LAUNCHED("batch_norm_running");
 }
 
@@ -552,8 +558,9 @@ void launch(const ChannelAffineParams& p, void* const* args, const LaunchEnv& en
   if (total <= 0) return;
   SY_LAUNCH(channel_affine_k, blocks_for(total, env), kBlock, env.stream)
   (static_cast<float*>(args[0]), static_cast<const float*>(args[1]),
-   static_cast<const float*>(args[2]), static_cast<const float*>(args[3]), p.channels, p.inner,
-   p.has_b, total);
+   static_cast<const float*>(args[2]), static_cast<const float*>(args[3]),
+   p.relu_mask ? static_cast<const float*>(args[4]) : nullptr, p.channels, p.inner, p.has_b, p.relu,
+   total);
   SY_CUDA_LAUNCHED("channel_affine");
 }
 

@@ -9,6 +9,12 @@
 //   from a device buffer (step[0], already incremented), so a replayed CUDA
 //   graph sees each step's value. The bias corrections are computed per
 //   thread from t.
+// adam_multi: adam_update over up to kMultiTensors tensors a launch (more
+//   in launches of that many), its table of addresses and sizes passed by
+//   value. Each tensor gets ceil(n / kMultiChunk) blocks (at least one),
+//   each block a chunk of it. Every block reads its tensor's step count
+//   and uses it + 1; the last block to finish (a ticket counter, reset by
+//   it) writes the incremented counts, after every block has read them.
 //
 // Launch geometry: 1-D grid-stride loops, 256-thread blocks, grid of
 // ceil(n / 256) blocks capped at 32 per SM.
@@ -37,7 +43,77 @@ __global__ void adam_k(float* w, float* m, float* v, const float* g, const float
   pointwise::adam_step(w[j], m[j], v[j], g[j], b1, b2, eps, stepsize, inv_sqrt_bc2, keep, l2);
 }
 
+constexpr int kMultiTensors = 24;             // the table stays under 1.3 KB of parameters
+constexpr int64_t kMultiChunk = kBlock * 16;  // elements per block
+
+struct AdamTable {
+  float* w[kMultiTensors];
+  float* m[kMultiTensors];
+  float* v[kMultiTensors];
+  float* step[kMultiTensors];
+  const float* g[kMultiTensors];
+  int64_t n[kMultiTensors];
+  uint32_t first[kMultiTensors + 1];  // each tensor's first block; first[count] = grid
+  int count;
+};
+
+// One launch at a time per device (one stream): one counter per context.
+__device__ unsigned int g_adam_ticket = 0;
+
+__global__ void adam_multi_k(AdamTable tb, float lr, float b1, float b2, float eps, float wd,
+                             bool decoupled) {
+  int t = 0;
+  while (t + 1 < tb.count && blockIdx.x >= tb.first[t + 1]) ++t;
+  __shared__ float count;
+  if (threadIdx.x == 0) count = tb.step[t][0] + 1.f;
+  __syncthreads();
+  const float c = count;
+  const float bc1 = 1.f - powf(b1, c), bc2 = 1.f - powf(b2, c);
+  const float stepsize = lr / bc1, inv_sqrt_bc2 = 1.f / sqrtf(bc2);
+  const float keep = decoupled ? 1.f - lr * wd : 1.f, l2 = decoupled ? 0.f : wd;
+  const int64_t lo = int64_t(blockIdx.x - tb.first[t]) * kMultiChunk;
+  const int64_t hi = lo + kMultiChunk < tb.n[t] ? lo + kMultiChunk : tb.n[t];
+  float *w = tb.w[t], *m = tb.m[t], *v = tb.v[t];
+  const float* g = tb.g[t];
+  for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x)
+    pointwise::adam_step(w[j], m[j], v[j], g[j], b1, b2, eps, stepsize, inv_sqrt_bc2, keep, l2);
+  if (threadIdx.x == 0) {
+    __threadfence();  // this block's read of its count comes first
+    if (atomicAdd(&g_adam_ticket, 1u) == gridDim.x - 1) {
+      for (int i = 0; i < tb.count; ++i) tb.step[i][0] += 1.f;
+      g_adam_ticket = 0;
+    }
+  }
+}
+
 }  // namespace
+
+void launch(const AdamMultiParams& p, void* const* args, const LaunchEnv& env) {
+  const int64_t T = p.tensors;
+  auto count_of = [&](int64_t i) { return int64_t(reinterpret_cast<uintptr_t>(args[5 * T + i])); };
+  for (int64_t t0 = 0; t0 < T; t0 += kMultiTensors) {
+    AdamTable tb{};
+    tb.count = int(T - t0 < kMultiTensors ? T - t0 : kMultiTensors);
+    uint64_t blocks = 0;
+    for (int i = 0; i < tb.count; ++i) {
+      const int64_t t = t0 + i;
+      tb.w[i] = static_cast<float*>(args[4 * t]);
+      tb.m[i] = static_cast<float*>(args[4 * t + 1]);
+      tb.v[i] = static_cast<float*>(args[4 * t + 2]);
+      tb.step[i] = static_cast<float*>(args[4 * t + 3]);
+      tb.g[i] = static_cast<const float*>(args[4 * T + t]);
+      tb.n[i] = count_of(4 * t);
+      tb.first[i] = uint32_t(blocks);
+      blocks += tb.n[i] > 0 ? uint64_t((tb.n[i] + kMultiChunk - 1) / kMultiChunk) : 1;
+    }
+    SY_CHECK(blocks < (uint64_t(1) << 31), "adam_multi", "expected fewer than 2^31 blocks, found ",
+             blocks);
+    tb.first[tb.count] = uint32_t(blocks);
+    SY_LAUNCH(adam_multi_k, unsigned(blocks), kBlock, env.stream)
+    (tb, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.decoupled);
+    SY_CUDA_LAUNCHED("adam_multi");
+  }
+}
 
 void launch(const SgdParams& p, void* const* args, const LaunchEnv& env) {
   float* w = static_cast<float*>(args[0]);

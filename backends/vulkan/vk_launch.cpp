@@ -316,6 +316,8 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
       for (int j = 0; j < 3; ++j) g[j] = uint32_t(q.grid[j]);
       return;
     }
+    case Kernel::adam_multi:  // not a kernel of this backend (supports() says so)
+      break;
   }
   throw Error(detail::cat("[execute] unknown kernel id ", int(ins.kernel), " on ", c.device));
 }
@@ -431,6 +433,8 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
       const auto q = params<Kernel::channel_affine>(p);
       if (q.has_b) fl |= 2u;
       if (q.outer * q.channels * q.inner >= (int64_t(1) << 22)) fl |= 4u;  // exact division
+      if (q.relu) fl |= 8u;
+      if (q.relu_mask) fl |= 16u;
       break;
     }
     case Kernel::max_pool2d_backward: {  // planes of 2^22 elements or more: integer division

@@ -177,10 +177,19 @@ void BackendDevice::execute(const Program& p, std::span<const Binding> bindings)
              kernel_num_args(i.kernel), " buffer arguments, found ", int(i.nargs));
     SY_CHECK(supports(i.kernel), kernel_name(i.kernel), "not implemented on ", str());
     bump(counters_.launches_by_kernel[size_t(i.kernel)], 1);
+    SY_CHECK(i.nmore == 0 || (kernel_has(i.kernel, kMultiTensor) &&
+                              size_t(i.more) + i.nmore <= p.more_args.size()),
+             kernel_name(i.kernel), "expected multi-tensor arguments only for a multi-tensor ",
+             "kernel and within the Program's list, found ", i.nmore, " from ", i.more, " of ",
+             p.more_args.size());
+    if (i.kernel == Kernel::adam_multi)
+      SY_CHECK(i.nmore == 5 * uint64_t(params<Kernel::adam_multi>(i.params).tensors),
+               kernel_name(i.kernel), "expected 5 arguments per tensor, found ", i.nmore, " for ",
+               params<Kernel::adam_multi>(i.params).tensors, " tensors");
     uint64_t bytes = 0;
-    for (int a = 0; a < i.nargs; ++a)
-      bytes += i.args[size_t(a)].bytes ? i.args[size_t(a)].bytes
-                                       : bindings[i.args[size_t(a)].slot].buffer.bytes;
+    auto span_of = [&](const Arg& a) { return a.bytes ? a.bytes : bindings[a.slot].buffer.bytes; };
+    for (int a = 0; a < i.nargs; ++a) bytes += span_of(i.args[size_t(a)]);
+    for (uint32_t a = 0; a < i.nmore; ++a) bytes += span_of(p.more_args[i.more + a]);
     bump(counters_.kernel_bytes, bytes);
     bump(counters_.kernel_bytes_by_kernel[size_t(i.kernel)], bytes);
     if (i.kernel == Kernel::gemm || i.kernel == Kernel::conv2d ||

@@ -88,8 +88,9 @@ struct Node : std::enable_shared_from_this<Node> {
   std::shared_ptr<Storage> storage;
   size_t offset = 0;
   uint64_t version = 0;  // leaf: the storage version this value is
-  // update: bit i set when inputs[i] is written; done once executed.
-  uint32_t write_mask = 0;
+  // update: inputs [0, written) are written (the targets, then the reads);
+  // done once executed.
+  uint32_t written = 0;
   bool done = false;
   // Pending consumers, while this node has no storage yet; they move to the
   // storage's reader list when the node is materialized.

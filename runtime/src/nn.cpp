@@ -3,10 +3,12 @@
 #include "switchyard/nn.h"
 
 #include <cmath>
+#include <typeinfo>
 #include <unordered_map>
 #include <unordered_set>
 
 #include "graph.h"
+#include "ops_internal.h"
 #include "switchyard/error.h"
 
 namespace switchyard::nn {
@@ -342,20 +344,20 @@ BatchNorm::BatchNorm(int dims, int64_t n, float eps, float momentum, bool affine
       &register_buffer("num_batches_tracked", zeros({}, Options().dtype(DType::i64).device(d)));
 }
 
-Tensor BatchNorm::forward(const Tensor& x) {
+Tensor BatchNorm::forward(const Tensor& x) { return run(x, false); }
+Tensor BatchNorm::forward_relu(const Tensor& x) { return run(x, true); }
+
+Tensor BatchNorm::run(const Tensor& x, bool relu) {
   const char* op = dims_ == 1 ? "BatchNorm1d" : "BatchNorm2d";
   const bool ok = dims_ == 1 ? (x.dim() == 2 || x.dim() == 3) : x.dim() == 4;
   SY_CHECK(ok && x.size(1) == n_, op, "expected input of shape ",
            dims_ == 1 ? cat("(N, ", n_, ") or (N, ", n_, ", L)") : cat("(N, ", n_, ", H, W)"),
            ", found ", shape_str(x.shape()));
-  if (is_training()) {  // num_batches_tracked += 1, queued with the step
-    NoGradGuard no_grad;
-    Tensor next = count_->to(DType::f32) + 1.f;
-    detail::update_inplace({count_}, {next},
-                           CastParams{.n = 1, .from = DType::f32, .to = DType::i64});
-  }
-  return batch_norm(x, *mean_, *var_, weight_ ? *weight_ : Tensor(), bias_ ? *bias_ : Tensor(),
-                    is_training(), momentum_, eps_);
+  // Training: num_batches_tracked += 1, in the launch that blends the
+  // running statistics.
+  return detail::batch_norm_fused(x, *mean_, *var_, weight_ ? *weight_ : Tensor(),
+                                  bias_ ? *bias_ : Tensor(), is_training(), momentum_, eps_,
+                                  is_training() ? count_ : nullptr, relu);
 }
 
 std::optional<ModuleSpec> BatchNorm::spec() const {
@@ -393,7 +395,17 @@ Sequential& Sequential::add(std::shared_ptr<Module> m) {
 
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
-  for (auto& l : layers_) h = l->forward(h);
+  for (size_t i = 0; i < layers_.size(); ++i) {
+    auto* bn = dynamic_cast<BatchNorm*>(layers_[i].get());
+    const Module* next = i + 1 < layers_.size() ? layers_[i + 1].get() : nullptr;
+    // Exactly a ReLU (not a subclass that may do more).
+    if (bn && next && typeid(*next) == typeid(ReLU)) {
+      h = bn->forward_relu(h);
+      ++i;
+    } else {
+      h = layers_[i]->forward(h);
+    }
+  }
   return h;
 }
 

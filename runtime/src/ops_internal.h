@@ -24,5 +24,12 @@ int64_t norm_axis(const char* op, const Tensor& x, int64_t dim);
 // The random generator's seed and the next Philox stream (the offset taken),
 // as rand() draws them: a tensor's own stream.
 RandomState take_random_stream();
+// batch_norm with what nn::BatchNorm adds: num_batches_tracked (an i64
+// scalar, incremented when training, in the launch that blends the running
+// statistics) and a following ReLU fused into the normalization (and its
+// backward into batch norm's).
+Tensor batch_norm_fused(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                        const Tensor& weight, const Tensor& bias, bool training, float momentum,
+                        float eps, Tensor* num_batches_tracked, bool relu);
 
 }  // namespace switchyard::detail

@@ -382,8 +382,11 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, S
   // backward keeps): chunks of samples, each still one launch.
   constexpr int64_t kMaxArgBytes = int64_t(64) << 20;
   const ConvAlgorithm alg = conv_algorithm();
+  // automatic: im2col on the CPU (its one whole-batch GEMM ran the CNN's
+  // convolutions faster than the implicit kernel's per-chunk GEMMs),
+  // implicit on the GPUs (docs/benchmarks.md, "Convolution lowerings").
   const bool im2col = alg == ConvAlgorithm::im2col ||
-                      (alg == ConvAlgorithm::automatic && x.device().info().backend != "vulkan");
+                      (alg == ConvAlgorithm::automatic && x.device().info().backend == "cpu");
   const int64_t sample_bytes =
       std::max({C * H * W, OC * OH * OW, im2col ? C * K0 * K1 * OH * OW : 0}) *
       int64_t(sizeof(float));
@@ -549,10 +552,12 @@ Tensor row(const Tensor& t, int64_t r) { return t.slice(r, r + 1).reshape({t.siz
 
 }  // namespace
 
-Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
-                  const Tensor& weight, const Tensor& bias, bool training, float momentum,
-                  float eps) {
-  const char* op = "batch_norm";
+namespace detail {
+
+Tensor batch_norm_fused(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                        const Tensor& weight, const Tensor& bias, bool training, float momentum,
+                        float eps, Tensor* num_batches_tracked, bool relu) {
+  const char* op = relu ? "batch_norm+relu" : "batch_norm";
   check_f32(op, x);
   SY_CHECK(x.dim() >= 2, op, "expected input of shape (N, C, ...), found ", shape_str(x.shape()));
   SY_CHECK(eps > 0.f, op, "expected eps > 0, found ", eps);
@@ -582,13 +587,27 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
       check_updatable(op, running_mean);
       check_updatable(op, running_var);
       Tensor rm = running_mean, rv = running_var;
-      update_inplace({&rm, &rv}, {stats},
-                     BatchNormRunningParams{.channels = C, .count = count, .momentum = momentum});
+      BatchNormRunningParams rp{.channels = C, .count = count, .momentum = momentum};
+      if (num_batches_tracked) {  // incremented by the same launch
+        check_updatable(op, *num_batches_tracked);
+        rp.has_count = true;
+        update_inplace({&rm, &rv, num_batches_tracked}, {stats}, rp);
+        num_batches_tracked = nullptr;
+      } else {
+        update_inplace({&rm, &rv}, {stats}, rp);
+      }
     }
   } else {
     SY_CHECK(running_mean.defined(), op,
              "expected running_mean and running_var in evaluation mode, found none");
     mean = running_mean.detach(), var = running_var.detach();
+  }
+  if (num_batches_tracked && training) {  // not counted with the running statistics: alone
+    NoGradGuard no_grad;
+    check_updatable(op, *num_batches_tracked);
+    Tensor next = num_batches_tracked->to(DType::f32) + 1.f;
+    update_inplace({num_batches_tracked}, {next},
+                   CastParams{.n = 1, .from = DType::f32, .to = DType::i64});
   }
   const ChannelAffineParams ap{.outer = N, .channels = C, .inner = inner};
   const bool has_w = weight.defined(), has_b = bias.defined();
@@ -600,21 +619,32 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
         {mean, var, has_w ? weight.detach() : mean, has_b ? bias.detach() : mean}, {4, C},
         DType::f32,
         BatchNormCoefParams{.channels = C, .has_weight = has_w, .has_bias = has_b, .eps = eps});
-    y = node({xd, xd, coef.slice(0, 3)}, x.shape(), DType::f32, ap);
+    ChannelAffineParams fp = ap;
+    fp.relu = relu;
+    // b is unread without has_b: the (small) coefficients stand in.
+    const Tensor k3 = coef.slice(0, 3);
+    y = node({xd, k3, k3}, x.shape(), DType::f32, fp);
   }
+  // With a fused ReLU, the gradient passes where the output is positive.
+  const Tensor yd = relu ? y.detach() : Tensor();
   auto bw = [=](const Tensor& g) {
-    Tensor sums = node({g, xd, mean}, {2, C}, DType::f32,
-                       ChannelSumsParams{.outer = N, .channels = C, .inner = inner});
+    const ChannelSumsParams sp{.outer = N, .channels = C, .inner = inner, .relu_mask = relu};
+    Tensor sums = relu ? node({g, xd, mean, yd}, {2, C}, DType::f32, sp)
+                       : node({g, xd, mean}, {2, C}, DType::f32, sp);
     Tensor k =
         node({coef, sums}, {6, C}, DType::f32,
              BatchNormCoefBackwardParams{.channels = C, .count = count, .training = training});
     Tensor dx;
+    ChannelAffineParams q = ap;
+    q.relu_mask = relu;
     if (training) {  // the batch statistics depend on x too
-      ChannelAffineParams q = ap;
       q.has_b = true;
-      dx = node({g, xd, k.slice(0, 5)}, g.shape(), DType::f32, q);
+      dx = relu ? node({g, xd, k.slice(0, 5), yd}, g.shape(), DType::f32, q)
+                : node({g, xd, k.slice(0, 5)}, g.shape(), DType::f32, q);
     } else {
-      dx = node({g, g, k.slice(0, 3)}, g.shape(), DType::f32, ap);
+      const Tensor k3 = k.slice(0, 3);  // b unread: the coefficients stand in
+      dx = relu ? node({g, k3, k3, yd}, g.shape(), DType::f32, q)
+                : node({g, k3, k3}, g.shape(), DType::f32, q);
     }
     std::vector<Tensor> r{dx};
     if (has_w) r.push_back(row(k, 5));
@@ -625,6 +655,15 @@ Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& run
   if (has_w) return with_grad(y, op, {x, weight}, bw);
   if (has_b) return with_grad(y, op, {x, bias}, bw);
   return with_grad(y, op, {x}, bw);
+}
+
+}  // namespace detail
+
+Tensor batch_norm(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
+                  const Tensor& weight, const Tensor& bias, bool training, float momentum,
+                  float eps) {
+  return detail::batch_norm_fused(x, running_mean, running_var, weight, bias, training, momentum,
+                                  eps, nullptr, false);
 }
 
 }  // namespace switchyard

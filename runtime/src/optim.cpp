@@ -68,12 +68,20 @@ void Optimizer::step() {
              shape_str(p.shape()), ", found ", shape_str(g.shape()));
     check_updatable("optimizer.step", p);
   }
+  std::vector<size_t> idx;
+  std::vector<Tensor> grads;
   for (size_t i = 0; i < params_.size(); ++i) {
-    Tensor& p = params_[i];
-    Tensor g = p.grad();
-    if (g.defined()) update(i, p, g);
+    Tensor g = params_[i].grad();
+    if (!g.defined()) continue;
+    idx.push_back(i);
+    grads.push_back(std::move(g));
   }
+  update_all(idx, grads);
   ++steps_;
+}
+
+void Optimizer::update_all(const std::vector<size_t>& idx, const std::vector<Tensor>& grads) {
+  for (size_t k = 0; k < idx.size(); ++k) update(idx[k], params_[idx[k]], grads[k]);
 }
 
 NamedTensors Optimizer::state_dict() const {
@@ -195,6 +203,46 @@ Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(para
 }
 
 std::vector<Tensor*> Adam::state(size_t i) { return {&m_[i], &v_[i], &step_[i]}; }
+
+// One adam_multi launch when every parameter of the step is on one device
+// that has the kernel: fresh state made first, then p, m, v, step of each
+// parameter written and the gradients read, in the kernel's order.
+void Adam::update_all(const std::vector<size_t>& idx, const std::vector<Tensor>& grads) {
+  if (!o_.foreach || idx.size() < 2) return Optimizer::update_all(idx, grads);
+  Device& d = params_[idx[0]].device();
+  for (size_t i : idx)
+    if (&params_[i].device() != &d) return Optimizer::update_all(idx, grads);
+  if (!context_of(d).device->supports(Kernel::adam_multi)) return Optimizer::update_all(idx, grads);
+  const size_t T = idx.size();
+  std::vector<Tensor> m(T), v(T), step(T);
+  std::vector<Tensor*> targets;
+  targets.reserve(4 * T);
+  for (size_t k = 0; k < T; ++k) {
+    const size_t i = idx[k];
+    const bool fresh = !m_[i].defined();
+    Tensor& p = params_[i];
+    m[k] = fresh ? zeros(p.shape(), d) : m_[i];
+    v[k] = fresh ? zeros(p.shape(), d) : v_[i];
+    step[k] = fresh ? zeros({1}, d) : step_[i];
+    for (Tensor* t : {&p, &m[k], &v[k], &step[k]}) targets.push_back(t);
+  }
+  std::vector<Tensor> reads;
+  reads.reserve(T);
+  for (const Tensor& g : grads) reads.push_back(g.detach());
+  update_inplace(targets, reads,
+                 AdamMultiParams{.tensors = int64_t(T),
+                                 .decoupled = o_.decoupled,
+                                 .lr = lr_,
+                                 .beta1 = o_.beta1,
+                                 .beta2 = o_.beta2,
+                                 .eps = o_.eps,
+                                 .weight_decay = o_.weight_decay});
+  for (size_t k = 0; k < T; ++k) {  // state only once the update is recorded
+    m_[idx[k]] = m[k];
+    v_[idx[k]] = v[k];
+    step_[idx[k]] = step[k];
+  }
+}
 
 void Adam::update(size_t i, Tensor& p, const Tensor& g) {
   // New state becomes the optimizer's only once both updates are recorded.

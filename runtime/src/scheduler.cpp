@@ -80,7 +80,7 @@ class Evaluation {
     for (Node* n : set_) {
       if (n->kind != NodeKind::update || n->done) continue;
       for (size_t i = 0; i < n->inputs.size(); ++i) {
-        if (!(n->write_mask >> i & 1)) continue;
+        if (i >= n->written) continue;
         Storage& st = *n->inputs[i]->storage;
         st.version++;
         st.discarded_through = st.version;
@@ -152,7 +152,7 @@ class Evaluation {
       Node* u = set_[k];
       if (u->kind != NodeKind::update) continue;
       for (size_t i = 0; i < u->inputs.size(); ++i) {
-        if (!(u->write_mask >> i & 1)) continue;
+        if (i >= u->written) continue;
         Node* target = u->inputs[i].get();
         for (auto& w : target->storage->readers) {
           // A live reader is held by someone besides this lock, and that
@@ -186,7 +186,7 @@ class Evaluation {
       for (Node* u : set_) {
         if (u->kind != NodeKind::update) continue;
         for (size_t i = 0; i < u->inputs.size(); ++i) {
-          if (!(u->write_mask >> i & 1)) continue;
+          if (i >= u->written) continue;
           Node* target = u->inputs[i].get();
           for (Node* r : readers[target->storage.get()])
             if (r != u && reads_version(*r, *target)) extra[u].push_back(r);
@@ -292,7 +292,7 @@ class Evaluation {
       if (n->kind == NodeKind::view) put(key, uint64_t(n->offset));
       if (n->kind == NodeKind::op)
         for (auto [off, bytes] : n->custom_outputs) put(key, off), put(key, bytes);
-      if (n->kind == NodeKind::update) put(key, n->write_mask);
+      if (n->kind == NodeKind::update) put(key, n->written);
       if (n->kind == NodeKind::leaf) {
         // Aliasing between leaves matters for ordering: record the first leaf
         // with the same storage.
@@ -372,7 +372,14 @@ class Evaluation {
       } else if (n->kind == NodeKind::op) {
         ins.args[ins.nargs++] = arg_of(n);
       }
-      for (auto& i : n->inputs) ins.args[ins.nargs++] = arg_of(i.get());
+      if (kernel_has(ins.kernel, kMultiTensor)) {  // every argument in more_args
+        auto& more = plan->program.more_args;
+        ins.more = uint32_t(more.size());
+        ins.nmore = uint32_t(n->inputs.size());
+        for (auto& i : n->inputs) more.push_back(arg_of(i.get()));
+      } else {
+        for (auto& i : n->inputs) ins.args[ins.nargs++] = arg_of(i.get());
+      }
       plan->program.instrs.push_back(ins);
       plan->instr_node.push_back(n->idx);
       // Free temps whose last reader was this node (after the output was
@@ -438,7 +445,7 @@ class Evaluation {
     for (Node* n : order_) {
       if (n->kind != NodeKind::update) continue;
       for (size_t i = 0; i < n->inputs.size(); ++i) {
-        if (!(n->write_mask >> i & 1)) continue;
+        if (i >= n->written) continue;
         Storage& st = *n->inputs[i]->storage;
         st.version++;
         if (!outs) st.discarded_through = st.version;

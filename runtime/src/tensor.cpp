@@ -280,8 +280,8 @@ void update_inplace(const std::vector<Tensor*>& targets, const std::vector<Tenso
       n = node_of(*t);
     }
     check_leaf_updatable(kernel_name(k), *n);
-    u->write_mask |= 1u << u->inputs.size();
     u->inputs.push_back(n);
+    u->written = uint32_t(u->inputs.size());
   }
   for (const Tensor& r : reads) {
     check_fresh(kernel_name(k), *node_of(r));

@@ -372,6 +372,9 @@ inline int atomicCAS(int* p, int expected, int desired) {
   return expected;  // the old value, as CUDA's
 }
 inline int atomicExch(int* p, int v) { return std::atomic_ref<int>(*p).exchange(v); }
+inline unsigned atomicAdd(unsigned* p, unsigned v) {
+  return std::atomic_ref<unsigned>(*p).fetch_add(v);  // the old value, as CUDA's
+}
 inline void __threadfence() { std::atomic_thread_fence(std::memory_order_seq_cst); }
 inline uint32_t __umulhi(uint32_t a, uint32_t b) { return uint32_t((uint64_t(a) * b) >> 32); }
 // Never contracted into an FMA (the emulated kernels are compiled with

@@ -1,6 +1,8 @@
 // SPDX-License-Identifier: MIT
 // Optimizers. Each step is one fused in-place update kernel per parameter,
-// recorded lazily and run with the rest of the training step.
+// or (Adam and AdamW on the CPU and CUDA backends) one launch for every
+// parameter of the step, recorded lazily and run with the rest of the
+// training step.
 #pragma once
 #include <mutex>
 #include <string>
@@ -46,6 +48,9 @@ class Optimizer {
 
  protected:
   virtual void update(size_t i, Tensor& p, const Tensor& g) = 0;
+  // The step's updates: the parameters listed (those with a gradient, in
+  // order), each with its gradient. One update() each unless overridden.
+  virtual void update_all(const std::vector<size_t>& idx, const std::vector<Tensor>& grads);
   virtual std::vector<Tensor*> state(size_t i) = 0;          // per-parameter tensors
   virtual std::vector<std::string> state_names() const = 0;  // same order as state(i)
   virtual Shape state_shape(size_t i, size_t /*k*/) const { return params_[i].shape(); }
@@ -79,6 +84,10 @@ class SGD : public Optimizer {
 struct AdamOptions {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.f;
   bool decoupled = false;  // AdamW
+  // One launch for all the parameters of a step (adam_multi) where their
+  // device has it (cpu, cuda), as PyTorch's foreach; else one per parameter.
+  // The same values either way.
+  bool foreach = true;
 };
 
 class Adam : public Optimizer {
@@ -88,6 +97,7 @@ class Adam : public Optimizer {
 
  private:
   void update(size_t i, Tensor& p, const Tensor& g) override;
+  void update_all(const std::vector<size_t>& idx, const std::vector<Tensor>& grads) override;
   std::vector<Tensor*> state(size_t i) override;
   std::vector<std::string> state_names() const override {
     return {"exp_avg", "exp_avg_sq", "step"};

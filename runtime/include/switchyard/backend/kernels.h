@@ -170,6 +170,13 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
 // step[1] (f32, already incremented on the device).
 #define SY_PARAMS_adam_update(I, D, W, A, F) \
   I(int64_t, n) I(bool, decoupled) F(lr) F(beta1) F(beta2) F(eps) F(weight_decay)
+// adam_update over `tensors` parameters in one launch (kMultiTensor), each
+// with its own step count, incremented IN PLACE by the same launch (each
+// tensor's update uses the incremented value). Arguments (more_args):
+// p_i, m_i, v_i, step_i (written) for each tensor i, then g_i for each;
+// tensor i has the element count of its p_i's bytes / 4.
+#define SY_PARAMS_adam_multi(I, D, W, A, F) \
+  I(int64_t, tensors) I(bool, decoupled) F(lr) F(beta1) F(beta2) F(eps) F(weight_decay)
 
 // Per-channel kernels over (outer, channels, inner), batch norm's passes.
 // channel_stats: out[c] = the mean of channel c, out[channels + c] = its biased
@@ -177,13 +184,18 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
 #define SY_PARAMS_channel_stats(I, D, W, A, F) I(int64_t, outer) I(int64_t, channels) I(int64_t, inner)
 // channel_sums: out[c] = sum of a over channel c, out[channels + c] = sum of
 // a * (b - mean[c]) (centered: no cancellation when b's mean is large):
-// args out (2 x channels), a, b, mean (channels).
-#define SY_PARAMS_channel_sums(I, D, W, A, F) SY_PARAMS_channel_stats(I, D, W, A, F)
+// args out (2 x channels), a, b, mean (channels), and with relu_mask a
+// fifth, r (like a): a counts as 0 where r > 0 fails (the backward of a
+// ReLU whose output is r, fused).
+#define SY_PARAMS_channel_sums(I, D, W, A, F) \
+  SY_PARAMS_channel_stats(I, D, W, A, F) I(bool, relu_mask)
 // channel_affine: y = (a - k[0][c]) * k[1][c] + k[2][c], plus (b - k[3][c]) * k[4][c]
 // with has_b, for the rows k[r] of coef: args y, a, b (ignored without has_b),
-// coef (3, or 5 with has_b, x channels).
+// coef (3, or 5 with has_b, x channels), and r with relu_mask (a counts as 0
+// where r > 0 fails, as channel_sums). relu: y = max(y, 0) (a ReLU after
+// batch norm, fused).
 #define SY_PARAMS_channel_affine(I, D, W, A, F) \
-  SY_PARAMS_channel_stats(I, D, W, A, F) I(bool, has_b)
+  SY_PARAMS_channel_stats(I, D, W, A, F) I(bool, has_b) I(bool, relu) I(bool, relu_mask)
 // Batch norm's per-channel coefficients, one launch each way (in place of
 // a dozen vector ops). batch_norm_coef: inv = 1 / sqrt(var[c] + eps), out
 // (4, channels) = [mean, inv * weight (inv without has_weight), bias (0
@@ -202,9 +214,11 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
 // batch_norm_running: IN PLACE on the running statistics, as PyTorch:
 // rm = (1 - momentum) rm + momentum * mean, rv likewise with the unbiased
 // variance var * count / (count - 1). args rm, rv, stats (2, channels: mean,
-// biased var).
+// biased var); with `has_count`, args rm, rv, num_batches_tracked (one i64,
+// incremented), stats. (Argument 2 is marked written for both forms: the
+// stats it is without a count are only read.)
 #define SY_PARAMS_batch_norm_running(I, D, W, A, F) \
-  I(int64_t, channels) I(int64_t, count) F(momentum)
+  I(int64_t, channels) I(int64_t, count) I(bool, has_count) F(momentum)
 // embedding: out (n, dim) = rows idx[i] (i32) of weight (num, dim): args out,
 // weight, idx. An index outside [0, num) sets the status word and gives a NaN
 // row. `ranges` is the backward's.
@@ -236,6 +250,11 @@ enum KernelTraits : uint32_t {
   // of custom kernels (its params' id), not from this table; no built-in
   // shader or conformance case.
   kUserKernel = 4,
+  // A multi-tensor kernel: one launch over a list of tensors (every
+  // parameter of an optimizer step), its arguments in Program::more_args
+  // (Instr::more); CPU and CUDA run it, other backends take the
+  // per-tensor kernel (Device::supports says which).
+  kMultiTensor = 8,
 };
 
 #define SWITCHYARD_KERNELS(X)                                                        \
@@ -259,11 +278,11 @@ enum KernelTraits : uint32_t {
   X(avg_pool2d, AvgPool2dParams, 2, 0b1, kNoTraits)                                  \
   X(avg_pool2d_backward, AvgPool2dBackwardParams, 2, 0b1, kNoTraits)                 \
   X(channel_stats, ChannelStatsParams, 2, 0b1, kSubgroup)                            \
-  X(channel_sums, ChannelSumsParams, 4, 0b1, kSubgroup)                              \
-  X(channel_affine, ChannelAffineParams, 4, 0b1, kNoTraits)                          \
+  X(channel_sums, ChannelSumsParams, 5, 0b1, kSubgroup)                              \
+  X(channel_affine, ChannelAffineParams, 5, 0b1, kNoTraits)                          \
   X(batch_norm_coef, BatchNormCoefParams, 5, 0b1, kNoTraits)                         \
   X(batch_norm_coef_backward, BatchNormCoefBackwardParams, 3, 0b1, kNoTraits)        \
-  X(batch_norm_running, BatchNormRunningParams, 3, 0b11, kNoTraits)                  \
+  X(batch_norm_running, BatchNormRunningParams, 4, 0b111, kNoTraits)                 \
   X(embedding, EmbeddingParams, 3, 0b1, kReportsStatus)                              \
   X(embedding_backward, EmbeddingBackwardParams, 3, 0b1, kNoTraits)                  \
   X(binary, BinaryParams, 3, 0b1, kNoTraits)                                         \
@@ -280,6 +299,7 @@ enum KernelTraits : uint32_t {
   X(sgd_update, SgdParams, 2, 0b1, kNoTraits)                                        \
   X(sgd_momentum_update, SgdMomentumParams, 3, 0b11, kNoTraits)                      \
   X(adam_update, AdamParams, 5, 0b111, kNoTraits)                                    \
+  X(adam_multi, AdamMultiParams, 0, 0b0, kMultiTensor)                               \
   X(custom, CustomParams, 5, 0b1, kUserKernel)
 // clang-format on
 

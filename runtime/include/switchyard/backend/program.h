@@ -42,12 +42,17 @@ struct Instr {
   uint8_t nargs = 0;
   std::array<Arg, 5> args{};
   KernelParams params{};
+  // A multi-tensor kernel's (kMultiTensor) arguments: Program::more_args
+  // [more, more + nmore), in the order its kernel table entry gives; its
+  // `args` are unused (nargs 0).
+  uint32_t more = 0, nmore = 0;
 };
 
 struct Program {
   uint64_t id = 0;  // unique per planned program; lets backends cache recordings
   uint32_t num_slots = 0;
   std::vector<Instr> instrs;
+  std::vector<Arg> more_args;  // the multi-tensor launches' arguments
 };
 
 }  // namespace switchyard
