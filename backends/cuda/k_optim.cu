@@ -57,7 +57,9 @@ struct AdamTable {
   int count;
 };
 
-// One launch at a time per device (one stream): one counter per context.
+// One counter per context: correct only while a device runs one
+// adam_multi at a time, as its single stream does (cuda_device.h). A second
+// stream would need a counter per stream (through LaunchEnv).
 __device__ unsigned int g_adam_ticket = 0;
 
 __global__ void adam_multi_k(AdamTable tb, float lr, float b1, float b2, float eps, float wd,

@@ -396,11 +396,13 @@ Sequential& Sequential::add(std::shared_ptr<Module> m) {
 Tensor Sequential::forward(const Tensor& x) {
   Tensor h = x;
   for (size_t i = 0; i < layers_.size(); ++i) {
-    auto* bn = dynamic_cast<BatchNorm*>(layers_[i].get());
+    Module& cur = *layers_[i];
     const Module* next = i + 1 < layers_.size() ? layers_[i + 1].get() : nullptr;
-    // Exactly a ReLU (not a subclass that may do more).
+    // Exactly our BatchNorm and ReLU (a user's subclass may override forward).
+    const std::type_info& t = typeid(cur);
+    const bool bn = t == typeid(BatchNorm) || t == typeid(BatchNorm1d) || t == typeid(BatchNorm2d);
     if (bn && next && typeid(*next) == typeid(ReLU)) {
-      h = bn->forward_relu(h);
+      h = static_cast<BatchNorm&>(cur).forward_relu(h);
       ++i;
     } else {
       h = layers_[i]->forward(h);
