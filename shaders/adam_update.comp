@@ -6,18 +6,8 @@
 // buffer never changes).
 #version 450
 #include "common.glsl"
+#include "optim.glsl"
 ARG_RW(0) ARG_RW(1) ARG_RW(2) ARG_RO(3) ARG_RO(4)
-// b^t for the integral step count by repeated squaring: a few ulp, where
-// pow() (exp2(t*log2(b))) loses digits that 1 - b^t then magnifies.
-float powi(float b, float t) {
-  if (t != floor(t) || t < 0.0 || t > 16777216.0) return pow(b, t);
-  float r = 1.0;
-  for (uint e = uint(t); e != 0u; e >>= 1u) {
-    if ((e & 1u) != 0u) r *= b;
-    b *= b;
-  }
-  return r;
-}
 // Per launch: bias corrections from the device-side step count.
 struct Adam { float b1, b2, eps, step, inv_sqrt_bc2, keep, l2; };
 Adam adam;

@@ -5,7 +5,10 @@
 // normalization and its input gradient, centered so that a large mean
 // cancels nothing. Flag bit 8: y = max(y, 0) (a following ReLU, fused);
 // bit 16: a counts as 0 where argument 4 (a ReLU's output) > 0 fails (that
-// ReLU's backward, fused).
+// ReLU's backward, fused). The pooled form (pool > 0, kernels.h): a is a
+// max pooling's gradient and argument 4 its packed output; each element
+// takes its window's gradient where the window's index is the element (and,
+// with bit 16, its maximum > 0), else 0; one element an item.
 // Dispatch: one flat elementwise pass (as unary.comp: vec4s when every
 // argument is aligned and inner % 4 == 0), each item finding its channel by
 // multiplies with reciprocals and one correction each way (exact below
@@ -57,11 +60,37 @@ void one_item(Op p, uint j) {
   F(0)[O(0) + j] = v;
 }
 
+// The pooled form's element j: a from its window (P x P windows, planes of
+// width W, OH x OW windows a plane, n in all).
+void pooled_item(Op p, uint j, uint W, uint P, uint OH, uint OW, uint n, float invW, float invP) {
+  uint r = div_floor(j, E, invE), c = r - div_floor(r, C, invC) * C, e = j - r * E;
+  uint h = div_floor(e, W, invW), w = e - h * W;
+  uint oh = div_floor(h, P, invP), ow = div_floor(w, P, invP);
+  float a = 0.0;
+  if (oh < OH && ow < OW) {
+    uint k = (r * OH + oh) * OW + ow;
+    if (uint(I(4)[O(4) + n + k]) == e && (!RELU_MASK || F(4)[O(4) + k] > 0.0))
+      a = F(1)[O(1) + k];
+  }
+  float v = (a - coef(p, 0u, c)) * coef(p, 1u, c) + coef(p, 2u, c);
+  if (HAS_B) v += (F(2)[O(2) + j] - coef(p, 3u, c)) * coef(p, 4u, c);
+  if (RELU) v = v > 0.0 ? v : 0.0;
+  F(0)[O(0) + j] = v;
+}
+
 void main() {
   Op p = load_op();
   ChannelAffineParams q = load_ChannelAffineParams();
   C = uint(q.channels), E = uint(q.inner);
   uint n = uint(q.outer) * C * E;
+  if (q.pool > 0) {
+    uint W = uint(q.width), P = uint(q.pool), OH = E / W / P, OW = W / P;
+    invE = 1.0 / float(E);
+    invC = 1.0 / float(C);
+    float invW = 1.0 / float(W), invP = 1.0 / float(P);
+    FOR_ITEMS(j, n) pooled_item(p, j, W, P, OH, OW, uint(q.outer) * C * OH * OW, invW, invP);
+    return;
+  }
   // vec4 items need whole vec4 rows; then the reciprocal is of E / 4.
   bool vec = ALIGNED4 && E % 4u == 0u;
   invE = 1.0 / float(vec ? E / 4u : E);

@@ -58,6 +58,11 @@ layout(set = 0, binding = 5) uniform OpBlock {
   uvec4 u_misc;   // offset of argument 4, flags, op, aux
   ivec4 u_i[4];   // integer parameter slots (32-bit)
   vec4 u_f[2];    // float parameter slots
+#ifdef SY_MULTI_TABLE
+  // A multi-tensor launch's tensors (vk_launch.h's MultiEntry, two uvec4
+  // each), right after the entry: SY_MULTI_TABLE of them at most.
+  uvec4 u_multi[2 * SY_MULTI_TABLE];
+#endif
 };
 #include "kernel_params.glsl"
 // Only the kernels that check their input declare STATUS.

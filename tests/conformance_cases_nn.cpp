@@ -234,6 +234,65 @@ std::vector<Case> layer_cases(Kernel k) {
             cs.push_back(make(name + tag, {outf(e), f32(a), f32(b), f32(coef)}, q));
         }
       }
+      if (k == Kernel::channel_stats) break;
+      // The pooled form (a max pooling of P x P windows, stride P, after the
+      // batch norm): a is the pooling's gradient, r its maxima and indices;
+      // planes whose sides P does not divide, and a window of the whole plane.
+      for (auto [O, C, H, W, P] : std::vector<std::array<int64_t, 5>>{
+               {1, 1, 2, 2, 2}, {2, 3, 7, 5, 2}, {4, 8, 28, 28, 2}, {3, 2, 9, 7, 3}}) {
+        const int64_t E = H * W, OH = H / P, OW = W / P, PE = OH * OW, n = O * C * PE;
+        auto dp = random_vec(size_t(n), 71, -2.f, 3.f), b = random_vec(size_t(O * C * E), 72);
+        auto mean = random_vec(size_t(C), 74, -1.f, 2.f), ymax = random_vec(size_t(n), 73);
+        std::vector<int32_t> packed(size_t(2 * n));
+        for (int64_t j = 0; j < n; ++j) {  // a position in each window
+          const int64_t oh = j % PE / OW, ow = j % OW;
+          const int64_t h = oh * P + (j * 7 + 3) % P, w = ow * P + (j * 5 + 1) % P;
+          std::memcpy(&packed[size_t(j)], &ymax[size_t(j)], 4);
+          packed[size_t(n + j)] = int32_t(h * W + w);
+        }
+        const std::string name = sz({O, C, H, W}) + " pool " + std::to_string(P);
+        for (bool m : {false, true}) {
+          auto keep = [&](int64_t j) { return !m || ymax[size_t(j)] > 0.f; };
+          if (k == Kernel::channel_sums) {
+            std::vector<double> e(size_t(2 * C), 0.0);
+            for (int64_t r = 0; r < O * C; ++r)
+              for (int64_t j = r * PE; j < (r + 1) * PE; ++j) {
+                const double v = keep(j) ? dp[size_t(j)] : 0.0, c = double(r % C);
+                e[size_t(c)] += v;
+                e[size_t(C) + size_t(c)] +=
+                    v * (double(b[size_t(r * E + packed[size_t(n + j)])]) - mean[size_t(c)]);
+              }
+            cs.push_back(make(
+                name + (m ? " relu_mask" : ""), {outf(e), f32(dp), f32(b), f32(mean), i32(packed)},
+                sy::ChannelSumsParams{
+                    .outer = O, .channels = C, .inner = E, .relu_mask = m, .pool = P, .width = W}));
+            continue;
+          }
+          for (bool has_b : {false, true}) {
+            auto coef = random_vec(size_t((has_b ? 5 : 3) * C), 45);
+            std::vector<double> e(size_t(O * C * E));
+            for (int64_t r = 0; r < O * C; ++r)
+              for (int64_t q = 0; q < E; ++q) {
+                const int64_t c = r % C, oh = q / W / P, ow = q % W / P;
+                const int64_t j = (r * OH + oh) * OW + ow;
+                const bool hit = oh < OH && ow < OW && packed[size_t(n + j)] == q && keep(j);
+                auto k_ = [&](int row) { return double(coef[size_t(row * C + c)]); };
+                double v = ((hit ? dp[size_t(j)] : 0.0) - k_(0)) * k_(1) + k_(2);
+                if (has_b) v += (b[size_t(r * E + q)] - k_(3)) * k_(4);
+                e[size_t(r * E + q)] = v;
+              }
+            cs.push_back(make(name + (has_b ? " +b" : "") + (m ? " relu_mask" : ""),
+                              {outf(e), f32(dp), f32(b), f32(coef), i32(packed)},
+                              sy::ChannelAffineParams{.outer = O,
+                                                      .channels = C,
+                                                      .inner = E,
+                                                      .has_b = has_b,
+                                                      .relu_mask = m,
+                                                      .pool = P,
+                                                      .width = W}));
+          }
+        }
+      }
       break;
     case Kernel::batch_norm_coef:
     case Kernel::batch_norm_coef_backward:
@@ -421,13 +480,38 @@ std::vector<Case> layer_cases(Kernel k) {
     case Kernel::avg_pool2d:
     case Kernel::avg_pool2d_backward:
       for (const auto& g : pool_geometries())
-        for (int variant = 0; variant < 2; ++variant) {
+        for (int variant = 0; variant < 4; ++variant) {
           const int64_t xn = g.planes * g.h * g.w, yn = g.planes * g.oh * g.ow;
           // Variant 1: max pooling on a few distinct values (ties: the first
           // maximum wins); average pooling without the padding in the divisor.
+          // Variants 2 and 3 (max_pool2d): a batch norm's affine, and its
+          // ReLU, fused before the pooling, on values whose transform is
+          // exact in float (multiples of 1/64, coefficients of few bits), so
+          // every device's rounding or fused multiply-add gives its bits.
+          if (variant >= 2 && k != Kernel::max_pool2d) break;
+          const bool affine = variant >= 2, relu = variant == 3;
           auto x = random_vec(size_t(xn), 37);
           if (variant == 1)
             for (auto& v : x) v = std::floor((v + 1.f) * 2.f);
+          const int64_t C = g.planes % 3 == 0 ? 3 : 1;
+          std::vector<float> coef(size_t(3 * C));
+          for (int64_t c = 0; c < C; ++c) {
+            coef[size_t(c)] = 0.125f * float(c % 3) - 0.25f;                      // k0: the mean
+            coef[size_t(C + c)] = std::array<float, 3>{0.5f, 1.5f, -2.f}[c % 3];  // k1: the scale
+            coef[size_t(2 * C + c)] = 0.375f - 0.25f * float(c % 2);              // k2: the bias
+          }
+          std::vector<float> raw;  // what the fused kernel reads (x: what it pools)
+          if (affine) {
+            for (auto& v : x) v = std::round(v * 64.f) / 64.f;
+            raw = x;
+            for (int64_t pl = 0; pl < g.planes; ++pl)
+              for (int64_t i = 0; i < g.h * g.w; ++i) {
+                const int64_t c = pl % C;
+                float& v = x[size_t(pl * g.h * g.w + i)];
+                v = (v - coef[size_t(c)]) * coef[size_t(C + c)] + coef[size_t(2 * C + c)];
+                if (relu) v = std::max(v, 0.f);
+              }
+          }
           const bool include_pad = variant == 0;
           std::vector<double> ymax(static_cast<size_t>(yn)), yavg(static_cast<size_t>(yn)),
               div(static_cast<size_t>(yn));
@@ -452,10 +536,11 @@ std::vector<Case> layer_cases(Kernel k) {
                 yavg[o] = sum / div[o];
               }
           const std::string name =
-              g.name + (variant ? (k == Kernel::max_pool2d || k == Kernel::max_pool2d_backward
-                                       ? " ties"
-                                       : " exclude_pad")
-                                : "");
+              g.name + (affine    ? (relu ? " affine relu" : " affine")
+                        : variant ? (k == Kernel::max_pool2d || k == Kernel::max_pool2d_backward
+                                         ? " ties"
+                                         : " exclude_pad")
+                                  : "");
           auto dy = random_vec(size_t(yn), 41);
           if (k == Kernel::max_pool2d) {
             // One buffer: the maxima's bits, then the indices.
@@ -467,8 +552,14 @@ std::vector<Case> layer_cases(Kernel k) {
               e[size_t(j)] = bits;
               e[size_t(yn + j)] = idx[size_t(j)];
             }
-            cs.push_back(
-                make(name, {out(sy::DType::i32, e), f32(x)}, g.params<sy::MaxPool2dParams>()));
+            if (!affine) {
+              cs.push_back(
+                  make(name, {out(sy::DType::i32, e), f32(x)}, g.params<sy::MaxPool2dParams>()));
+              continue;
+            }
+            auto p = g.params<sy::MaxPool2dParams>();
+            p.channels = C, p.affine = true, p.relu = relu;
+            cs.push_back(make(name, {out(sy::DType::i32, e), f32(raw), f32(coef)}, p));
           } else if (k == Kernel::max_pool2d_backward) {
             std::vector<double> e(size_t(xn), 0.0);
             for (int64_t j = 0; j < yn; ++j)

@@ -114,9 +114,10 @@ std::vector<Case> optimizer_cases(Kernel k) {
       break;
     case Kernel::adam_multi:
       // Lists of tensors: one, a few of odd sizes (one past a CUDA block's
-      // chunk of 4096), and more than one CUDA launch's 24; each with its
-      // own step count, which the launch increments.
-      for (int64_t count : {1, 5, 30})
+      // chunk of 4096), and more than one CUDA launch's 24 and one Vulkan
+      // launch's 32; each with its own step count, which the launch
+      // increments.
+      for (int64_t count : {1, 5, 40})
         for (int adamw : {0, 1}) {
           std::vector<HostArg> state, grads;
           for (int64_t t = 0; t < count; ++t) {

@@ -405,14 +405,130 @@ TEST_P(OnDevice, BatchNormThenReluInASequentialRunsFusedWithTheSameResults) {
     ASSERT_EQ(s1.size(), s2.size());
     for (size_t i = 0; i < s1.size(); ++i) {
       EXPECT_EQ(s1[i].first, s2[i].first);
-      if (s1[i].second.dtype() == sy::DType::i64)
+      if (s1[i].second.dtype() == sy::DType::i64) {
         EXPECT_EQ(s1[i].second.to_vector<int64_t>(), s2[i].second.to_vector<int64_t>());
-      else
+      } else {
         EXPECT_LT(close(s1[i].second, s2[i].second), 1e-12) << s1[i].first;
-      if (s1[i].second.requires_grad())
+      }
+      if (s1[i].second.requires_grad()) {
         EXPECT_LT(close(s1[i].second.grad(), s2[i].second.grad()), 1e-10) << s1[i].first;
+      }
     }
   }
+}
+
+// BatchNorm2d, a ReLU (or none) and a 2x2 max pooling in a Sequential run
+// as one (the pooling reads the normalized values; the backward reads the
+// pooling's gradient, maxima and indices in place of a full-size gradient
+// and mask): values, gradients and running statistics as the modules run
+// one after another, in training and evaluation, on planes whose sides the
+// window does not divide.
+TEST_P(OnDevice, BatchNormReluMaxPoolInASequentialRunsFusedWithTheSameResults) {
+  auto close = [](const Tensor& a, const Tensor& b) {
+    auto r = b.to_vector<float>();
+    return nse(a.to_vector<float>(), std::vector<double>(r.begin(), r.end()));
+  };
+  const sy::Shape xs{4, 3, 7, 6}, ys{4, 3, 3, 3};
+  auto v = random_vec(size_t(4 * 3 * 7 * 6), 64, -2.f, 3.f);
+  auto gv = random_vec(size_t(4 * 3 * 3 * 3), 65);
+  for (bool relu : {true, false}) {
+    auto model = [&] {
+      auto m = std::make_shared<sy::nn::Sequential>();
+      m->add(std::make_shared<sy::nn::BatchNorm2d>(3, 1e-5f, 0.1f, true, D()));
+      if (relu) m->add(std::make_shared<sy::nn::ReLU>());
+      m->add(std::make_shared<sy::nn::MaxPool2d>(2));
+      return m;
+    };
+    auto fused = model(), apart = model();
+    for (bool training : {true, false}) {
+      fused->train(training), apart->train(training);
+      Tensor x1 = sy::from_vector(v, xs, D()).requires_grad_();
+      Tensor x2 = sy::from_vector(v, xs, D()).requires_grad_();
+      const auto before = D().counters();
+      Tensor y1 = fused->forward(x1);
+      sy::sum(y1 * sy::from_vector(gv, ys, D())).backward();
+      sy::eval({y1, x1.grad()});
+      const auto mid = D().counters();
+      Tensor y2 = (*apart)[0].forward(x2);  // the modules, one after another
+      if (relu) y2 = sy::relu(y2);
+      y2 = sy::max_pool2d(y2, 2);
+      sy::sum(y2 * sy::from_vector(gv, ys, D())).backward();
+      sy::eval({y2, x2.grad()});
+      const auto after = D().counters();
+      const size_t pb = size_t(sy::Kernel::max_pool2d_backward);
+      EXPECT_EQ(mid.launches_by_kernel[pb] - before.launches_by_kernel[pb], 0u);
+      EXPECT_EQ(after.launches_by_kernel[pb] - mid.launches_by_kernel[pb], 1u);
+      ASSERT_EQ(y1.shape(), ys);
+      EXPECT_LT(close(y1, y2), 1e-12) << "relu " << relu << " training " << training;
+      EXPECT_LT(close(x1.grad(), x2.grad()), 1e-10) << "relu " << relu << " training " << training;
+      const auto s1 = fused->state_dict(), s2 = apart->state_dict();
+      ASSERT_EQ(s1.size(), s2.size());
+      for (size_t i = 0; i < s1.size(); ++i) {
+        if (s1[i].second.dtype() == sy::DType::i64) {
+          EXPECT_EQ(s1[i].second.to_vector<int64_t>(), s2[i].second.to_vector<int64_t>());
+        } else {
+          EXPECT_LT(close(s1[i].second, s2[i].second), 1e-12) << s1[i].first;
+        }
+        if (s1[i].second.requires_grad()) {
+          EXPECT_LT(close(s1[i].second.grad(), s2[i].second.grad()), 1e-10) << s1[i].first;
+        }
+      }
+    }
+    // A plane smaller than the window: the pooling's error, and the batch
+    // norm's running statistics and count unchanged (checked before queueing).
+    fused->train(true);
+    auto& bn = static_cast<sy::nn::BatchNorm&>((*fused)[0]);
+    const auto rm = bn.running_mean().to_vector<float>();
+    auto counted = [&] {
+      for (const auto& [name, t] : fused->state_dict())
+        if (name.find("num_batches_tracked") != std::string::npos) return t.to_vector<int64_t>();
+      return std::vector<int64_t>{};
+    };
+    const auto count = counted();
+    ASSERT_EQ(count.size(), 1u);
+    expect_error(
+        [&] {
+          (void)fused->forward(sy::ones({2, 3, 1, 1}, D()));
+        },
+        {"max_pool2d", "expected the window (2x2) to fit the padded input"});
+    EXPECT_EQ(bn.running_mean().to_vector<float>(), rm);
+    EXPECT_EQ(counted(), count);
+  }
+}
+
+// A Linear followed by a ReLU in a Sequential runs as one GEMM with the ReLU
+// in its epilogue (no unary launch): values and gradients as apart,
+// including the gradient's 0 where the pre-activation is 0 or negative.
+TEST_P(OnDevice, LinearThenReluInASequentialRunsFusedWithTheSameResults) {
+  auto close = [](const Tensor& a, const Tensor& b) {
+    auto r = b.to_vector<float>();
+    return nse(a.to_vector<float>(), std::vector<double>(r.begin(), r.end()));
+  };
+  sy::manual_seed(5);
+  auto fused = std::make_shared<sy::nn::Sequential>();
+  fused->add(std::make_shared<sy::nn::Linear>(7, 5, true, D()));
+  fused->add(std::make_shared<sy::nn::ReLU>());
+  auto& lin = static_cast<sy::nn::Linear&>((*fused)[0]);
+  auto v = random_vec(size_t(6 * 7), 66, -2.f, 2.f), gv = random_vec(size_t(6 * 5), 67);
+  Tensor x1 = sy::from_vector(v, {6, 7}, D()).requires_grad_();
+  Tensor x2 = sy::from_vector(v, {6, 7}, D()).requires_grad_();
+  const auto before = D().counters();
+  Tensor y1 = fused->forward(x1);
+  sy::sum(y1 * sy::from_vector(gv, {6, 5}, D())).backward();
+  sy::eval({y1, x1.grad()});
+  const auto mid = D().counters();
+  const Tensor w1 = lin.weight().grad(), b1 = lin.bias().grad();
+  lin.weight().zero_grad(), lin.bias().zero_grad();
+  Tensor y2 = sy::relu(sy::linear(x2, lin.weight(), lin.bias()));
+  sy::sum(y2 * sy::from_vector(gv, {6, 5}, D())).backward();
+  sy::eval({y2, x2.grad()});
+  const size_t u = size_t(sy::Kernel::unary);
+  EXPECT_EQ(mid.launches_by_kernel[u] - before.launches_by_kernel[u], 0u);
+  EXPECT_EQ(D().counters().launches_by_kernel[u] - mid.launches_by_kernel[u], 1u);
+  EXPECT_LT(close(y1, y2), 1e-12);
+  EXPECT_LT(close(x1.grad(), x2.grad()), 1e-10);
+  EXPECT_LT(close(w1, lin.weight().grad()), 1e-10);
+  EXPECT_LT(close(b1, lin.bias().grad()), 1e-10);
 }
 
 TEST_P(OnDevice, CatJoinsAlongTheFirstDimensionWithItsGradient) {

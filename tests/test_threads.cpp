@@ -205,8 +205,13 @@ void train_shared(const std::string& dev, int threads, Sharing how) {
           completed[size_t(t)]++;
         } catch (const sy::Error& e) {
           std::string m = e.what();
-          if (m.find("modified in place") != std::string::npos &&
-              m.find("take turns") != std::string::npos)
+          // Refused: this thread's saved values were overwritten by another's
+          // step, or another thread's refused step had its in-place updates
+          // dropped under a value this one still reads (one Adam launch
+          // updates every parameter, so one refusal drops them all).
+          if ((m.find("modified in place") != std::string::npos &&
+               m.find("take turns") != std::string::npos) ||
+              m.find("in-place update discarded by a failed evaluation") != std::string::npos)
             refused[size_t(t)]++;
           else
             unexpected[size_t(t)] = m;

@@ -323,10 +323,44 @@ void run(const ChannelStatsParams& p, void* const* a) {
   });
 }
 
+// The pooled form (kernels.h): P x P windows with stride P over planes of
+// width W, OH x OW of them a plane.
+struct PooledAt {
+  int64_t P, W, OH, OW;
+  template <class Params>
+  explicit PooledAt(const Params& p)
+      : P(p.pool), W(p.width), OH(p.width ? p.inner / p.width / p.pool : 0), OW(p.width / p.pool) {}
+  int64_t plane() const { return OH * OW; }
+};
+
 void run(const ChannelSumsParams& p, void* const* a) {
   float* out = as<float>(a[0]);
   const float *x = as<const float>(a[1]), *y = as<const float>(a[2]);
   const float* mean = as<const float>(a[3]);
+  if (p.pool > 0) {  // over the windows: each adds its gradient at its index
+    const PooledAt at(p);
+    const int64_t C = p.channels, E = p.inner, PE = at.plane(), n = p.outer * C * PE;
+    const float* ymax = as<const float>(a[4]);
+    const int32_t* idx = as<const int32_t>(a[4]) + n;
+    pool().parallel_for(C, 1, [&](int64_t lo, int64_t hi) {
+      for (int64_t c = lo; c < hi; ++c) {
+        double s = 0, q = 0;
+        const float m = mean[c];
+        for (int64_t o = 0; o < p.outer; ++o) {
+          const int64_t r = o * C + c;
+          float ps = 0.f, pq = 0.f;
+          for (int64_t j = r * PE; j < (r + 1) * PE; ++j) {
+            const float v = p.relu_mask && !(ymax[j] > 0.f) ? 0.f : x[j];
+            ps += v, pq += v * (y[r * E + idx[j]] - m);
+          }
+          s += ps, q += pq;
+        }
+        out[c] = float(s);
+        out[C + c] = float(q);
+      }
+    });
+    return;
+  }
   const float* mask = p.relu_mask ? as<const float>(a[4]) : nullptr;
   const int64_t C = p.channels, E = p.inner;
   pool().parallel_for(C, 1, [&](int64_t lo, int64_t hi) {
@@ -418,6 +452,41 @@ AffineRow affine_row_for(bool relu) {
 void run(const ChannelAffineParams& p, void* const* a) {
   float* y = as<float>(a[0]);
   const float *x = as<const float>(a[1]), *b = as<const float>(a[2]), *k = as<const float>(a[3]);
+  if (p.pool > 0) {  // a from the windows (kernels.h's pooled form)
+    // Per row: the windows' gradients scattered to their indices in a
+    // thread's scratch (an element is in one window at most, and takes its
+    // gradient only if it is the window's index), then the plain row loop.
+    const PooledAt at(p);
+    const int64_t C = p.channels, E = p.inner, PE = at.plane(), n = p.outer * C * PE;
+    const float* ymax = as<const float>(a[4]);
+    const int32_t* idx = as<const int32_t>(a[4]) + n;
+    const AffineRow row =
+        p.has_b ? affine_row_for<true, false>(p.relu) : affine_row_for<false, false>(p.relu);
+    pool().parallel_for(p.outer * C, std::max<int64_t>(1, kGrain / std::max<int64_t>(E, 1)),
+                        [&](int64_t lo, int64_t hi) {
+                          thread_local std::vector<float> scratch;
+                          scratch.resize(size_t(E));
+                          float* g = scratch.data();  // TLS looked up once, not per access
+                          for (int64_t r = lo; r < hi; ++r) {
+                            std::fill_n(g, E, 0.f);
+                            for (int64_t oh = 0, j = r * PE; oh < at.OH; ++oh)
+                              for (int64_t ow = 0; ow < at.OW; ++ow, ++j) {
+                                // The window's index, if it lies in the window.
+                                const int64_t q = idx[j], h = oh * at.P, w = ow * at.P;
+                                bool in = false;
+                                for (int64_t d = 0; d < at.P; ++d)
+                                  in |= uint64_t(q - ((h + d) * at.W + w)) < uint64_t(at.P);
+                                if (in && (!p.relu_mask || ymax[j] > 0.f)) g[q] = x[j];
+                              }
+                            const int64_t c = r % C;
+                            const float kc[5] = {k[c], k[C + c], k[2 * C + c],
+                                                 p.has_b ? k[3 * C + c] : 0.f,
+                                                 p.has_b ? k[4 * C + c] : 0.f};
+                            row(y + r * E, g, p.has_b ? b + r * E : nullptr, nullptr, E, kc);
+                          }
+                        });
+    return;
+  }
   const float* mask = p.relu_mask ? as<const float>(a[4]) : nullptr;
   const int64_t C = p.channels, E = p.inner;
   const AffineRow row =
@@ -499,11 +568,12 @@ void run(const MaxPool2dParams& p, void* const* a) {
   float* y = as<float>(a[0]);
   int32_t* idx = as<int32_t>(a[0]) + p.planes * OHW;  // after the maxima
   const float* x = as<const float>(a[1]);
+  const float* k = p.affine ? as<const float>(a[2]) : nullptr;
   // One task per plane; per output the window, clipped to the plane, is
   // scanned row by row. The first maximum wins; a NaN wins (the last one),
-  // as in PyTorch's max pooling.
-  auto plane = [&](int64_t pl) {
-    const float* src = x + pl * HW;
+  // as in PyTorch's max pooling. With affine the values are the batch norm's
+  // transform (and ReLU) of x, as the GPUs compute them.
+  auto scan = [&](const float* src, int64_t pl) {
     float* yo = y + pl * OHW;
     int32_t* io = idx + pl * OHW;
     for (int64_t oh = 0; oh < p.out_h; ++oh) {
@@ -526,11 +596,30 @@ void run(const MaxPool2dParams& p, void* const* a) {
         if (nan)  // rare: the last NaN of the window wins, as in PyTorch
           for (int64_t h = h0; h < h1; ++h)
             for (int64_t c = w0; c < w1; ++c)
-              if (src[h * W + c] != src[h * W + c]) best = src[h * W + c], at = h * W + c;
+              if (const float v = src[h * W + c]; v != v) best = v, at = h * W + c;
         yo[oh * p.out_w + ow] = best;
         io[oh * p.out_w + ow] = int32_t(at);
       }
     }
+  };
+  auto plane = [&](int64_t pl) {
+    if (!k) return scan(x + pl * HW, pl);
+    // The plane transformed first, into a thread's scratch (one vectorized
+    // pass; transforming inside the window scan ran it twice as slow).
+    thread_local std::vector<float> scratch;
+    scratch.resize(size_t(HW));
+    float* t = scratch.data();
+    const float* src = x + pl * HW;
+    const int64_t c = pl % p.channels, C = p.channels;
+    const float k0 = k[c], k1 = k[C + c], k2 = k[2 * C + c];
+    if (p.relu)
+      for (int64_t i = 0; i < HW; ++i) {
+        const float v = (src[i] - k0) * k1 + k2;
+        t[i] = v > 0.f ? v : 0.f;
+      }
+    else
+      for (int64_t i = 0; i < HW; ++i) t[i] = (src[i] - k0) * k1 + k2;
+    scan(t, pl);
   };
   pool().parallel_for(p.planes, std::max<int64_t>(1, kGrain / (HW + 1)),
                       [&](int64_t lo, int64_t hi) {

@@ -18,10 +18,13 @@
 //   instantiation that fails runs eagerly; after 3 failures the Program
 //   stays eager.
 //   Once a Program has its 4 graphs, a run with new addresses or params but
-//   the same kernels (a learning-rate schedule, an RNG offset, more binding
-//   sets than graphs) is captured and applied to the least recently used of
-//   them by cudaGraphExecUpdate; only when the update is refused (the
-//   captured topology differs) is a new graph instantiated in its place.
+//   the same kernels (a learning-rate schedule, more binding sets than
+//   graphs) is captured and applied to the least recently used of them by
+//   cudaGraphExecUpdate; only when the update is refused (the captured
+//   topology differs) is a new graph instantiated in its place.
+//   Dropout's and the random fills' Philox offsets, new at every call, are
+//   not baked in: the graph reads them from device memory that a staged
+//   copy rewrites before each run, so a step with dropout replays as is.
 // - Kernels report bad input in device status words; synchronize() reads them
 //   back and throws.
 #include "cuda_device.h"
@@ -33,6 +36,7 @@
 
 #include "cuda_check.h"
 #include "cuda_dispatch.h"
+#include "cuda_graph_key.h"
 #include "switchyard/backend/custom.h"
 #include "switchyard/profile.h"
 #include "units.h"
@@ -43,39 +47,8 @@ namespace {
 constexpr size_t kChunk = size_t(8) << 20;
 constexpr size_t kWorkspaceBytes = size_t(32) << 20;
 constexpr size_t kScratchBytes = size_t(8) << 20;  // split reductions' partial sums
-constexpr size_t kMaxGraphs = 4;                   // per Program
 constexpr size_t kMaxPrograms = 64;                // Programs whose graphs are kept
 constexpr size_t kMaxSegments = 1024;  // staged transfers in flight before the oldest are retired
-
-// Everything a graph bakes in, as words: kernel, addresses, every parameter
-// slot (floats bitwise).
-void append_key(std::vector<uint64_t>& key, const Instr& ins, void* const* ptrs) {
-  key.push_back(uint64_t(ins.kernel) | uint64_t(ins.nargs) << 8);
-  for (int j = 0; j < kMaxKernelArgs; ++j) key.push_back(reinterpret_cast<uintptr_t>(ptrs[j]));
-  const int64_t* i = ins.params.int_slots();
-  for (int j = 0; j < kParamInts; ++j) key.push_back(uint64_t(i[j]));
-  const float* f = ins.params.float_slots();
-  for (int j = 0; j < kParamFloats; j += 2) {
-    uint32_t lo, hi;
-    std::memcpy(&lo, &f[j], 4);
-    std::memcpy(&hi, &f[j + 1], 4);
-    key.push_back(uint64_t(lo) | uint64_t(hi) << 32);
-  }
-}
-
-// Words append_key writes per launch: kernel and nargs, then the rest.
-constexpr size_t kKeyWords = 1 + kMaxKernelArgs + kParamInts + kParamFloats / 2;
-
-// Every `stride`-th word of w, from the first, hashed: stride 1 the whole
-// key, kKeyWords its kernels alone (a graph's shape).
-uint64_t hash_words(const std::vector<uint64_t>& w, size_t stride = 1) {
-  uint64_t h = 0xcbf29ce484222325ull;
-  for (size_t i = 0; i < w.size(); i += stride) {
-    h ^= w[i] + 0x9e3779b97f4a7c15ull + (h << 6) + (h >> 2);
-    h *= 0x100000001b3ull;
-  }
-  return h;
-}
 
 }  // namespace
 
@@ -160,8 +133,10 @@ void CudaDevice::shutdown() noexcept {
   // Errors are ignored from here on: the process is going away.
   (void)cudaSetDevice(ordinal_);
   (void)cudaStreamSynchronize(stream_);
-  for (auto& [id, pg] : programs_)
+  for (auto& [id, pg] : programs_) {
     for (Graph& g : pg.graphs) (void)cudaGraphExecDestroy(g.exec);
+    if (pg.rng) (void)cudaFree(pg.rng);
+  }
   programs_.clear();
   try {
     blas_.release();
@@ -380,13 +355,18 @@ void CudaDevice::upload_impl(Buffer dst, size_t off, const void* src, size_t n) 
     if (t0 >= 0) host_transfer("upload (host to pinned)", n, t0);
     return;
   }
+  stage(d, src, n, "upload");
+}
+
+void CudaDevice::stage(void* dst, const void* src, size_t n, const char* op) {
   const char* s = static_cast<const char*>(src);
+  char* d = static_cast<char*>(dst);
   for (size_t done = 0; done < n;) {
     size_t c = std::min(kChunk, n - done);
     size_t r = ring_reserve(c);
     std::memcpy(ring_ + r, s + done, c);
     ProfRec* t0 = prof_begin();
-    SY_CUDA("upload", cudaMemcpyAsync(d + done, ring_ + r, c, cudaMemcpyHostToDevice, stream_));
+    SY_CUDA(op, cudaMemcpyAsync(d + done, ring_ + r, c, cudaMemcpyHostToDevice, stream_));
     prof_end(t0, "upload (staging)", c);
     record_segment();
     done += c;
@@ -569,6 +549,8 @@ void CudaDevice::synchronize_impl() {
 
 void CudaDevice::launch_instr(const Program& p, size_t i) {
   const Instr& ins = p.instrs[i];
+  env_.rng_offset =
+      rng_slots_ && kernel_has(ins.kernel, kRandomStream) ? rng_slots_ + rng_index_[i] : nullptr;
   dispatch(ins, ins.nmore ? &more_ptrs_[ins.more * 2] : &ptrs_[i * kMaxKernelArgs], env_);
 }
 
@@ -626,6 +608,9 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
   // launch's addresses, each one's element count (cuda_kernels.h).
   more_ptrs_.assign(p.more_args.size() * 2, nullptr);
   more_key_.clear();
+  rng_host_.clear();
+  rng_index_.assign(p.instrs.size(), 0);
+  rng_slots_ = nullptr;
   bool has_gemm = false;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const Instr& ins = p.instrs[i];
@@ -651,6 +636,10 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
       more_key_.push_back(a.bytes);
     }
     append_key(key_, ins, &ptrs_[i * kMaxKernelArgs]);
+    if (const int slot = rng_offset_slot(ins.kernel); slot >= 0) {
+      rng_index_[i] = uint32_t(rng_host_.size());
+      rng_host_.push_back(uint64_t(ins.params.int_slots()[slot]));
+    }
     has_gemm |= ins.kernel == Kernel::gemm;
     status_dirty_ |= kernel_has(ins.kernel, kReportsStatus);
   }
@@ -683,10 +672,23 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
           programs_.begin(), programs_.end(),
           [](const auto& a, const auto& b) { return a.second.last_run < b.second.last_run; });
       for (Graph& g : lru->second.graphs) (void)cudaGraphExecDestroy(g.exec);
+      if (lru->second.rng) (void)cudaFree(lru->second.rng);  // waits for its last run
       programs_.erase(lru);
     }
     ProgramGraphs& pg = programs_[p.id];
     pg.last_run = runs_;
+    if (!rng_host_.empty()) {
+      // The offsets where this Program's graphs read them (its launches are
+      // the same every run), written in stream order before the run.
+      if (!pg.rng) {
+        void* slots = nullptr;
+        SY_CUDA("execute", cudaMalloc(&slots, rng_host_.size() * sizeof(uint64_t)));
+        pg.rng = static_cast<uint64_t*>(slots);
+        ++counters_.memory_allocations;
+      }
+      stage(pg.rng, rng_host_.data(), rng_host_.size() * sizeof(uint64_t), "execute");
+      rng_slots_ = pg.rng;
+    }
     // The launches' shape first (every kKeyWords-th word: the kernels), then
     // the multi-tensor launches' addresses join the key.
     const uint64_t shape = hash_words(key_, kKeyWords);
@@ -696,95 +698,6 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
   }
   enqueue(p);
   counters_.queue_submits += p.instrs.size();
-}
-
-void CudaDevice::launch_graph(Graph& g) {
-  g.last_used = runs_;
-  SY_CUDA("execute", cudaGraphLaunch(g.exec, stream_));
-  ++counters_.queue_submits;
-}
-
-void CudaDevice::run_graph(const Program& p, ProgramGraphs& pg, uint64_t h, uint64_t shape) {
-  for (Graph& g : pg.graphs)
-    if (g.hash == h && g.key == key_) return launch_graph(g);
-  bool repeat = std::find(std::begin(pg.recent), std::end(pg.recent), shape) != std::end(pg.recent);
-  pg.recent[pg.next_recent++ % 8] = shape;
-  if (!repeat || pg.disabled) {  // first sight of these kernels: run eagerly
-    enqueue(p);
-    counters_.queue_submits += p.instrs.size();
-    return;
-  }
-  // Seen before: capture it (nothing runs while capturing).
-  cudaGraph_t graph = nullptr;
-  SY_CUDA("execute", cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
-  try {
-    enqueue(p);
-  } catch (...) {
-    (void)cudaStreamEndCapture(stream_, &graph);
-    if (graph) (void)cudaGraphDestroy(graph);
-    (void)cudaGetLastError();
-    // Run this one eagerly (which reports a real error). Not given up at
-    // once: a kernel first loaded inside a capture (lazy loading, on drivers
-    // before 12.3) fails it, and the eager run loads it for the next try.
-    pg.disabled = ++pg.failures >= 3;
-    enqueue(p);
-    counters_.queue_submits += p.instrs.size();
-    return;
-  }
-  cudaError_t e = cudaStreamEndCapture(stream_, &graph);
-  // A Program keeps up to kMaxGraphs graphs (alternating binding sets then
-  // replay without any update); past that, a run with the same kernels as a
-  // graph kept updates that graph's parameters in place (the least recently
-  // used such graph: the others are likelier to come again as they are).
-  Graph* same = nullptr;
-  if (pg.graphs.size() >= kMaxGraphs)
-    for (Graph& g : pg.graphs)
-      if (g.shape == shape && (!same || g.last_used < same->last_used)) same = &g;
-  if (e == cudaSuccess && same) {
-#if CUDART_VERSION >= 12000
-    cudaGraphExecUpdateResultInfo info{};
-    cudaError_t u = cudaGraphExecUpdate(same->exec, graph, &info);
-#else
-    cudaGraphNode_t error_node = nullptr;
-    cudaGraphExecUpdateResult result{};
-    cudaError_t u = cudaGraphExecUpdate(same->exec, graph, &error_node, &result);
-#endif
-    if (u == cudaSuccess) {
-      (void)cudaGraphDestroy(graph);
-      ++counters_.command_updates;
-      same->hash = h;
-      same->key = key_;
-      return launch_graph(*same);
-    }
-    if (u != cudaErrorGraphExecUpdateFailure) {  // not a refusal: an error of earlier work
-      (void)cudaGraphDestroy(graph);
-      throw_cuda(u, "execute", "cudaGraphExecUpdate");
-    }
-    (void)cudaGetLastError();  // refused (the topology differs): instantiate it instead
-  }
-  Graph g;
-  if (e == cudaSuccess) e = cudaGraphInstantiateWithFlags(&g.exec, graph, 0);
-  if (graph) (void)cudaGraphDestroy(graph);
-  if (e != cudaSuccess) {  // nothing of the capture ran: run it eagerly (3 failures: for good)
-    (void)cudaGetLastError();
-    pg.disabled = ++pg.failures >= 3;
-    enqueue(p);
-    counters_.queue_submits += p.instrs.size();
-    return;
-  }
-  ++counters_.command_recordings;
-  g.hash = h;
-  g.shape = shape;
-  g.key = key_;
-  if (pg.graphs.size() >= kMaxGraphs) {
-    auto lru =
-        std::min_element(pg.graphs.begin(), pg.graphs.end(),
-                         [](const Graph& a, const Graph& b) { return a.last_used < b.last_used; });
-    (void)cudaGraphExecDestroy(lru->exec);
-    pg.graphs.erase(lru);
-  }
-  pg.graphs.push_back(std::move(g));
-  launch_graph(pg.graphs.back());
 }
 
 }  // namespace switchyard::cuda_impl

@@ -65,8 +65,9 @@ class CudaDevice final : public BackendDevice {
   // graph (argument addresses and scalar params), `shape` the kernels alone:
   // once a Program has its graphs, a run whose key is new but whose shape
   // matches is captured and applied to one of them with cudaGraphExecUpdate
-  // (a learning-rate schedule, an RNG offset, more binding sets than
-  // graphs), not instantiated anew.
+  // (a learning-rate schedule, more binding sets than graphs), not
+  // instantiated anew. RNG offsets are not in the key: the graph reads
+  // them from `rng`, which the host rewrites before each run.
   struct Graph {
     uint64_t hash = 0, shape = 0;
     std::vector<uint64_t> key;
@@ -80,6 +81,9 @@ class CudaDevice final : public BackendDevice {
     int failures = 0;       // captures or instantiations that failed
     bool disabled = false;  // failed 3 times: run eagerly from now on
     uint64_t last_run = 0;
+    // The Philox offsets of its kRandomStream launches, in device memory
+    // (one word each, in launch order), written before every run.
+    uint64_t* rng = nullptr;
   };
 
   void ensure();  // creates the stream and helpers on first use
@@ -92,6 +96,9 @@ class CudaDevice final : public BackendDevice {
   HostAlloc* host_alloc_containing(const void* p, size_t n);
   void note_host_use(HostAlloc* h);
   size_t ring_reserve(size_t n);
+  // Copies n host bytes to device address dst through the staging ring,
+  // in stream order (returns with src consumed); op names it in errors.
+  void stage(void* dst, const void* src, size_t n, const char* op);
   void retire_segments_through(uint64_t serial);
   void record_segment();
   cudaEvent_t new_event();
@@ -154,6 +161,12 @@ class CudaDevice final : public BackendDevice {
   // launch's addresses, then their element counts), and their key words.
   std::vector<void*> more_ptrs_;
   std::vector<uint64_t> more_key_;
+  // This run's Philox offsets (kRandomStream launches, in order), each
+  // launch's index among them, and where a graph reads them (null: eager
+  // runs take them from the params).
+  std::vector<uint64_t> rng_host_;
+  std::vector<uint32_t> rng_index_;
+  const uint64_t* rng_slots_ = nullptr;
   uint64_t runs_ = 0;
   std::vector<ProfRec> prof_;               // waiting for synchronize()
   std::vector<cudaEvent_t> timing_events_;  // free, created with timing

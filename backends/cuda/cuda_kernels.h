@@ -47,6 +47,9 @@ struct LaunchEnv {
   // use all of it.
   void* scratch = nullptr;
   size_t scratch_bytes = 0;
+  // A kRandomStream launch's Philox offset in device memory (a graph's: the
+  // host writes it before each replay), or null: its params' offset.
+  const uint64_t* rng_offset = nullptr;
 };
 
 // One launch(params, args, env) per kernel of the table, overloaded on the

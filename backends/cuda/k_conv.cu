@@ -269,19 +269,31 @@ __device__ inline float pool_divisor(const Geom& g, bool include_pad, int64_t oh
   return float((h1 - h0) * (w1 - w0));
 }
 
-// Geom's n is the plane count for pooling; c is unused.
-__global__ void max_pool2d_k(float* y, int32_t* idx, const float* x, Geom g, int64_t total) {
+// Geom's n is the plane count for pooling; c the channels (for coef). With
+// coef, each value is first (v - k0[c]) * k1[c] + k2[c] (then max(v, 0)
+// with relu): batch norm and its ReLU fused into the pooling.
+__global__ void max_pool2d_k(float* y, int32_t* idx, const float* x, const float* coef, bool relu,
+                             Geom g, int64_t total) {
   SY_GRID_STRIDE(k, total) {
     int64_t ow = k % g.ow, oh = k / g.ow % g.oh, pl = k / (g.ow * g.oh);
     int64_t hs = oh * g.s0 - g.p0, ws = ow * g.s1 - g.p1;
     int64_t h0 = hs > 0 ? hs : 0, w0 = ws > 0 ? ws : 0;
     int64_t h1 = hs + g.k0 < g.h ? hs + g.k0 : g.h, w1 = ws + g.k1 < g.w ? ws + g.k1 : g.w;
     const float* src = x + pl * g.h * g.w;
+    float k0 = 0.f, k1 = 1.f, k2 = 0.f;
+    if (coef) {
+      const int64_t c = pl % g.c;
+      k0 = coef[c], k1 = coef[g.c + c], k2 = coef[2 * g.c + c];
+    }
     float best = -INFINITY;
     int64_t at = h0 * g.w + w0;
     for (int64_t h = h0; h < h1; ++h)
       for (int64_t w = w0; w < w1; ++w) {
         float v = src[h * g.w + w];
+        if (coef) {
+          v = (v - k0) * k1 + k2;
+          if (relu) v = pointwise::unary(Unary::relu, v);
+        }
         if (v > best || v != v) {  // once best is NaN only a later NaN replaces it
           best = v;
           at = h * g.w + w;
@@ -372,14 +384,37 @@ __global__ void channel_stats_k(float* out, const float* x, int64_t outer, int64
   }
 }
 
+// The pooled form of channel_sums and channel_affine (kernels.h): P x P
+// windows with stride P over planes of width W, OH x OW windows a plane;
+// r: the pooling's maxima then indices (n windows in all). P = 0: none.
+struct Pooled {
+  int64_t P = 0, W = 0, OH = 0, OW = 0;
+  template <class Params>
+  static Pooled of(const Params& p) {
+    Pooled q;
+    if (p.pool > 0) q = {p.pool, p.width, p.inner / p.width / p.pool, p.width / p.pool};
+    return q;
+  }
+};
+
 __global__ void channel_sums_k(float* out, const float* a, const float* b, const float* mean,
-                               const float* mask, int64_t outer, int64_t C, int64_t E) {
+                               const float* mask, bool relu_mask, Pooled pl, int64_t outer,
+                               int64_t C, int64_t E) {
   __shared__ double part[kBlock / 32];
   const int64_t count = outer * E;
+  const int64_t PE = pl.OH * pl.OW, n = outer * C * PE;
   for (int64_t c = blockIdx.x; c < C; c += gridDim.x) {
     double s = 0, t = 0;
     const float m = mean[c];
-    for (int64_t k = threadIdx.x; k < count; k += blockDim.x) {
+    // The pooled form: over the windows, each adding its gradient at its index.
+    for (int64_t k = threadIdx.x; pl.P && k < outer * PE; k += blockDim.x) {
+      const int64_t r = k / PE * C + c, j = r * PE + k % PE;
+      const float v = relu_mask && !(mask[j] > 0.f) ? 0.f : a[j];
+      const int32_t at = reinterpret_cast<const int32_t*>(mask)[n + j];
+      s += v;
+      t += double(v) * (b[r * E + at] - m);
+    }
+    for (int64_t k = threadIdx.x; !pl.P && k < count; k += blockDim.x) {
       const int64_t i = (k / E * C + c) * E + k % E;
       const float v = mask && !(mask[i] > 0.f) ? 0.f : a[i];
       s += v;
@@ -395,11 +430,22 @@ __global__ void channel_sums_k(float* out, const float* a, const float* b, const
 }
 
 __global__ void channel_affine_k(float* y, const float* a, const float* b, const float* coef,
-                                 const float* mask, int64_t C, int64_t E, bool has_b, bool relu,
-                                 int64_t total) {
+                                 const float* mask, bool relu_mask, Pooled pl, int64_t C, int64_t E,
+                                 bool has_b, bool relu, int64_t total) {
+  const int64_t n = total / E * pl.OH * pl.OW;  // windows (the pooled form)
   SY_GRID_STRIDE(k, total) {
     const int64_t c = k / E % C;
-    const float u = mask && !(mask[k] > 0.f) ? 0.f : a[k];
+    float u;
+    if (pl.P) {  // the gradient of the window whose index is this element, else 0
+      const int64_t r = k / E, e = k % E, oh = e / pl.W / pl.P, ow = e % pl.W / pl.P;
+      const int64_t j = (r * pl.OH + oh) * pl.OW + ow;
+      u = oh < pl.OH && ow < pl.OW && reinterpret_cast<const int32_t*>(mask)[n + j] == e &&
+                  (!relu_mask || mask[j] > 0.f)
+              ? a[j]
+              : 0.f;
+    } else {
+      u = relu_mask && !(mask[k] > 0.f) ? 0.f : a[k];
+    }
     float v = (u - coef[c]) * coef[C + c] + coef[2 * C + c];
     if (has_b) v += (b[k] - coef[3 * C + c]) * coef[4 * C + c];
     y[k] = relu ? pointwise::unary(Unary::relu, v) : v;
@@ -477,9 +523,12 @@ void launch(const Conv2dBackwardWeightParams& p, void* const* args, const Launch
 void launch(const MaxPool2dParams& p, void* const* args, const LaunchEnv& env) {
   const int64_t total = p.planes * p.out_h * p.out_w;
   if (total <= 0) return;
+  Geom g = pool_geom(p);
+  g.c = p.affine ? p.channels : 1;
   SY_LAUNCH(max_pool2d_k, blocks_for(total, env), kBlock, env.stream)
   (static_cast<float*>(args[0]), static_cast<int32_t*>(args[0]) + total,
-   static_cast<const float*>(args[1]), pool_geom(p), total);
+   static_cast<const float*>(args[1]), p.affine ? static_cast<const float*>(args[2]) : nullptr,
+   p.relu, g, total);
   SY_CUDA_LAUNCHED("max_pool2d");
 }
 
@@ -522,7 +571,8 @@ void launch(const ChannelSumsParams& p, void* const* args, const LaunchEnv& env)
   SY_LAUNCH(channel_sums_k, blocks_for(p.channels, env, 1), kBlock, env.stream)
   (static_cast<float*>(args[0]), static_cast<const float*>(args[1]),
    static_cast<const float*>(args[2]), static_cast<const float*>(args[3]),
-   p.relu_mask ? static_cast<const float*>(args[4]) : nullptr, p.outer, p.channels, p.inner);
+   p.relu_mask || p.pool > 0 ? static_cast<const float*>(args[4]) : nullptr, p.relu_mask,
+   Pooled::of(p), p.outer, p.channels, p.inner);
   SY_CUDA_LAUNCHED("channel_sums");
 }
 
@@ -559,8 +609,8 @@ void launch(const ChannelAffineParams& p, void* const* args, const LaunchEnv& en
   SY_LAUNCH(channel_affine_k, blocks_for(total, env), kBlock, env.stream)
   (static_cast<float*>(args[0]), static_cast<const float*>(args[1]),
    static_cast<const float*>(args[2]), static_cast<const float*>(args[3]),
-   p.relu_mask ? static_cast<const float*>(args[4]) : nullptr, p.channels, p.inner, p.has_b, p.relu,
-   total);
+   p.relu_mask || p.pool > 0 ? static_cast<const float*>(args[4]) : nullptr, p.relu_mask,
+   Pooled::of(p), p.channels, p.inner, p.has_b, p.relu, total);
   SY_CUDA_LAUNCHED("channel_affine");
 }
 

@@ -8,6 +8,10 @@
 // seed hi) = offset, seed; uniform = low + (high - low) * (x0 >> 8) / 2^24,
 // normal = mean + std * Box-Muller(x0, x1).
 //
+// The stream's offset is the params' or, in a CUDA graph, read from device
+// memory (LaunchEnv::rng_offset), which the host rewrites before each
+// replay: the graph stays the same while every step draws a new stream.
+//
 // Shapes: a flat f32 output of n elements.
 // Launch geometry: a 1-D grid-stride loop, 256-thread blocks, grid of
 // ceil(n / 256) capped at 32 blocks per SM.
@@ -35,7 +39,14 @@ __device__ inline U4 philox(U4 c, uint32_t k0, uint32_t k1) {
 struct Rng {
   uint32_t k0, k1;
   uint64_t offset;
+  const uint64_t* offset_at;  // non-null: the offset is there (device memory)
 };
+
+// The launch's generator: its offset read once per thread.
+__device__ inline Rng resolve(Rng r) {
+  if (r.offset_at) r.offset = *r.offset_at;
+  return r;
+}
 
 __device__ inline U4 philox_at(const Rng& r, int64_t k) {
   return philox(
@@ -45,7 +56,8 @@ __device__ inline U4 philox_at(const Rng& r, int64_t k) {
 
 constexpr float kTwoPow24 = 1.0f / 16777216.0f;
 
-__global__ void rand_uniform_k(float* out, int64_t n, Rng r, float lo, float span) {
+__global__ void rand_uniform_k(float* out, int64_t n, Rng rng, float lo, float span) {
+  const Rng r = resolve(rng);
   // Rounded step by step, as the CPU computes it: nvcc would otherwise
   // contract the multiply and add into one FMA (one rounding, not two) and
   // the values would differ from the CPU's in the last bit.
@@ -54,14 +66,16 @@ __global__ void rand_uniform_k(float* out, int64_t n, Rng r, float lo, float spa
 }
 
 // u exactly as rand_uniform_k's with low 0 and span 1.
-__global__ void dropout_k(float* out, const float* x, int64_t n, Rng r, float p, float scale) {
+__global__ void dropout_k(float* out, const float* x, int64_t n, Rng rng, float p, float scale) {
+  const Rng r = resolve(rng);
   SY_GRID_STRIDE(i, n) {
     const float u = __fmul_rn(float(philox_at(r, i).v[0] >> 8), kTwoPow24);
     out[i] = x[i] * (u >= p ? scale : 0.f);
   }
 }
 
-__global__ void rand_normal_k(float* out, int64_t n, Rng r, float mean, float std) {
+__global__ void rand_normal_k(float* out, int64_t n, Rng rng, float mean, float std) {
+  const Rng r = resolve(rng);
   SY_GRID_STRIDE(i, n) {
     U4 x = philox_at(r, i);
     float u1 = float((x.v[0] >> 8) + 1) * kTwoPow24;  // (0, 1]
@@ -76,7 +90,7 @@ void launch(const RandUniformParams& p, void* const* args, const LaunchEnv& env)
   float* out = static_cast<float*>(args[0]);
   const int64_t n = p.n;
   if (n <= 0) return;
-  Rng r{uint32_t(p.seed), uint32_t(p.seed >> 32), p.offset};
+  const Rng r{uint32_t(p.seed), uint32_t(p.seed >> 32), p.offset, env.rng_offset};
   SY_LAUNCH(rand_uniform_k, blocks_for(n, env), kBlock, env.stream)
   (out, n, r, p.low, p.high - p.low);
   SY_CUDA_LAUNCHED("rand_uniform");
@@ -84,7 +98,7 @@ void launch(const RandUniformParams& p, void* const* args, const LaunchEnv& env)
 
 void launch(const DropoutParams& p, void* const* args, const LaunchEnv& env) {
   if (p.n <= 0) return;
-  Rng r{uint32_t(p.seed), uint32_t(p.seed >> 32), p.offset};
+  const Rng r{uint32_t(p.seed), uint32_t(p.seed >> 32), p.offset, env.rng_offset};
   SY_LAUNCH(dropout_k, blocks_for(p.n, env), kBlock, env.stream)
   (static_cast<float*>(args[0]), static_cast<const float*>(args[1]), p.n, r, p.p, p.scale);
   SY_CUDA_LAUNCHED("dropout");
@@ -94,7 +108,7 @@ void launch(const RandNormalParams& p, void* const* args, const LaunchEnv& env) 
   float* out = static_cast<float*>(args[0]);
   const int64_t n = p.n;
   if (n <= 0) return;
-  Rng r{uint32_t(p.seed), uint32_t(p.seed >> 32), p.offset};
+  const Rng r{uint32_t(p.seed), uint32_t(p.seed >> 32), p.offset, env.rng_offset};
   SY_LAUNCH(rand_normal_k, blocks_for(n, env), kBlock, env.stream)(out, n, r, p.mean, p.std);
   SY_CUDA_LAUNCHED("rand_normal");
 }

@@ -7,4 +7,4 @@
 set(cuda_kernel_sources k_elementwise.cu k_random.cu k_layout.cu k_reduce.cu k_rows.cu k_optim.cu
                         k_conv.cu)
 # Host code the emulation runs too (cuda_backend.cpp, the driver probe, is not).
-set(cuda_host_sources cuda_device.cpp cuda_blas.cpp cuda_allocator.cpp cuda_dispatch.cpp cuda_arch.cpp)
+set(cuda_host_sources cuda_device.cpp cuda_graphs.cpp cuda_blas.cpp cuda_allocator.cpp cuda_dispatch.cpp cuda_arch.cpp)

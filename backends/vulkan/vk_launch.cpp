@@ -316,13 +316,13 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
       for (int j = 0; j < 3; ++j) g[j] = uint32_t(q.grid[j]);
       return;
     }
-    case Kernel::adam_multi:  // not a kernel of this backend (supports() says so)
-      break;
+    case Kernel::adam_multi:  // aux: the update's pieces, the finish's tensors (vk_multi.cpp)
+      g[0] = uint32_t(
+          std::clamp<uint64_t>(flags & kFinish ? ceil_div(aux, c.wg) : aux, 1, c.grid_cap));
+      return;
   }
   throw Error(detail::cat("[execute] unknown kernel id ", int(ins.kernel), " on ", c.device));
 }
-
-namespace {
 
 // The launch's typed params in the table's 32-bit slots (vk_params.h).
 // 64-bit words travel as two slots; other integers must fit 32 bits.
@@ -361,6 +361,8 @@ void pack_params(const LaunchConfig& c, const KernelParams& p, OpParams& o) {
     }
   }
 }
+
+namespace {
 
 // Launch flags beyond bit 0 (every argument 16-byte aligned), per kernel.
 uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o, bool aligned) {

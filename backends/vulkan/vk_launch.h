@@ -115,6 +115,9 @@ struct Launch {
   // at binding kScratchArg; kNoScratch: none.
   uint64_t scratch = kNoScratch, scratch_bytes = 0;
   int64_t part = -1;  // while planning: the index of its part in `parts` (-1: the Program's)
+  // A multi-tensor launch (kMultiTensor): its tensors [first, first + count)
+  // of the instruction's (plan_multi).
+  uint32_t first = 0, count = 0;
 };
 // The dispatches of a Program, into `out`, pointing at the Program's
 // instructions and, for split launches, at `parts` (both reused: nothing is
@@ -133,6 +136,43 @@ struct Launch {
 // sizes (never a silently truncated result).
 void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launch>& out,
                    std::vector<Instr>& parts);
+
+// ---- multi-tensor kernels (vk_multi.cpp) ----------------------------------
+// A multi-tensor launch (adam_multi) binds windows of the memory blocks its
+// tensors live in (bindings 0-4, each within maxStorageBufferRange) and
+// finds each tensor through a table that follows its launch-table entry:
+// one MultiEntry per tensor (shaders/adam_multi.comp reads it as two uvec4,
+// u_multi). Its OpParams carry the tensor count in off[0] and the update
+// pass's pieces in aux.
+constexpr uint32_t kMaxMultiTensors = 32;  // tensors per launch (the shader's SY_MULTI_TABLE)
+constexpr uint32_t kMultiWindows = kArgBindings;
+struct MultiEntry {
+  uint32_t off[4];    // p, m, v, step: elements from their window's start
+  uint32_t off_g, n;  // g's offset; the tensor's elements
+  uint32_t windows;   // 3 bits per argument: p, m, v, step, g; kMultiCounts
+  uint32_t first;     // its first piece (of 4 * wg elements)
+};
+// MultiEntry::windows: this entry increments its tensor's step count (a
+// tensor cut into chunks has one entry per chunk; the first counts).
+constexpr uint32_t kMultiCounts = 1u << 15;
+static_assert(sizeof(MultiEntry) == 32);
+// Bytes of a multi-tensor launch's table entry with its tensors.
+constexpr uint64_t kMultiTableBytes = sizeof(OpParams) + kMaxMultiTensors * sizeof(MultiEntry);
+// Replaces each multi-tensor launch in `launches` (one per instruction, as
+// plan_launches leaves them) by its groups: tensors in order (a tensor past
+// one binding cut into chunks that fit), at most kMaxMultiTensors whose
+// arguments fit kMultiWindows windows, each an update launch; then one
+// launch per group (kFinish) that increments their step counts. A launch's
+// `first` is its first tensor, `aux` that tensor's first chunk, `count` its
+// entries. `tmp` is reused storage.
+void plan_multi(const LaunchConfig& c, std::span<const Block> blocks, const Program& prog,
+                std::span<const Binding> bind, std::vector<Launch>& launches,
+                std::vector<Launch>& tmp);
+// A multi-tensor launch's table entry, its table (`table`, count entries),
+// its windows' descriptors and their ranges (at most kMultiWindows).
+OpParams multi_params(const LaunchConfig& c, std::span<const Block> blocks, const Program& prog,
+                      const Launch& l, std::span<const Binding> bind, MultiEntry* table,
+                      VkDescriptorBufferInfo* desc, Range* ranges, int& nranges);
 
 // ---- tensors past maxStorageBufferRange (vk_ranges.cpp) -------------------
 // Bytes an argument may span in one binding: maxStorageBufferRange, less
@@ -192,6 +232,8 @@ uint32_t cross_entropy_groups(const LaunchConfig& c, const CrossEntropyParams& q
 int32_t spec_op(const Instr& ins);
 // A pipeline: a kernel's build (plain or subgroup) specialized for a mode and flags.
 uint64_t pipeline_key(Kernel k, bool sg, int32_t spec_op, uint32_t flags);
+// The launch's typed params in the table's 32-bit slots of `o` (vk_params.h).
+void pack_params(const LaunchConfig& c, const KernelParams& p, OpParams& o);
 // The table entry of one launch (32-bit params, offsets from each
 // descriptor's start, flags), its arguments' descriptors (kArgBindings;
 // unused bindings alias argument 0) and the ranges it touches (at most

@@ -149,7 +149,9 @@ bool Recorder::write_sets(Frame& fr, size_t n) {
     }
   if (fresh)
     for (size_t j = 0; j < n; ++j) {
-      table[j] = {table_.buf, (fr.op_base + j) * op_stride_, sizeof(OpParams)};
+      table[j] = {
+          table_.buf, (fr.op_base + entry_[j]) * op_stride_,
+          kernel_has(launches_[j].ins->kernel, kMultiTensor) ? kMultiTableBytes : sizeof(OpParams)};
       for (uint32_t b : {kTableBinding, kStatusBinding}) {
         VkWriteDescriptorSet x{VK_STRUCTURE_TYPE_WRITE_DESCRIPTOR_SET};
         x.dstSet = fr.sets[j];
@@ -267,20 +269,37 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
   // read/write hazards on the ranges it touches) precedes it. A launch may
   // be several dispatches (plan_launches).
   plan_launches(c_.lc, prog, launches_, parts_);
+  plan_multi(c_.lc, alloc_.blocks(), prog, bind, launches_, multi_tmp_);
   size_t n = launches_.size();
   ops_.resize(n);
   infos_.resize(n * kArgBindings);
+  entry_.resize(n + 1);
+  entry_[0] = 0;
+  const uint32_t multi_entries = uint32_t(ceil_div(kMultiTableBytes, op_stride_));
+  size_t multis = 0;
+  for (size_t j = 0; j < n; ++j) {
+    const bool multi = kernel_has(launches_[j].ins->kernel, kMultiTensor);
+    entry_[j + 1] = entry_[j] + (multi ? multi_entries : 1);
+    multis += multi;
+  }
+  const size_t entries = entry_[n];
+  multi_.resize(multis * kMaxMultiTensors);
   std::vector<uint32_t>& key = key_;
   key.assign(n * 5, 0);
   Hazards& hz = hazards_;  // reused: no allocation per step
   hz.seen.clear();
   Range ranges[kArgBindings + 2];
-  for (size_t j = 0; j < n; ++j) {
+  for (size_t j = 0, m = 0; j < n; ++j) {
     const Instr& ins = *launches_[j].ins;
     if (launches_[j].scratch != kNoScratch && !scratch_) allocate_scratch();
     int nr = 0;
-    ops_[j] = launch_params(c_.lc, alloc_.blocks(), launches_[j], bind, scratch_,
-                            &infos_[j * kArgBindings], ranges, nr);
+    if (kernel_has(ins.kernel, kMultiTensor))
+      ops_[j] =
+          multi_params(c_.lc, alloc_.blocks(), prog, launches_[j], bind,
+                       &multi_[kMaxMultiTensors * m++], &infos_[j * kArgBindings], ranges, nr);
+    else
+      ops_[j] = launch_params(c_.lc, alloc_.blocks(), launches_[j], bind, scratch_,
+                              &infos_[j * kArgBindings], ranges, nr);
     ops_[j].flags |= launches_[j].extra_flags;
     bool conflict = false;
     for (int a = 0; a < nr; ++a) conflict = conflict || hz.conflict(ranges[a]);
@@ -298,7 +317,7 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
   pipes_.warm(key, 5);
 
   auto it = recordings_.find(prog.id);
-  if (it == recordings_.end() || it->second.table_entries != n * kFrames) {
+  if (it == recordings_.end() || it->second.entry != entry_) {
     if (it != recordings_.end()) {
       for (auto& f : it->second.frames) t_.wait_for(f.serial);
       free_recording(it->second);
@@ -306,8 +325,9 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
     }
     if (recordings_.size() >= kMaxRecordings) evict_lru();
     Recording rec;
-    rec.table_offset = table_space(n * kFrames);
-    rec.table_entries = n * kFrames;
+    rec.table_offset = table_space(entries * kFrames);
+    rec.table_entries = entries * kFrames;
+    rec.entry = entry_;
     it = recordings_.emplace(prog.id, std::move(rec)).first;
   }
   Recording& rec = it->second;
@@ -319,16 +339,21 @@ void Recorder::execute(const Program& prog, std::span<const Binding> bind) {
   uint32_t fi = rec.next;
   Frame& fr = rec.frames[fi];
   rec.next = (rec.next + 1) % kFrames;
-  fr.op_base = uint32_t(rec.table_offset + fi * n);
+  fr.op_base = uint32_t(rec.table_offset + fi * entries);
   // Before waiting for this frame's last run, submit the Program waiting in
   // the batch, so the device works on it meanwhile.
   if (fr.serial > t_.done_serial() && t_.has_program()) t_.flush();
   t_.wait_for(fr.serial);  // its table entries, sets and command buffer are free again
-  for (size_t j = 0; j < n; ++j)
-    std::memcpy(table_.mapped + (fr.op_base + j) * op_stride_, &ops_[j], sizeof(OpParams));
+  for (size_t j = 0, m = 0; j < n; ++j) {
+    char* at = table_.mapped + (fr.op_base + entry_[j]) * op_stride_;
+    std::memcpy(at, &ops_[j], sizeof(OpParams));
+    if (kernel_has(launches_[j].ins->kernel, kMultiTensor))
+      std::memcpy(at + sizeof(OpParams), &multi_[kMaxMultiTensors * m++],
+                  launches_[j].count * sizeof(MultiEntry));
+  }
   // The table is only written by the host, so flushing whole atoms around
   // these entries writes back nothing stale.
-  alloc_.flush(table_, fr.op_base * op_stride_, n * op_stride_);
+  alloc_.flush(table_, fr.op_base * op_stride_, entries * op_stride_);
   if (fr.sets.size() != n) allocate_sets(fr, n);
   // Without update-after-bind, writing a set invalidates the recording.
   if (write_sets(fr, n) && !c_.uab) fr.recorded = false;

@@ -49,6 +49,7 @@ struct Recording {
   Frame frames[kFrames];
   uint32_t next = 0;
   uint64_t table_offset = 0, table_entries = 0;  // in table entries (op_stride_ bytes)
+  std::vector<uint32_t> entry;                   // each launch's first entry in a frame's
   uint64_t last_step = 0;
 };
 
@@ -107,9 +108,15 @@ class Recorder {
   uint64_t step_ = 0;
   std::unordered_map<uint64_t, Recording> recordings_;
   // Reused every step: no allocation per step.
-  std::vector<Launch> launches_;  // the step's dispatches (plan_launches)
-  std::vector<Instr> parts_;      // the split launches' parts they point at
+  std::vector<Launch> launches_;   // the step's dispatches (plan_launches)
+  std::vector<Instr> parts_;       // the split launches' parts they point at
+  std::vector<Launch> multi_tmp_;  // plan_multi's
   std::vector<OpParams> ops_;
+  // Each launch's first table entry in its frame's (a multi-tensor launch
+  // takes kMultiTableBytes), and the frame's entries at [n]; the
+  // multi-tensor launches' tables, kMaxMultiTensors each.
+  std::vector<uint32_t> entry_;
+  std::vector<MultiEntry> multi_;
   std::vector<VkDescriptorBufferInfo> infos_;
   Hazards hazards_;
   std::vector<uint32_t> key_;

@@ -396,8 +396,18 @@ Buffer BufferPool::acquire(size_t bytes) {
   auto it = free_.find(r);
   Buffer b;
   if (it != free_.end() && !it->second.empty()) {
-    b = it->second.back();
-    it->second.pop_back();
+    // The lowest handle of the size, not the last released: which buffer a
+    // request gets depends on what is free, not on the order it was freed
+    // in, so a training step binds the same buffers every step (a CUDA
+    // graph replays, a Vulkan recording stays valid) instead of a
+    // permutation of them that cycles from step to step.
+    std::vector<Buffer>& v = it->second;
+    auto low = std::min_element(v.begin(), v.end(), [](const Buffer& x, const Buffer& y) {
+      return std::less<void*>()(x.handle, y.handle);
+    });
+    b = *low;
+    *low = v.back();
+    v.pop_back();
   } else {
     auto alloc = [&] { return host_ ? dev_.allocate_host(r) : dev_.allocate(r); };
     try {

@@ -225,6 +225,12 @@ Tensor Linear::forward(const Tensor& x) {
   return linear(x, *weight_, bias_ ? *bias_ : none_);
 }
 
+Tensor Linear::forward_relu(const Tensor& x) {
+  SY_CHECK(x.dim() >= 1 && x.size(-1) == weight_->size(1), "Linear", "expected input of shape (*, ",
+           weight_->size(1), "), found ", shape_str(x.shape()));
+  return detail::linear_act(x, *weight_, bias_ ? *bias_ : none_, true);
+}
+
 Dropout::Dropout(float p) : p_(p) {
   SY_CHECK(p >= 0.f && p <= 1.f, "Dropout", "expected a probability p in [0, 1], found ", p);
 }
@@ -346,8 +352,12 @@ BatchNorm::BatchNorm(int dims, int64_t n, float eps, float momentum, bool affine
 
 Tensor BatchNorm::forward(const Tensor& x) { return run(x, false); }
 Tensor BatchNorm::forward_relu(const Tensor& x) { return run(x, true); }
+Tensor BatchNorm::forward_relu_pool(const Tensor& x, bool relu, int64_t pool) {
+  SY_CHECK(pool >= 1, "BatchNorm", "expected a pooling window of at least 1, found ", pool);
+  return run(x, relu, pool);
+}
 
-Tensor BatchNorm::run(const Tensor& x, bool relu) {
+Tensor BatchNorm::run(const Tensor& x, bool relu, int64_t pool) {
   const char* op = dims_ == 1 ? "BatchNorm1d" : "BatchNorm2d";
   const bool ok = dims_ == 1 ? (x.dim() == 2 || x.dim() == 3) : x.dim() == 4;
   SY_CHECK(ok && x.size(1) == n_, op, "expected input of shape ",
@@ -357,7 +367,7 @@ Tensor BatchNorm::run(const Tensor& x, bool relu) {
   // running statistics.
   return detail::batch_norm_fused(x, *mean_, *var_, weight_ ? *weight_ : Tensor(),
                                   bias_ ? *bias_ : Tensor(), is_training(), momentum_, eps_,
-                                  is_training() ? count_ : nullptr, relu);
+                                  is_training() ? count_ : nullptr, relu, pool);
 }
 
 std::optional<ModuleSpec> BatchNorm::spec() const {
@@ -401,8 +411,22 @@ Tensor Sequential::forward(const Tensor& x) {
     // Exactly our BatchNorm and ReLU (a user's subclass may override forward).
     const std::type_info& t = typeid(cur);
     const bool bn = t == typeid(BatchNorm) || t == typeid(BatchNorm1d) || t == typeid(BatchNorm2d);
-    if (bn && next && typeid(*next) == typeid(ReLU)) {
+    // Then exactly a ReLU and/or exactly a MaxPool2d of square windows as
+    // wide as their stride, on (N, C, H, W) input: one fused run.
+    const bool relu = bn && next && typeid(*next) == typeid(ReLU);
+    const size_t at = i + (relu ? 2 : 1);
+    const Module* pool = bn && at < layers_.size() ? layers_[at].get() : nullptr;
+    const int64_t window = pool && typeid(*pool) == typeid(MaxPool2d) && h.dim() == 4
+                               ? static_cast<const MaxPool2d&>(*pool).square_window()
+                               : 0;
+    if (window > 0) {
+      h = static_cast<BatchNorm&>(cur).forward_relu_pool(h, relu, window);
+      i = at;
+    } else if (relu) {
       h = static_cast<BatchNorm&>(cur).forward_relu(h);
+      ++i;
+    } else if (t == typeid(Linear) && next && typeid(*next) == typeid(ReLU)) {
+      h = static_cast<Linear&>(cur).forward_relu(h);
       ++i;
     } else {
       h = layers_[i]->forward(h);

@@ -83,7 +83,7 @@ std::pair<int64_t, int64_t> rows_cols(const char* op, const Tensor& x, int64_t a
 // a (M,K) [or (K,M) when trans_a], b (K,N) [or (N,K) when trans_b] -> (M,N).
 
 static Tensor gemm(const char* op, const Tensor& a, const Tensor& b, bool ta, bool tb,
-                   const Tensor* bias) {
+                   const Tensor* bias, Unary act = Unary::none) {
   check_f32(op, a);
   check_f32(op, b);
   check_same_device(op, a, b);
@@ -94,7 +94,8 @@ static Tensor gemm(const char* op, const Tensor& a, const Tensor& b, bool ta, bo
   SY_CHECK(K == Kb, op, "shapes ", shape_str(a.shape()), (ta ? "^T" : ""), " and ",
            shape_str(b.shape()), (tb ? "^T" : ""), " cannot be multiplied: inner dims ", K,
            " != ", Kb);
-  GemmParams p{.m = M, .n = N, .k = K, .trans_a = ta, .trans_b = tb, .batch = 1, .alpha = 1.f};
+  GemmParams p{
+      .m = M, .n = N, .k = K, .trans_a = ta, .trans_b = tb, .act = act, .batch = 1, .alpha = 1.f};
   if (bias) {
     check_f32(op, *bias);
     check_same_device(op, a, *bias);
@@ -157,16 +158,36 @@ Tensor linear(const Tensor& x, const Tensor& w, const Tensor& b) {
     out.push_back(w.size(0));
     return linear(x.reshape({-1, x.size(-1)}), w, b).reshape(out);
   }
-  Tensor out = gemm("linear", x, w, false, true, b.defined() ? &b : nullptr);
-  Tensor xd = x.detach(), wd = w.detach();
+  return detail::linear_act(x, w, b, false);
+}
+
+namespace detail {
+
+// relu: the ReLU after the layer in the GEMM's epilogue; its backward (one
+// unary_backward on the output: y > 0 exactly where x > 0) ahead of the
+// layer's own.
+Tensor linear_act(const Tensor& x, const Tensor& w, const Tensor& b, bool relu) {
+  const char* op = relu ? "linear+relu" : "linear";
+  if (x.dim() != 2) {
+    Tensor y = linear(x, w, b);
+    return relu ? switchyard::relu(y) : y;
+  }
+  Tensor out =
+      gemm(op, x, w, false, true, b.defined() ? &b : nullptr, relu ? Unary::relu : Unary::none);
+  Tensor xd = x.detach(), wd = w.detach(), yd = relu ? out.detach() : Tensor();
   bool has_b = b.defined();
-  auto bw = [xd, wd, has_b](const Tensor& g) {
+  auto bw = [xd, wd, yd, has_b, relu](const Tensor& g0) {
+    const Tensor g = relu ? node({g0, yd, yd}, g0.shape(), DType::f32,
+                                 UnaryBackwardParams{.op = Unary::relu, .n = g0.numel()})
+                          : g0;
     std::vector<Tensor> r{matmul(g, wd), matmul(g, xd, true, false)};
     if (has_b) r.push_back(sum(g, 0));
     return r;
   };
-  return has_b ? with_grad(out, "linear", {x, w, b}, bw) : with_grad(out, "linear", {x, w}, bw);
+  return has_b ? with_grad(out, op, {x, w, b}, bw) : with_grad(out, op, {x, w}, bw);
 }
+
+}  // namespace detail
 
 Tensor transpose(const Tensor& x) {
   check_defined("transpose", x);

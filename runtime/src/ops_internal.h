@@ -28,8 +28,11 @@ RandomState take_random_stream();
 // scalar, incremented when training, in the launch that blends the running
 // statistics) and a following ReLU fused into the normalization (and its
 // backward into batch norm's).
+// linear(x, w, b), then a ReLU when `relu` (in the GEMM's epilogue).
+Tensor linear_act(const Tensor& x, const Tensor& w, const Tensor& b, bool relu);
+
 Tensor batch_norm_fused(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                         const Tensor& weight, const Tensor& bias, bool training, float momentum,
-                        float eps, Tensor* num_batches_tracked, bool relu);
+                        float eps, Tensor* num_batches_tracked, bool relu, int64_t pool = 0);
 
 }  // namespace switchyard::detail

@@ -7,6 +7,7 @@
 #include <bit>
 #include <cmath>
 #include <cstdlib>
+#include <optional>
 #include <string>
 
 #include "graph.h"
@@ -488,7 +489,7 @@ Tensor max_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
   Tensor packed = node({x}, {2, n}, DType::f32, p);
   Tensor y = packed.slice(0, 1).reshape(s.out);
   Tensor idx = packed.slice(1, 2);
-  const auto bp = same_fields<MaxPool2dBackwardParams>(p);
+  const auto bp = s.params<MaxPool2dBackwardParams>(kernel, stride, padding);
   const Shape xs = x.shape();
   return with_grad(y, op, {x}, [idx, bp, xs](const Tensor& g) {
     return std::vector<Tensor>{node({g, idx}, xs, DType::f32, bp)};
@@ -556,8 +557,10 @@ namespace detail {
 
 Tensor batch_norm_fused(const Tensor& x, const Tensor& running_mean, const Tensor& running_var,
                         const Tensor& weight, const Tensor& bias, bool training, float momentum,
-                        float eps, Tensor* num_batches_tracked, bool relu) {
-  const char* op = relu ? "batch_norm+relu" : "batch_norm";
+                        float eps, Tensor* num_batches_tracked, bool relu, int64_t pool) {
+  const char* op = pool > 0 ? (relu ? "batch_norm+relu+max_pool2d" : "batch_norm+max_pool2d")
+                   : relu   ? "batch_norm+relu"
+                            : "batch_norm";
   check_f32(op, x);
   SY_CHECK(x.dim() >= 2, op, "expected input of shape (N, C, ...), found ", shape_str(x.shape()));
   SY_CHECK(eps > 0.f, op, "expected eps > 0, found ", eps);
@@ -573,6 +576,16 @@ Tensor batch_norm_fused(const Tensor& x, const Tensor& running_mean, const Tenso
   SY_CHECK(running_mean.defined() == running_var.defined(), op,
            "expected both running_mean and running_var, or neither; found only ",
            running_mean.defined() ? "running_mean" : "running_var");
+  // Pooled (pool > 0): a max pooling of pool x pool windows, stride pool,
+  // follows; the pooling reads x through the normalization (and ReLU), and
+  // the backward reads the pooling's gradient, maxima and indices in place
+  // of a full-size gradient and mask (kernels.h's pooled form).
+  Size2 window(pool, pool), stride = window;
+  const std::optional<PoolShape> ps =
+      pool > 0 ? std::optional(pool_shape("max_pool2d", x, window, stride, 0)) : std::nullopt;
+  SY_CHECK(pool <= 0 || x.dim() == 4, op, "expected input of shape (N, C, H, W), found ",
+           shape_str(x.shape()));
+  // (Checked before anything is queued: a refused input changes no state.)
   const int64_t count = N * inner;
   Tensor xd = x.detach(), mean, var;
   if (training) {
@@ -609,9 +622,10 @@ Tensor batch_norm_fused(const Tensor& x, const Tensor& running_mean, const Tenso
     update_inplace({num_batches_tracked}, {next},
                    CastParams{.n = 1, .from = DType::f32, .to = DType::i64});
   }
-  const ChannelAffineParams ap{.outer = N, .channels = C, .inner = inner};
+  ChannelAffineParams ap{.outer = N, .channels = C, .inner = inner};
   const bool has_w = weight.defined(), has_b = bias.defined();
-  Tensor coef, y;
+  if (pool > 0) ap.pool = pool, ap.width = x.size(3);
+  Tensor coef, y, packed;
   {
     NoGradGuard no_grad;  // coefficients only: the gradient is recorded below
     // Absent weight or bias: another argument stands in, unread.
@@ -619,32 +633,46 @@ Tensor batch_norm_fused(const Tensor& x, const Tensor& running_mean, const Tenso
         {mean, var, has_w ? weight.detach() : mean, has_b ? bias.detach() : mean}, {4, C},
         DType::f32,
         BatchNormCoefParams{.channels = C, .has_weight = has_w, .has_bias = has_b, .eps = eps});
-    ChannelAffineParams fp = ap;
-    fp.relu = relu;
-    // b is unread without has_b: the (small) coefficients stand in.
     const Tensor k3 = coef.slice(0, 3);
-    y = node({xd, k3, k3}, x.shape(), DType::f32, fp);
+    if (ps) {
+      auto mp = ps->params<MaxPool2dParams>(window, stride, 0);
+      mp.channels = C, mp.affine = true, mp.relu = relu;
+      packed = node({xd, k3}, {2, ps->planes * ps->OH * ps->OW}, DType::f32, mp);
+      y = packed.slice(0, 1).reshape(ps->out);
+    } else {
+      ChannelAffineParams fp = ap;
+      fp.relu = relu;
+      // b is unread without has_b: the (small) coefficients stand in.
+      y = node({xd, k3, k3}, x.shape(), DType::f32, fp);
+    }
   }
-  // With a fused ReLU, the gradient passes where the output is positive.
-  const Tensor yd = relu ? y.detach() : Tensor();
+  // With a fused ReLU, the gradient passes where the output is positive;
+  // pooled, where the window's maximum is (its packed output holds both).
+  const Tensor yd = ps ? packed.detach() : relu ? y.detach() : Tensor();
+  const bool masked = relu || ps;  // a fifth argument
   auto bw = [=](const Tensor& g) {
-    const ChannelSumsParams sp{.outer = N, .channels = C, .inner = inner, .relu_mask = relu};
-    Tensor sums = relu ? node({g, xd, mean, yd}, {2, C}, DType::f32, sp)
-                       : node({g, xd, mean}, {2, C}, DType::f32, sp);
+    const ChannelSumsParams sp{.outer = N,
+                               .channels = C,
+                               .inner = inner,
+                               .relu_mask = relu,
+                               .pool = ap.pool,
+                               .width = ap.width};
+    Tensor sums = masked ? node({g, xd, mean, yd}, {2, C}, DType::f32, sp)
+                         : node({g, xd, mean}, {2, C}, DType::f32, sp);
     Tensor k =
         node({coef, sums}, {6, C}, DType::f32,
              BatchNormCoefBackwardParams{.channels = C, .count = count, .training = training});
     Tensor dx;
     ChannelAffineParams q = ap;
     q.relu_mask = relu;
+    const Shape& xs = xd.shape();
     if (training) {  // the batch statistics depend on x too
       q.has_b = true;
-      dx = relu ? node({g, xd, k.slice(0, 5), yd}, g.shape(), DType::f32, q)
-                : node({g, xd, k.slice(0, 5)}, g.shape(), DType::f32, q);
+      dx = masked ? node({g, xd, k.slice(0, 5), yd}, xs, DType::f32, q)
+                  : node({g, xd, k.slice(0, 5)}, xs, DType::f32, q);
     } else {
       const Tensor k3 = k.slice(0, 3);  // b unread: the coefficients stand in
-      dx = relu ? node({g, k3, k3, yd}, g.shape(), DType::f32, q)
-                : node({g, k3, k3}, g.shape(), DType::f32, q);
+      dx = masked ? node({g, k3, k3, yd}, xs, DType::f32, q) : node({g, k3, k3}, xs, DType::f32, q);
     }
     std::vector<Tensor> r{dx};
     if (has_w) r.push_back(row(k, 5));

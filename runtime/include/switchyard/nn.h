@@ -105,6 +105,8 @@ class Linear : public Module {
  public:
   Linear(int64_t in, int64_t out, bool bias = true, Device& d = cpu());
   Tensor forward(const Tensor& x) override;
+  // forward(x) then a ReLU, the ReLU in the product's epilogue.
+  Tensor forward_relu(const Tensor& x);
   std::optional<ModuleSpec> spec() const override;
   Tensor& weight() { return *weight_; }
   Tensor& bias() { return *bias_; }
@@ -206,6 +208,14 @@ class MaxPool2d : public Module {
   explicit MaxPool2d(Size2 kernel, Size2 stride = 0, Size2 padding = 0);
   Tensor forward(const Tensor& x) override { return max_pool2d(x, kernel_, stride_, padding_); }
   std::optional<ModuleSpec> spec() const override;
+  // k for square k x k windows with stride k and no padding (the form a
+  // batch norm before it fuses into), else 0.
+  int64_t square_window() const {
+    return kernel_.h == kernel_.w && stride_.h == kernel_.h && stride_.w == kernel_.w &&
+                   padding_.h == 0 && padding_.w == 0
+               ? kernel_.h
+               : 0;
+  }
 
  private:
   Size2 kernel_, stride_, padding_;
@@ -251,6 +261,11 @@ class BatchNorm : public Module {
   // relu(forward(x)) with the ReLU fused into batch norm's kernels (both
   // ways): what Sequential runs for a BatchNorm followed by a ReLU.
   Tensor forward_relu(const Tensor& x);
+  // This batch norm, a ReLU when `relu`, then max pooling of pool x pool
+  // windows with stride pool (MaxPool2d::square_window), as one: the
+  // pooling reads the normalized values without their full-size tensor
+  // being written, and the backward reads the pooling's gradient in place.
+  Tensor forward_relu_pool(const Tensor& x, bool relu, int64_t pool);
   std::optional<ModuleSpec> spec() const override;
   Tensor& running_mean() { return *mean_; }
   Tensor& running_var() { return *var_; }
@@ -258,7 +273,7 @@ class BatchNorm : public Module {
  private:
   int dims_;
   int64_t n_;
-  Tensor run(const Tensor& x, bool relu);
+  Tensor run(const Tensor& x, bool relu, int64_t pool = 0);
   float eps_, momentum_;
   Tensor* weight_ = nullptr;
   Tensor* bias_ = nullptr;
@@ -289,7 +304,11 @@ class Unflatten : public Module {
 };
 
 // Runs its layers in order. A BatchNorm followed by a ReLU runs as one
-// (BatchNorm::forward_relu): the same values and gradients, fewer launches.
+// (BatchNorm::forward_relu), and with a MaxPool2d of k x k windows, stride
+// k, after them (or right after the BatchNorm) as one with the pooling
+// (BatchNorm::forward_relu_pool): the same values and gradients, fewer
+// launches and bytes. A Linear followed by a ReLU runs as one too
+// (Linear::forward_relu).
 class Sequential : public Module {
  public:
   Sequential() = default;

@@ -123,17 +123,23 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
 // idx (i32) = its h * width + w in the plane (the first maximum), in one
 // buffer of 2 x planes*out_h*out_w words, y's then idx's (a graph node has
 // one result): args out, x.
+// With affine, each input value of plane p is first taken to
+// (v - k[0][c]) * k[1][c] + k[2][c], c = p % channels, for the rows k[r] of
+// a third argument coef (3 x channels), then to max(v, 0) with relu: batch
+// norm and its ReLU fused into the pooling that follows them (their full-size
+// output is never written).
 // max_pool2d_backward: dx[h, w] = sum of dy over the windows whose idx is (h, w),
 // gathered per element: args dx, dy, idx.
-#define SY_PARAMS_max_pool2d(I, D, W, A, F)                                        \
+#define SY_POOL_GEOMETRY(I, A)                                                      \
   I(int64_t, planes) I(int64_t, height) I(int64_t, width) A(int64_t, kernel, 2)     \
   A(int64_t, stride, 2) A(int64_t, padding, 2) I(int64_t, out_h) I(int64_t, out_w)
-#define SY_PARAMS_max_pool2d_backward(I, D, W, A, F) SY_PARAMS_max_pool2d(I, D, W, A, F)
+#define SY_PARAMS_max_pool2d(I, D, W, A, F) \
+  SY_POOL_GEOMETRY(I, A) I(int64_t, channels) I(bool, affine) I(bool, relu)
+#define SY_PARAMS_max_pool2d_backward(I, D, W, A, F) SY_POOL_GEOMETRY(I, A)
 // avg_pool2d: y = the window's mean, dividing by the whole window when
 // count_include_pad (PyTorch's default), else by its taps inside the plane:
 // args y, x. avg_pool2d_backward: dx from dy, gathered per element: args dx, dy.
-#define SY_PARAMS_avg_pool2d(I, D, W, A, F) \
-  SY_PARAMS_max_pool2d(I, D, W, A, F) I(bool, count_include_pad)
+#define SY_PARAMS_avg_pool2d(I, D, W, A, F) SY_POOL_GEOMETRY(I, A) I(bool, count_include_pad)
 #define SY_PARAMS_avg_pool2d_backward(I, D, W, A, F) SY_PARAMS_avg_pool2d(I, D, W, A, F)
 // out = a (op) b over a 4-D output `dims`, inputs read through element
 // strides (0 along a broadcast dimension).
@@ -187,15 +193,24 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
 // args out (2 x channels), a, b, mean (channels), and with relu_mask a
 // fifth, r (like a): a counts as 0 where r > 0 fails (the backward of a
 // ReLU whose output is r, fused).
+// With pool > 0 (the pooled form), a is the gradient of a max pooling of
+// pool x pool windows with stride pool and no padding over the planes
+// (inner / width, width), and r is that pooling's packed output (maxima,
+// then indices: max_pool2d's); a's value at an element is the gradient of
+// the window whose index is that element, 0 elsewhere (the pooling's
+// backward, fused), and with relu_mask 0 too where the window's maximum
+// > 0 fails (the ReLU before the pooling, fused).
 #define SY_PARAMS_channel_sums(I, D, W, A, F) \
-  SY_PARAMS_channel_stats(I, D, W, A, F) I(bool, relu_mask)
+  SY_PARAMS_channel_stats(I, D, W, A, F) I(bool, relu_mask) I(int64_t, pool) I(int64_t, width)
 // channel_affine: y = (a - k[0][c]) * k[1][c] + k[2][c], plus (b - k[3][c]) * k[4][c]
 // with has_b, for the rows k[r] of coef: args y, a, b (ignored without has_b),
 // coef (3, or 5 with has_b, x channels), and r with relu_mask (a counts as 0
-// where r > 0 fails, as channel_sums). relu: y = max(y, 0) (a ReLU after
-// batch norm, fused).
-#define SY_PARAMS_channel_affine(I, D, W, A, F) \
-  SY_PARAMS_channel_stats(I, D, W, A, F) I(bool, has_b) I(bool, relu) I(bool, relu_mask)
+// where r > 0 fails, as channel_sums; pool > 0: a and r in channel_sums'
+// pooled form, y like b). relu: y = max(y, 0) (a ReLU after batch norm,
+// fused).
+#define SY_PARAMS_channel_affine(I, D, W, A, F)                                     \
+  SY_PARAMS_channel_stats(I, D, W, A, F) I(bool, has_b) I(bool, relu) I(bool, relu_mask) \
+      I(int64_t, pool) I(int64_t, width)
 // Batch norm's per-channel coefficients, one launch each way (in place of
 // a dozen vector ops). batch_norm_coef: inv = 1 / sqrt(var[c] + eps), out
 // (4, channels) = [mean, inv * weight (inv without has_weight), bias (0
@@ -252,17 +267,21 @@ enum KernelTraits : uint32_t {
   kUserKernel = 4,
   // A multi-tensor kernel: one launch over a list of tensors (every
   // parameter of an optimizer step), its arguments in Program::more_args
-  // (Instr::more); CPU and CUDA run it, other backends take the
-  // per-tensor kernel (Device::supports says which).
+  // (Instr::more); CPU, CUDA and Vulkan run it, a backend without it
+  // takes the per-tensor kernel (Device::supports says which).
   kMultiTensor = 8,
+  // Reads a Philox stream whose `offset` param (a W field) is new at every
+  // call (dropout, the random fills): CUDA graphs read it from device
+  // memory, so a step with dropout replays one graph unchanged.
+  kRandomStream = 16,
 };
 
 #define SWITCHYARD_KERNELS(X)                                                        \
   X(fill, FillParams, 1, 0b1, kNoTraits)                                             \
   X(arange, ArangeParams, 1, 0b1, kNoTraits)                                         \
-  X(rand_uniform, RandUniformParams, 1, 0b1, kNoTraits)                              \
-  X(rand_normal, RandNormalParams, 1, 0b1, kNoTraits)                                \
-  X(dropout, DropoutParams, 2, 0b1, kNoTraits)                                       \
+  X(rand_uniform, RandUniformParams, 1, 0b1, kRandomStream)                          \
+  X(rand_normal, RandNormalParams, 1, 0b1, kRandomStream)                            \
+  X(dropout, DropoutParams, 2, 0b1, kRandomStream)                                   \
   X(cast, CastParams, 2, 0b1, kNoTraits)                                             \
   X(transpose, TransposeParams, 2, 0b1, kNoTraits)                                   \
   X(pad, PadParams, 2, 0b1, kNoTraits)                                               \
@@ -273,7 +292,7 @@ enum KernelTraits : uint32_t {
   X(conv2d, Conv2dParams, 4, 0b1, kSubgroup)                                         \
   X(conv2d_backward_input, Conv2dBackwardInputParams, 3, 0b1, kSubgroup)             \
   X(conv2d_backward_weight, Conv2dBackwardWeightParams, 3, 0b1, kSubgroup)           \
-  X(max_pool2d, MaxPool2dParams, 2, 0b1, kNoTraits)                                  \
+  X(max_pool2d, MaxPool2dParams, 3, 0b1, kNoTraits)                                  \
   X(max_pool2d_backward, MaxPool2dBackwardParams, 3, 0b1, kNoTraits)                 \
   X(avg_pool2d, AvgPool2dParams, 2, 0b1, kNoTraits)                                  \
   X(avg_pool2d_backward, AvgPool2dBackwardParams, 2, 0b1, kNoTraits)                 \
