@@ -205,13 +205,16 @@ void train_shared(const std::string& dev, int threads, Sharing how) {
           completed[size_t(t)]++;
         } catch (const sy::Error& e) {
           std::string m = e.what();
-          // Refused: this thread's saved values were overwritten by another's
-          // step, or another thread's refused step had its in-place updates
-          // dropped under a value this one still reads (one Adam launch
-          // updates every parameter, so one refusal drops them all).
+          // Refused, each with its clear error: this thread's saved values
+          // were overwritten by another's step; another thread's refused step
+          // had its in-place updates dropped under a value this one still
+          // reads; or this thread's pending work reads a parameter both
+          // before and after another's update (one Adam launch updates every
+          // parameter, so these meet more often than with one per parameter).
           if ((m.find("modified in place") != std::string::npos &&
                m.find("take turns") != std::string::npos) ||
-              m.find("in-place update discarded by a failed evaluation") != std::string::npos)
+              m.find("in-place update discarded by a failed evaluation") != std::string::npos ||
+              m.find("read both before and after an in-place update") != std::string::npos)
             refused[size_t(t)]++;
           else
             unexpected[size_t(t)] = m;
