@@ -366,6 +366,28 @@ TEST_P(OnDevice, OptimAdamForeachMatchesOneLaunchPerParameter) {
 // with the ReLU, its mask in batch norm's backward kernels): the values,
 // gradients and running statistics of the two modules run apart, in both
 // modes, with fewer launches.
+// Two models run fused and apart hold the same state: the same names, i64
+// buffers equal, floats and their gradients within rounding.
+static void expect_same_state(const sy::nn::Module& fused, const sy::nn::Module& apart) {
+  auto close = [](const Tensor& a, const Tensor& b) {
+    auto r = b.to_vector<float>();
+    return nse(a.to_vector<float>(), std::vector<double>(r.begin(), r.end()));
+  };
+  const auto s1 = fused.state_dict(), s2 = apart.state_dict();
+  ASSERT_EQ(s1.size(), s2.size());
+  for (size_t i = 0; i < s1.size(); ++i) {
+    EXPECT_EQ(s1[i].first, s2[i].first);
+    if (s1[i].second.dtype() == sy::DType::i64) {
+      EXPECT_EQ(s1[i].second.to_vector<int64_t>(), s2[i].second.to_vector<int64_t>());
+    } else {
+      EXPECT_LT(close(s1[i].second, s2[i].second), 1e-12) << s1[i].first;
+    }
+    if (s1[i].second.requires_grad()) {
+      EXPECT_LT(close(s1[i].second.grad(), s2[i].second.grad()), 1e-10) << s1[i].first;
+    }
+  }
+}
+
 TEST_P(OnDevice, BatchNormThenReluInASequentialRunsFusedWithTheSameResults) {
   auto close = [](const Tensor& a, const Tensor& b) {
     auto r = b.to_vector<float>();
@@ -401,19 +423,7 @@ TEST_P(OnDevice, BatchNormThenReluInASequentialRunsFusedWithTheSameResults) {
     }
     EXPECT_LT(close(y1, y2), 1e-12);
     EXPECT_LT(close(x1.grad(), x2.grad()), 1e-10);
-    const auto s1 = fused->state_dict(), s2 = apart->state_dict();
-    ASSERT_EQ(s1.size(), s2.size());
-    for (size_t i = 0; i < s1.size(); ++i) {
-      EXPECT_EQ(s1[i].first, s2[i].first);
-      if (s1[i].second.dtype() == sy::DType::i64) {
-        EXPECT_EQ(s1[i].second.to_vector<int64_t>(), s2[i].second.to_vector<int64_t>());
-      } else {
-        EXPECT_LT(close(s1[i].second, s2[i].second), 1e-12) << s1[i].first;
-      }
-      if (s1[i].second.requires_grad()) {
-        EXPECT_LT(close(s1[i].second.grad(), s2[i].second.grad()), 1e-10) << s1[i].first;
-      }
-    }
+    expect_same_state(*fused, *apart);
   }
 }
 
@@ -461,18 +471,7 @@ TEST_P(OnDevice, BatchNormReluMaxPoolInASequentialRunsFusedWithTheSameResults) {
       ASSERT_EQ(y1.shape(), ys);
       EXPECT_LT(close(y1, y2), 1e-12) << "relu " << relu << " training " << training;
       EXPECT_LT(close(x1.grad(), x2.grad()), 1e-10) << "relu " << relu << " training " << training;
-      const auto s1 = fused->state_dict(), s2 = apart->state_dict();
-      ASSERT_EQ(s1.size(), s2.size());
-      for (size_t i = 0; i < s1.size(); ++i) {
-        if (s1[i].second.dtype() == sy::DType::i64) {
-          EXPECT_EQ(s1[i].second.to_vector<int64_t>(), s2[i].second.to_vector<int64_t>());
-        } else {
-          EXPECT_LT(close(s1[i].second, s2[i].second), 1e-12) << s1[i].first;
-        }
-        if (s1[i].second.requires_grad()) {
-          EXPECT_LT(close(s1[i].second.grad(), s2[i].second.grad()), 1e-10) << s1[i].first;
-        }
-      }
+      expect_same_state(*fused, *apart);
     }
     // A plane smaller than the window: the pooling's error, and the batch
     // norm's running statistics and count unchanged (checked before queueing).
