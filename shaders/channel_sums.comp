@@ -16,7 +16,8 @@ void main() {
   ChannelSumsParams q = load_ChannelSumsParams();
   uint C = uint(q.channels), E = uint(q.inner), count = uint(q.outer) * E;
   // The pooled form: PE windows a plane, n in all (r's maxima, then indices).
-  uint P = uint(q.pool), PE = P > 0u ? (E / uint(q.width) / P) * (uint(q.width) / P) : 0u;
+  uint P = uint(q.pool), W = max(uint(q.width), 1u);
+  uint PE = P > 0u ? (E / W / P) * (W / P) : 0u;
   uint n = uint(q.outer) * C * PE;
   for (uint c = gl_WorkGroupID.x; c < C; c += gl_NumWorkGroups.x) {
     float s = 0.0, t = 0.0, m = F(3)[O(3) + c];
