@@ -447,3 +447,72 @@ TEST(VulkanLaunchGeometry, SumsPastTheStorageRangeBindRangesOfParts) {
   EXPECT_EQ(parts_seen, finish.aux);
   EXPECT_EQ(rows, 1000);
 }
+
+// Multi-tensor Adam past the storage range on a device whose storage
+// buffers align to 64 bytes (Intel, Adreno): a tensor cut into chunks of a
+// binding's room has chunks that start off the alignment, so a chunk's
+// window reaches below it; each window must still fit maxStorageBufferRange
+// and start aligned, and each table entry must point at its argument. An
+// empty tensor's entry covers no element. (Before, windows were held to the
+// chunks' room, and the second chunk could not be placed: an internal error.)
+TEST(VulkanLaunchGeometry, MultiTensorChunksFitAlignedWindows) {
+  vi::LaunchConfig c;
+  c.device = "a simulated GPU";
+  c.max_range = 1024;
+  c.storage_align = 64;
+  std::vector<vi::Block> blocks(1);
+  blocks[0].size = 1 << 16;
+  // Tensor 0: 1000 floats; tensor 1: empty. p, m, v, step, g in one block.
+  const uint64_t at[2][5] = {{0, 4096, 8192, 12288, 16384}, {20480, 20544, 20608, 20672, 20736}};
+  const uint64_t bytes[2][5] = {{4000, 4000, 4000, 8, 4000}, {0, 0, 0, 8, 0}};
+  std::vector<vi::Alloc> allocs;
+  allocs.reserve(10);
+  std::vector<sy::Binding> bind;
+  sy::Program prog;
+  for (int t = 0; t < 2; ++t)
+    for (int k = 0; k < 5; ++k) {
+      allocs.push_back(
+          {.block = 0, .offset = at[t][k], .size = std::max<uint64_t>(bytes[t][k], 4)});
+      bind.push_back({sy::Buffer{&allocs.back(), allocs.back().size}, 0});
+    }
+  // more_args: p, m, v, step of each tensor, then each g.
+  for (int t = 0; t < 2; ++t)
+    for (int k = 0; k < 4; ++k) prog.more_args.push_back({uint32_t(5 * t + k), 0, bytes[t][k]});
+  for (int t = 0; t < 2; ++t) prog.more_args.push_back({uint32_t(5 * t + 4), 0, bytes[t][4]});
+  sy::Instr& ins = prog.instrs.emplace_back();
+  ins.kernel = sy::Kernel::adam_multi;
+  ins.params = sy::AdamMultiParams{.tensors = 2, .lr = 0.001f};
+  ins.nmore = uint32_t(prog.more_args.size());
+  std::vector<vi::Launch> launches(1), tmp;
+  launches[0].ins = &prog.instrs[0];
+  ASSERT_NO_THROW(vi::plan_multi(c, blocks, prog, bind, launches, tmp));
+  uint64_t covered = 0, empty = 0;
+  for (const vi::Launch& l : launches) {
+    if (l.extra_flags == vi::kFinish) continue;
+    vi::MultiEntry table[vi::kMaxMultiTensors];
+    VkDescriptorBufferInfo desc[vi::kArgBindings];
+    vi::Range ranges[vi::kMultiWindows];
+    int nranges = 0;
+    ASSERT_NO_THROW(vi::multi_params(c, blocks, prog, l, bind, table, desc, ranges, nranges));
+    for (int j = 0; j < nranges; ++j) {
+      EXPECT_EQ(desc[j].offset % c.storage_align, 0u);
+      EXPECT_LE(desc[j].range, c.max_range);
+    }
+    for (uint32_t i = 0; i < l.count; ++i) {
+      const vi::MultiEntry& e = table[i];
+      const uint64_t p_at = desc[e.windows & 7].offset + uint64_t(e.off[0]) * 4;
+      const uint64_t g_at = desc[(e.windows >> 12) & 7].offset + uint64_t(e.off_g) * 4;
+      if (e.n == 0) {
+        ++empty;
+        EXPECT_EQ(p_at, at[1][0]);
+        continue;
+      }
+      EXPECT_EQ(p_at, covered * 4) << "chunk " << i << " of tensor 0's p";
+      EXPECT_EQ(g_at, at[0][4] + covered * 4) << "chunk " << i << " of tensor 0's g";
+      EXPECT_LE(p_at + e.n * 4, desc[e.windows & 7].offset + desc[e.windows & 7].range);
+      covered += e.n;
+    }
+  }
+  EXPECT_EQ(covered, 1000u);
+  EXPECT_EQ(empty, 1u);
+}

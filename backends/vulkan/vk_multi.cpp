@@ -41,15 +41,18 @@ const Arg& multi_arg(const Program& prog, const Instr& ins, int64_t T, int64_t t
   return prog.more_args[ins.more + size_t(k < 4 ? 4 * t + k : 4 * T + t)];
 }
 
+// A multi-tensor argument's bytes are its tensor's, as given: 0 is an empty
+// tensor (not, as elsewhere, the rest of the buffer).
 Where where(std::span<const Binding> bind, const Arg& a) {
   const Binding& b = bind[a.slot];
   auto* al = static_cast<const Alloc*>(b.buffer.handle);
-  return {al->block, al->offset + b.offset + a.offset,
-          a.bytes ? a.bytes : b.buffer.bytes - b.offset - a.offset};
+  return {al->block, al->offset + b.offset + a.offset, a.bytes};
 }
 
 // Windows start at the device's storage-buffer alignment and end on 16
-// bytes, within the block; room: the most one binding may span (0: any).
+// bytes, within the block; room: the most one binding may span,
+// maxStorageBufferRange (0: any). Chunks are cut at binding_room, which
+// leaves space for a window's alignment below a chunk that starts off it.
 struct Fitter {
   const LaunchConfig& c;
   std::span<const Block> blocks;
@@ -164,7 +167,7 @@ void plan_multi(const LaunchConfig& c, std::span<const Block> blocks, const Prog
     uint64_t ch = 0;
     Item it;
     while (items.at(t, ch, it)) {
-      Fitter f{c, blocks, binding_room(c)};
+      Fitter f{c, blocks, c.max_range};
       Launch u = l;
       u.first = uint32_t(t), u.aux = uint32_t(ch), u.count = 0, u.extra_flags = 0;
       for (; u.count < kMaxMultiTensors && items.at(t, ch, it); items.next(t, ch), ++u.count) {
@@ -192,7 +195,7 @@ OpParams multi_params(const LaunchConfig& c, std::span<const Block> blocks, cons
                       VkDescriptorBufferInfo* desc, Range* ranges, int& nranges) {
   const Instr& ins = *l.ins;
   const Items items{prog, ins, bind, chunk_elements(c)};
-  Fitter f{c, blocks, binding_room(c)};
+  Fitter f{c, blocks, c.max_range};
   Where a[kMaxMultiTensors][kPerTensor];
   uint32_t idx[kMaxMultiTensors][kPerTensor];
   Item it[kMaxMultiTensors];
