@@ -19,25 +19,16 @@
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3) ARG_RO(4)
 #define HAS_B ((SPEC_FLAGS & 2u) != 0u)
-#define EXACT_DIV ((SPEC_FLAGS & 4u) != 0u)
 #define RELU ((SPEC_FLAGS & 8u) != 0u)
 #define RELU_MASK ((SPEC_FLAGS & 16u) != 0u)
 
 uint C, E;
 float invE, invC;
 
-// floor(a / b): exact with the correction when a < 2^22.
-uint div_floor(uint a, uint b, float inv) {
-  if (EXACT_DIV) return a / b;
-  uint q = uint(float(a) * inv);
-  q += (q + 1u) * b <= a ? 1u : 0u;
-  q -= q * b > a ? 1u : 0u;
-  return q;
-}
 // The channel of element (or vec4) `i` of rows of `len`.
 uint channel(uint i, uint len, float inv) {
-  uint row = div_floor(i, len, inv);
-  return row - div_floor(row, C, invC) * C;
+  uint row = qdiv(i, len, inv);
+  return row - qdiv(row, C, invC) * C;
 }
 float coef(Op p, uint r, uint c) { return F(3)[O(3) + r * C + c]; }
 
@@ -63,9 +54,9 @@ void one_item(Op p, uint j) {
 // The pooled form's element j: a from its window (P x P windows, planes of
 // width W, OH x OW windows a plane, n in all).
 void pooled_item(Op p, uint j, uint W, uint P, uint OH, uint OW, uint n, float invW, float invP) {
-  uint r = div_floor(j, E, invE), c = r - div_floor(r, C, invC) * C, e = j - r * E;
-  uint h = div_floor(e, W, invW), w = e - h * W;
-  uint oh = div_floor(h, P, invP), ow = div_floor(w, P, invP);
+  uint r = qdiv(j, E, invE), c = r - qdiv(r, C, invC) * C, e = j - r * E;
+  uint h = qdiv(e, W, invW), w = e - h * W;
+  uint oh = qdiv(h, P, invP), ow = qdiv(w, P, invP);
   float a = 0.0;
   if (oh < OH && ow < OW) {
     uint k = (r * OH + oh) * OW + ow;

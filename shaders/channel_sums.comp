@@ -7,6 +7,7 @@
 // The pooled form (pool > 0, kernels.h): a is a max pooling's gradient and r
 // its packed output; the sums run over the windows, each adding its
 // gradient (0 where relu_mask and its maximum > 0 fails) at its index.
+// Elements are found by reciprocals (common.glsl qdiv).
 #version 450
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3) ARG_RO(4)
@@ -19,11 +20,12 @@ void main() {
   uint P = uint(q.pool), W = max(uint(q.width), 1u);
   uint PE = P > 0u ? (E / W / P) * (W / P) : 0u;
   uint n = uint(q.outer) * C * PE;
+  float invE = 1.0 / float(E), invPE = 1.0 / float(max(PE, 1u));
   for (uint c = gl_WorkGroupID.x; c < C; c += gl_NumWorkGroups.x) {
     float s = 0.0, t = 0.0, m = F(3)[O(3) + c];
     if (P > 0u) {
       for (uint k = gl_LocalInvocationID.x; k < uint(q.outer) * PE; k += WG) {
-        uint r = k / PE * C + c, j = r * PE + k % PE;
+        uint o = qdiv(k, PE, invPE), r = o * C + c, j = r * PE + (k - o * PE);
         float a = F(1)[O(1) + j];
         if (q.relu_mask && !(F(4)[O(4) + j] > 0.0)) a = 0.0;
         s += a;
@@ -31,7 +33,7 @@ void main() {
       }
     }
     for (uint k = gl_LocalInvocationID.x; P == 0u && k < count; k += WG) {
-      uint i = (k / E * C + c) * E + k % E;
+      uint o = qdiv(k, E, invE), i = (o * C + c) * E + (k - o * E);
       float a = F(1)[O(1) + i];
       if (q.relu_mask && !(F(4)[O(4) + i] > 0.0)) a = 0.0;
       s += a;

@@ -114,6 +114,22 @@ Op load_op() {
 // more than all but the longest rows.
 #define SY_ROW_GROUPS ((SPEC_FLAGS & 1024u) != 0u)
 
+// floor(a / b) from inv = 1.0 / float(b), corrected once each way: exact
+// for a < 2^22 (the host has kernels with larger dividends divide, by a
+// flag). CPU drivers divide integer vectors one lane at a time, and GPUs
+// have no integer divider: this is a few vector multiplies instead.
+uint udiv_rcp(uint a, uint b, float inv) {
+  uint q = uint(float(a) * inv);
+  q += (q + 1u) * b <= a ? 1u : 0u;
+  q -= q * b > a ? 1u : 0u;
+  return q;
+}
+// Flag bit 2 of the kernels that divide by reciprocals (conv_gemm.glsl,
+// channel_affine, channel_stats, channel_sums, max_pool2d): their dividends
+// reach 2^22, so they divide integers.
+#define SY_EXACT_DIV ((SPEC_FLAGS & 4u) != 0u)
+uint qdiv(uint a, uint b, float inv) { return SY_EXACT_DIV ? a / b : udiv_rcp(a, b, inv); }
+
 // Grid-stride loop over `n` items (one invocation per item, any grid size).
 #define FOR_ITEMS(k, n) for (uint k = gl_GlobalInvocationID.x; k < uint(n); k += gl_NumWorkGroups.x * WG)
 

@@ -5,7 +5,8 @@
 // then the n indices (i32). One invocation per output element. With affine
 // (and relu), each value is first (v - k0[c]) * k1[c] + k2[c] (then
 // max(v, 0)) for the rows of argument 2, c the plane's channel: batch norm
-// and its ReLU fused into the pooling.
+// and its ReLU fused into the pooling. Items are decoded by reciprocals
+// (common.glsl qdiv).
 #version 450
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RO(2)
@@ -20,9 +21,10 @@ void main() {
   MaxPool2dParams q = load_MaxPool2dParams();
   int H = q.height, W = q.width, OH = q.out_h, OW = q.out_w;
   uint n = uint(q.planes * OH * OW);
+  float invOW = 1.0 / float(OW), invOH = 1.0 / float(OH), invC = 1.0 / float(max(q.channels, 1));
   FOR_ITEMS(k, n) {
-    int ow = int(k % uint(OW)), oh = int(k / uint(OW) % uint(OH));
-    uint pl = k / uint(OW * OH);
+    uint r = qdiv(k, uint(OW), invOW), pl = qdiv(r, uint(OH), invOH);
+    int ow = int(k - r * uint(OW)), oh = int(r - pl * uint(OH));
     int hs = oh * q.stride[0] - q.padding[0], ws = ow * q.stride[1] - q.padding[1];
     int h0 = max(hs, 0), h1 = min(hs + q.kernel[0], H);
     int w0 = max(ws, 0), w1 = min(ws + q.kernel[1], W);
@@ -32,7 +34,7 @@ void main() {
     uint base = O(1) + pl * uint(H * W);
     float k0 = 0.0, k1 = 1.0, k2 = 0.0;
     if (q.affine) {
-      uint C = uint(q.channels), c = pl % C;
+      uint C = uint(q.channels), c = pl - qdiv(pl, C, invC) * C;
       k0 = F(2)[O(2) + c], k1 = F(2)[O(2) + C + c], k2 = F(2)[O(2) + 2u * C + c];
     }
     int at = h0 * W + w0;

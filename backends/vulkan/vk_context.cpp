@@ -272,7 +272,13 @@ void Context::choose_tiles() {
   auto& tall = lc.gemm_tall;
   tall = cpu_like ? std::array<uint32_t, 5>{256, 32, 16, 32, 4}
                   : std::array<uint32_t, 5>{128, 32, 16, 8, 4};
-  for (auto* t : {&gemm, &gemm_small, &tall})
+  // The narrow tiles (few channels by few taps, deep): CPU drivers take
+  // 8 x 4 blocks, 32 invocations (a 32 x 9 product wastes 3.6x of a tile
+  // where the small set wastes 14x: its weight gradient 3x faster on
+  // lavapipe); GPUs the small set's.
+  auto& narrow = lc.gemm_narrow;
+  narrow = cpu_like ? std::array<uint32_t, 5>{32, 32, 16, 8, 4} : gemm_small;
+  for (auto* t : {&gemm, &gemm_small, &tall, &narrow})
     while (((*t)[0] / (*t)[3]) * ((*t)[1] / (*t)[4]) > maxwg) (*t)[3] *= 2, (*t)[4] *= 2;
   if (const char* e = std::getenv("SWITCHYARD_VK_GEMM_TILE")) {
     uint32_t t[5];
@@ -287,7 +293,7 @@ void Context::choose_tiles() {
              "vulkan", "SWITCHYARD_VK_GEMM_TILE=", e, " does not fit ", name(),
              ": expected TM, TN, BK multiples of 4 dividing BM, BN, with BM/TM*BN/TN <= ", maxwg,
              " invocations (a multiple of BM/4 and BN/4) and the tiles in shared memory");
-    gemm = gemm_small = tall = {t[0], t[1], t[2], t[3], t[4]};
+    gemm = gemm_small = tall = narrow = {t[0], t[1], t[2], t[3], t[4]};
   }
   // Grid-stride kernels: enough workgroups to fill a GPU's compute units;
   // on CPU drivers loops inside an invocation cost more than extra
@@ -321,12 +327,16 @@ void Context::choose_tiles() {
             (p.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) && sg_fits(gemm) &&
             sg_fits(gemm_small);
   lc.shared_a_loads = gemm_sg;
-  // The tall tiles only where they fit the conv kernels' build (the subgroup
-  // one shares A's loads along a tile row) and shared memory.
-  lc.conv_tall = (!gemm_sg || sg_fits(tall)) && tall[4] % 4 == 0 && tall[3] % 4 == 0 &&
-                 4 * tall[2] * (tall[0] + tall[1]) <= L.maxComputeSharedMemorySize &&
-                 ((tall[0] / tall[3]) * (tall[1] / tall[4])) % (tall[0] / 4) == 0 &&
-                 ((tall[0] / tall[3]) * (tall[1] / tall[4])) % (tall[1] / 4) == 0;
+  // A conv tile set fits where the conv kernels' build takes it (the
+  // subgroup one shares A's loads along a tile row) and shared memory does.
+  auto conv_fits = [&](const std::array<uint32_t, 5>& t) {
+    const uint32_t wg = (t[0] / t[3]) * (t[1] / t[4]);
+    return (!gemm_sg || sg_fits(t)) && t[4] % 4 == 0 && t[3] % 4 == 0 &&
+           4 * t[2] * (t[0] + t[1]) <= L.maxComputeSharedMemorySize && wg % (t[0] / 4) == 0 &&
+           wg % (t[1] / 4) == 0;
+  };
+  lc.conv_tall = conv_fits(tall);
+  lc.conv_narrow = narrow != gemm_small && conv_fits(narrow);
   use_subgroups = p.subgroup_arith && !env_on("SWITCHYARD_VK_NO_SUBGROUPS");
   // Mesa's llvmpipe (lavapipe) ends all of an invocation's loops after
   // 65535 iterations in all (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS), with no

@@ -102,7 +102,10 @@ ConvGemm conv_gemm(const Instr& ins) {
 }
 
 const std::array<uint32_t, 5>& conv_tiles(const LaunchConfig& c, uint32_t flags) {
-  return flags & kTallTiles ? c.gemm_tall : flags & kSmallTiles ? c.gemm_small : c.gemm;
+  return flags & kTallTiles     ? c.gemm_tall
+         : flags & kNarrowTiles ? c.gemm_narrow
+         : flags & kSmallTiles  ? c.gemm_small
+                                : c.gemm;
 }
 
 bool transpose_tiled(const LaunchConfig& c, const TransposeParams& t) {
@@ -403,6 +406,10 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
       // small set always when the large one leaves the device without a
       // second workgroup.
       const ConvGemm m = conv_gemm(ins);
+      // Decoding by reciprocals is exact below 2^22 (conv_gemm.glsl's
+      // EXACT_DIV): past it (pixels, or a weight gradient's k over all its
+      // splits), integer division.
+      if (std::max(m.n, m.k * m.z) >= (uint64_t(1) << 22)) fl |= 4u;
       auto cost = [&](const std::array<uint32_t, 5>& t, bool tall) {
         const uint64_t rows = tall ? m.n : m.m, cols = tall ? m.m : m.n;
         const double padded = double(ceil_div(rows, t[0]) * t[0] * ceil_div(cols, t[1]) * t[1]);
@@ -412,7 +419,10 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
       double best = one_tile ? 1e300 : cost(c.gemm, false);
       if (c.gemm_small != c.gemm && cost(c.gemm_small, false) < best)
         best = cost(c.gemm_small, false), fl |= kSmallTiles;
-      if (c.conv_tall && cost(c.gemm_tall, true) < best) fl = (fl & ~kSmallTiles) | kTallTiles;
+      if (c.conv_narrow && cost(c.gemm_narrow, false) < best)
+        best = cost(c.gemm_narrow, false), fl = (fl & ~kSmallTiles) | kNarrowTiles;
+      if (c.conv_tall && cost(c.gemm_tall, true) < best)
+        fl = (fl & ~(kSmallTiles | kNarrowTiles)) | kTallTiles;
       break;
     }
     // Row kernels: rows of whole vec4s, every argument 16-byte aligned.
@@ -437,6 +447,22 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
       if (q.outer * q.channels * q.inner >= (int64_t(1) << 22)) fl |= 4u;  // exact division
       if (q.relu) fl |= 8u;
       if (q.relu_mask) fl |= 16u;
+      break;
+    }
+    // Dividends of 2^22 or more: integer division (common.glsl qdiv).
+    case Kernel::channel_stats: {
+      const auto q = params<Kernel::channel_stats>(p);
+      if (q.outer * q.inner >= (int64_t(1) << 22)) fl |= 4u;
+      break;
+    }
+    case Kernel::channel_sums: {
+      const auto q = params<Kernel::channel_sums>(p);
+      if (q.outer * q.inner >= (int64_t(1) << 22)) fl |= 4u;
+      break;
+    }
+    case Kernel::max_pool2d: {
+      const auto q = params<Kernel::max_pool2d>(p);
+      if (q.planes * q.out_h * q.out_w >= (int64_t(1) << 22)) fl |= 4u;
       break;
     }
     case Kernel::max_pool2d_backward: {  // planes of 2^22 elements or more: integer division

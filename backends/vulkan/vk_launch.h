@@ -22,6 +22,9 @@ constexpr uint32_t kSmallTiles = 128;           // gemm flag: the small tile set
 // Convolution flag: the transposed orientation on the tall tiles (pixels
 // as the product's rows, channels as its columns).
 constexpr uint32_t kTallTiles = 2048;
+// Convolution flag: the narrow tiles (a few channels by a few taps, deep:
+// the weight gradient of a first layer).
+constexpr uint32_t kNarrowTiles = 4096;
 constexpr uint32_t kGemmAccumulate = 32;  // gemm flag: add to C (a later part of a K split)
 // A reduction split in two launches (plan_launches): the first writes
 // partial results to the scratch (kPartials), the second reads them back in
@@ -85,6 +88,11 @@ struct LaunchConfig {
   // conv_tall: whether they may be used (the subgroup build fits them).
   std::array<uint32_t, 5> gemm_tall = {128, 32, 16, 8, 4};
   bool conv_tall = true;
+  // The convolutions' narrow tiles: a product with both sides 32 or under
+  // (a first layer's weight gradient: 32 channels by 9 taps, K the batch's
+  // pixels) in tiles of 32 x 32. conv_narrow: whether they may be used.
+  std::array<uint32_t, 5> gemm_narrow = {32, 32, 16, 4, 4};
+  bool conv_narrow = true;
   // The gemm and conv kernels' subgroup build (A's loads shared across a
   // subgroup) runs: a tile's loads per multiply-add are fewer.
   bool shared_a_loads = false;

@@ -182,10 +182,10 @@ uint64_t loop_iterations(const LaunchConfig& c, const Launch& l) {
     case Kernel::conv2d_backward_weight: {
       // conv_gemm.glsl: per BK step, the A and B tile loads (up to BK/(WG*4/B)
       // entries each, 4 element loads apiece) and the BK loop; then the
-      // epilogue's TN x TM. Either tile set may run (kernel_flags picks).
+      // epilogue's TN x TM. Any tile set may run (kernel_flags picks).
       const ConvGemm m = conv_gemm(ins);
       uint64_t most = 0;
-      for (const auto* t : {&c.gemm, &c.gemm_small, &c.gemm_tall}) {
+      for (const auto* t : {&c.gemm, &c.gemm_small, &c.gemm_tall, &c.gemm_narrow}) {
         const uint64_t BM = (*t)[0], BN = (*t)[1], BK = (*t)[2], TM = (*t)[3], TN = (*t)[4];
         const uint64_t wg = (BM / TM) * (BN / TN);
         const uint64_t step =
