@@ -353,8 +353,9 @@ TEST(Cuda, GraphsFollowALearningRateScheduleByUpdatingNotRecapturing) {
   const sy::Counters c0 = d.counters();
   const int runs = 12;
   for (int run = 0; run < runs; ++run) {
-    // A new scalar every step, as a schedule's learning rate: three
-    // launches of out = out * 1 + shift.
+    // A new baked-in scalar every step (a learning rate was one, before
+    // graphs read it from device memory): three launches of
+    // out = out * 1 + shift.
     float shift = 0.25f * float(run + 1);
     sy::Program p = affine_chain(0x5eed0002, 3, 1.f, shift);
     sy::Binding b[2] = {{out, 0}, {in, 0}};

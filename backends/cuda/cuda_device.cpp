@@ -18,13 +18,15 @@
 //   instantiation that fails runs eagerly; after 3 failures the Program
 //   stays eager.
 //   Once a Program has its 4 graphs, a run with new addresses or params but
-//   the same kernels (a learning-rate schedule, more binding sets than
+//   the same kernels (a changed scalar param, more binding sets than
 //   graphs) is captured and applied to the least recently used of them by
 //   cudaGraphExecUpdate; only when the update is refused (the captured
 //   topology differs) is a new graph instantiated in its place.
-//   Dropout's and the random fills' Philox offsets, new at every call, are
-//   not baked in: the graph reads them from device memory that a staged
-//   copy rewrites before each run, so a step with dropout replays as is.
+//   Dropout's and the random fills' Philox offsets, new at every call, and
+//   the optimizers' learning rates (kLearningRate), which a scheduler
+//   changes, are not baked in: the graph reads them from device memory that
+//   a staged copy rewrites before each run, so a step with dropout and a
+//   schedule replays as is.
 // - Kernels report bad input in device status words; synchronize() reads them
 //   back and throws.
 #include "cuda_device.h"
@@ -135,7 +137,7 @@ void CudaDevice::shutdown() noexcept {
   (void)cudaStreamSynchronize(stream_);
   for (auto& [id, pg] : programs_) {
     for (Graph& g : pg.graphs) (void)cudaGraphExecDestroy(g.exec);
-    if (pg.rng) (void)cudaFree(pg.rng);
+    if (pg.dyn) (void)cudaFree(pg.dyn);
   }
   programs_.clear();
   try {
@@ -549,8 +551,11 @@ void CudaDevice::synchronize_impl() {
 
 void CudaDevice::launch_instr(const Program& p, size_t i) {
   const Instr& ins = p.instrs[i];
-  env_.rng_offset =
-      rng_slots_ && kernel_has(ins.kernel, kRandomStream) ? rng_slots_ + rng_index_[i] : nullptr;
+  const uint64_t* word =
+      dyn_slots_ && dyn_index_[i] != kNoWord ? dyn_slots_ + dyn_index_[i] : nullptr;
+  env_.rng_offset = word && kernel_has(ins.kernel, kRandomStream) ? word : nullptr;
+  env_.lr = word && kernel_has(ins.kernel, kLearningRate) ? reinterpret_cast<const float*>(word)
+                                                          : nullptr;
   dispatch(ins, ins.nmore ? &more_ptrs_[ins.more * 2] : &ptrs_[i * kMaxKernelArgs], env_);
 }
 
@@ -608,9 +613,9 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
   // launch's addresses, each one's element count (cuda_kernels.h).
   more_ptrs_.assign(p.more_args.size() * 2, nullptr);
   more_key_.clear();
-  rng_host_.clear();
-  rng_index_.assign(p.instrs.size(), 0);
-  rng_slots_ = nullptr;
+  dyn_host_.clear();
+  dyn_index_.assign(p.instrs.size(), kNoWord);
+  dyn_slots_ = nullptr;
   bool has_gemm = false;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const Instr& ins = p.instrs[i];
@@ -637,8 +642,13 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
     }
     append_key(key_, ins, &ptrs_[i * kMaxKernelArgs]);
     if (const int slot = rng_offset_slot(ins.kernel); slot >= 0) {
-      rng_index_[i] = uint32_t(rng_host_.size());
-      rng_host_.push_back(uint64_t(ins.params.int_slots()[slot]));
+      dyn_index_[i] = uint32_t(dyn_host_.size());
+      dyn_host_.push_back(uint64_t(ins.params.int_slots()[slot]));
+    } else if (const int f = lr_slot(ins.kernel); f >= 0) {
+      uint32_t bits;  // the float in the word's low half (little-endian)
+      std::memcpy(&bits, &ins.params.float_slots()[f], 4);
+      dyn_index_[i] = uint32_t(dyn_host_.size());
+      dyn_host_.push_back(bits);
     }
     has_gemm |= ins.kernel == Kernel::gemm;
     status_dirty_ |= kernel_has(ins.kernel, kReportsStatus);
@@ -672,22 +682,23 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
           programs_.begin(), programs_.end(),
           [](const auto& a, const auto& b) { return a.second.last_run < b.second.last_run; });
       for (Graph& g : lru->second.graphs) (void)cudaGraphExecDestroy(g.exec);
-      if (lru->second.rng) (void)cudaFree(lru->second.rng);  // waits for its last run
+      if (lru->second.dyn) (void)cudaFree(lru->second.dyn);  // waits for its last run
       programs_.erase(lru);
     }
     ProgramGraphs& pg = programs_[p.id];
     pg.last_run = runs_;
-    if (!rng_host_.empty()) {
-      // The offsets where this Program's graphs read them (its launches are
-      // the same every run), written in stream order before the run.
-      if (!pg.rng) {
+    if (!dyn_host_.empty()) {
+      // The offsets and learning rates where this Program's graphs read them
+      // (its launches are the same every run), written in stream order
+      // before the run.
+      if (!pg.dyn) {
         void* slots = nullptr;
-        SY_CUDA("execute", cudaMalloc(&slots, rng_host_.size() * sizeof(uint64_t)));
-        pg.rng = static_cast<uint64_t*>(slots);
+        SY_CUDA("execute", cudaMalloc(&slots, dyn_host_.size() * sizeof(uint64_t)));
+        pg.dyn = static_cast<uint64_t*>(slots);
         ++counters_.memory_allocations;
       }
-      stage(pg.rng, rng_host_.data(), rng_host_.size() * sizeof(uint64_t), "execute");
-      rng_slots_ = pg.rng;
+      stage(pg.dyn, dyn_host_.data(), dyn_host_.size() * sizeof(uint64_t), "execute");
+      dyn_slots_ = pg.dyn;
     }
     // The launches' shape first (every kKeyWords-th word: the kernels), then
     // the multi-tensor launches' addresses join the key.

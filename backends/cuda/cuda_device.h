@@ -65,9 +65,9 @@ class CudaDevice final : public BackendDevice {
   // graph (argument addresses and scalar params), `shape` the kernels alone:
   // once a Program has its graphs, a run whose key is new but whose shape
   // matches is captured and applied to one of them with cudaGraphExecUpdate
-  // (a learning-rate schedule, more binding sets than graphs), not
-  // instantiated anew. RNG offsets are not in the key: the graph reads
-  // them from `rng`, which the host rewrites before each run.
+  // (more binding sets than graphs), not instantiated anew. RNG offsets and
+  // learning rates are not in the key: the graph reads them from `dyn`,
+  // which the host rewrites before each run.
   struct Graph {
     uint64_t hash = 0, shape = 0;
     std::vector<uint64_t> key;
@@ -81,9 +81,11 @@ class CudaDevice final : public BackendDevice {
     int failures = 0;       // captures or instantiations that failed
     bool disabled = false;  // failed 3 times: run eagerly from now on
     uint64_t last_run = 0;
-    // The Philox offsets of its kRandomStream launches, in device memory
-    // (one word each, in launch order), written before every run.
-    uint64_t* rng = nullptr;
+    // The Philox offsets of its kRandomStream launches and the learning
+    // rates of its kLearningRate ones (a float in the word's low half), in
+    // device memory (one word each, in launch order), written before every
+    // run.
+    uint64_t* dyn = nullptr;
   };
 
   void ensure();  // creates the stream and helpers on first use
@@ -164,9 +166,10 @@ class CudaDevice final : public BackendDevice {
   // This run's Philox offsets (kRandomStream launches, in order), each
   // launch's index among them, and where a graph reads them (null: eager
   // runs take them from the params).
-  std::vector<uint64_t> rng_host_;
-  std::vector<uint32_t> rng_index_;
-  const uint64_t* rng_slots_ = nullptr;
+  std::vector<uint64_t> dyn_host_;   // this run's words for ProgramGraphs::dyn
+  std::vector<uint32_t> dyn_index_;  // each launch's word there, or kNoWord
+  static constexpr uint32_t kNoWord = UINT32_MAX;
+  const uint64_t* dyn_slots_ = nullptr;
   uint64_t runs_ = 0;
   std::vector<ProfRec> prof_;               // waiting for synchronize()
   std::vector<cudaEvent_t> timing_events_;  // free, created with timing

@@ -11,19 +11,29 @@
 
 namespace switchyard::cuda_impl {
 
+namespace {
+// Per kernel with the trait, the slot of its field `name` of `kind` (-1).
+std::array<int, kNumKernels> slots_of(KernelTraits trait, char kind, const char* name) {
+  std::array<int, kNumKernels> s{};
+  for (int k = 0; k < kNumKernels; ++k) {
+    s[size_t(k)] = -1;
+    if (!kernel_has(Kernel(k), trait)) continue;
+    const ParamLayout& l = param_layout(Kernel(k));
+    for (int f = 0; f < l.num_fields; ++f)
+      if (l.fields[f].kind == kind && std::strcmp(l.fields[f].name, name) == 0)
+        s[size_t(k)] = l.fields[f].slot;
+  }
+  return s;
+}
+}  // namespace
+
 int rng_offset_slot(Kernel k) {
-  static const auto slots = [] {
-    std::array<int, kNumKernels> s{};
-    for (int k = 0; k < kNumKernels; ++k) {
-      s[size_t(k)] = -1;
-      if (!kernel_has(Kernel(k), kRandomStream)) continue;
-      const ParamLayout& l = param_layout(Kernel(k));
-      for (int f = 0; f < l.num_fields; ++f)
-        if (l.fields[f].kind == 'W' && std::strcmp(l.fields[f].name, "offset") == 0)
-          s[size_t(k)] = l.fields[f].slot;
-    }
-    return s;
-  }();
+  static const auto slots = slots_of(kRandomStream, 'W', "offset");
+  return slots[size_t(k)];
+}
+
+int lr_slot(Kernel k) {
+  static const auto slots = slots_of(kLearningRate, 'F', "lr");
   return slots[size_t(k)];
 }
 
@@ -34,10 +44,11 @@ void append_key(std::vector<uint64_t>& key, const Instr& ins, void* const* ptrs)
   const int skip = rng_offset_slot(ins.kernel);
   for (int j = 0; j < kParamInts; ++j) key.push_back(j == skip ? 0 : uint64_t(i[j]));
   const float* f = ins.params.float_slots();
+  const int lr = lr_slot(ins.kernel);
   for (int j = 0; j < kParamFloats; j += 2) {
-    uint32_t lo, hi;
-    std::memcpy(&lo, &f[j], 4);
-    std::memcpy(&hi, &f[j + 1], 4);
+    uint32_t lo = 0, hi = 0;
+    if (j != lr) std::memcpy(&lo, &f[j], 4);
+    if (j + 1 != lr) std::memcpy(&hi, &f[j + 1], 4);
     key.push_back(uint64_t(lo) | uint64_t(hi) << 32);
   }
 }

@@ -50,6 +50,9 @@ struct LaunchEnv {
   // A kRandomStream launch's Philox offset in device memory (a graph's: the
   // host writes it before each replay), or null: its params' offset.
   const uint64_t* rng_offset = nullptr;
+  // A kLearningRate launch's learning rate in device memory (a graph's), or
+  // null: its params' lr.
+  const float* lr = nullptr;
 };
 
 // One launch(params, args, env) per kernel of the table, overloaded on the

@@ -16,6 +16,10 @@
 //   and uses it + 1; the last block to finish (a ticket counter, reset by
 //   it) writes the incremented counts, after every block has read them.
 //
+// The learning rate (kLearningRate): in a CUDA graph, read from device
+// memory (LaunchEnv::lr, rewritten by the host before each run), so a
+// scheduler's new rate replays the graph unchanged; else the params'.
+//
 // Launch geometry: 1-D grid-stride loops, 256-thread blocks, grid of
 // ceil(n / 256) blocks capped at 32 per SM.
 #include "cuda_math.cuh"
@@ -23,18 +27,27 @@
 namespace switchyard::cuda_impl {
 namespace {
 
-__global__ void sgd_k(float* w, const float* g, int64_t n, float lr, float wd) {
+struct Lr {
+  const float* at;  // device memory, or null: `value`
+  float value;
+  __device__ float get() const { return at ? *at : value; }
+};
+
+__global__ void sgd_k(float* w, const float* g, int64_t n, Lr rate, float wd) {
+  const float lr = rate.get();
   SY_GRID_STRIDE(j, n) pointwise::sgd_step(w[j], g[j], lr, wd);
 }
 
-__global__ void sgd_momentum_k(float* w, float* buf, const float* g, int64_t n, float lr, float mom,
+__global__ void sgd_momentum_k(float* w, float* buf, const float* g, int64_t n, Lr rate, float mom,
                                float damp, float wd, bool nesterov, bool first) {
+  const float lr = rate.get();
   SY_GRID_STRIDE(j, n)
   pointwise::sgd_momentum_step(w[j], buf[j], g[j], lr, mom, damp, wd, nesterov, first);
 }
 
 __global__ void adam_k(float* w, float* m, float* v, const float* g, const float* step, int64_t n,
-                       float lr, float b1, float b2, float eps, float wd, bool decoupled) {
+                       Lr rate, float b1, float b2, float eps, float wd, bool decoupled) {
+  const float lr = rate.get();
   float t = step[0];
   float bc1 = 1.f - powf(b1, t), bc2 = 1.f - powf(b2, t);
   float stepsize = lr / bc1, inv_sqrt_bc2 = 1.f / sqrtf(bc2);
@@ -62,8 +75,9 @@ struct AdamTable {
 // stream would need a counter per stream (through LaunchEnv).
 __device__ unsigned int g_adam_ticket = 0;
 
-__global__ void adam_multi_k(AdamTable tb, float lr, float b1, float b2, float eps, float wd,
+__global__ void adam_multi_k(AdamTable tb, Lr rate, float b1, float b2, float eps, float wd,
                              bool decoupled) {
+  const float lr = rate.get();
   int t = 0;
   while (t + 1 < tb.count && blockIdx.x >= tb.first[t + 1]) ++t;
   __shared__ float count;
@@ -112,7 +126,7 @@ void launch(const AdamMultiParams& p, void* const* args, const LaunchEnv& env) {
              blocks);
     tb.first[tb.count] = uint32_t(blocks);
     SY_LAUNCH(adam_multi_k, unsigned(blocks), kBlock, env.stream)
-    (tb, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.decoupled);
+    (tb, Lr{env.lr, p.lr}, p.beta1, p.beta2, p.eps, p.weight_decay, p.decoupled);
     SY_CUDA_LAUNCHED("adam_multi");
   }
 }
@@ -122,7 +136,8 @@ void launch(const SgdParams& p, void* const* args, const LaunchEnv& env) {
   const float* g = static_cast<const float*>(args[1]);
   const int64_t n = p.n;
   if (n <= 0) return;
-  SY_LAUNCH(sgd_k, blocks_for(n, env), kBlock, env.stream)(w, g, n, p.lr, p.weight_decay);
+  SY_LAUNCH(sgd_k, blocks_for(n, env), kBlock, env.stream)
+  (w, g, n, Lr{env.lr, p.lr}, p.weight_decay);
   SY_CUDA_LAUNCHED("sgd_update");
 }
 
@@ -133,7 +148,8 @@ void launch(const SgdMomentumParams& p, void* const* args, const LaunchEnv& env)
   const int64_t n = p.n;
   if (n <= 0) return;
   SY_LAUNCH(sgd_momentum_k, blocks_for(n, env), kBlock, env.stream)
-  (w, buf, g, n, p.lr, p.momentum, p.dampening, p.weight_decay, p.nesterov, p.first_step);
+  (w, buf, g, n, Lr{env.lr, p.lr}, p.momentum, p.dampening, p.weight_decay, p.nesterov,
+   p.first_step);
   SY_CUDA_LAUNCHED("sgd_momentum_update");
 }
 
@@ -146,7 +162,7 @@ void launch(const AdamParams& p, void* const* args, const LaunchEnv& env) {
   const int64_t n = p.n;
   if (n <= 0) return;
   SY_LAUNCH(adam_k, blocks_for(n, env), kBlock, env.stream)
-  (w, m, v, g, step, n, p.lr, p.beta1, p.beta2, p.eps, p.weight_decay, p.decoupled);
+  (w, m, v, g, step, n, Lr{env.lr, p.lr}, p.beta1, p.beta2, p.eps, p.weight_decay, p.decoupled);
   SY_CUDA_LAUNCHED("adam_update");
 }
 

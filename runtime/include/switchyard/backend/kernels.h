@@ -274,6 +274,11 @@ enum KernelTraits : uint32_t {
   // call (dropout, the random fills): CUDA graphs read it from device
   // memory, so a step with dropout replays one graph unchanged.
   kRandomStream = 16,
+  // Reads a learning rate, its `lr` param (an F field), that a scheduler may
+  // change at every step: CUDA graphs read it from device memory as they do
+  // a random stream's offset, so a step replays one graph unchanged (Vulkan's
+  // launch table holds every param already).
+  kLearningRate = 32,
 };
 
 #define SWITCHYARD_KERNELS(X)                                                        \
@@ -315,10 +320,10 @@ enum KernelTraits : uint32_t {
   X(cross_entropy, CrossEntropyParams, 3, 0b1, kReportsStatus | kSubgroup)           \
   X(cross_entropy_backward, CrossEntropyBackwardParams, 4, 0b1, kReportsStatus | kSubgroup) \
   X(argmax, ArgmaxParams, 2, 0b1, kNoTraits)                                         \
-  X(sgd_update, SgdParams, 2, 0b1, kNoTraits)                                        \
-  X(sgd_momentum_update, SgdMomentumParams, 3, 0b11, kNoTraits)                      \
-  X(adam_update, AdamParams, 5, 0b111, kNoTraits)                                    \
-  X(adam_multi, AdamMultiParams, 0, 0b0, kMultiTensor)                               \
+  X(sgd_update, SgdParams, 2, 0b1, kLearningRate)                                    \
+  X(sgd_momentum_update, SgdMomentumParams, 3, 0b11, kLearningRate)                  \
+  X(adam_update, AdamParams, 5, 0b111, kLearningRate)                                \
+  X(adam_multi, AdamMultiParams, 0, 0b0, kMultiTensor | kLearningRate)               \
   X(custom, CustomParams, 5, 0b1, kUserKernel)
 // clang-format on
 
