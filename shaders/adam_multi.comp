@@ -12,7 +12,8 @@
 //
 // Geometry: a tensor is cut into pieces of 4 * WG elements, each a
 // workgroup's (grid-stride over the launch's pieces, tensor after tensor);
-// each invocation takes 4 elements WG apart. A workgroup's tensor, and so
+// each invocation takes 4 elements: one vec4 with SY_MULTI_VEC4 (multi.glsl),
+// else 4 WG apart. A workgroup's tensor, and so
 // its windows, are the same for all its invocations (dynamically uniform).
 //
 // The step counts: the update pass reads each tensor's step and uses one
@@ -23,30 +24,21 @@
 #define SY_MULTI_TABLE 32
 #include "common.glsl"
 #include "optim.glsl"
-ARG_RW(0) ARG_RW(1) ARG_RW(2) ARG_RW(3) ARG_RW(4)
 
-float ld(uint w, uint i) {
-  switch (w) {
-    case 0u: return F(0)[i];
-    case 1u: return F(1)[i];
-    case 2u: return F(2)[i];
-    case 3u: return F(3)[i];
-  }
-  return F(4)[i];
-}
-void st(uint w, uint i, float v) {
-  switch (w) {
-    case 0u: F(0)[i] = v; return;
-    case 1u: F(1)[i] = v; return;
-    case 2u: F(2)[i] = v; return;
-    case 3u: F(3)[i] = v; return;
-  }
-  F(4)[i] = v;
-}
-uint window(uvec4 e, uint arg) { return (e.z >> (3u * arg)) & 7u; }
+#include "multi.glsl"
 // The entry's tensor counts this step (vk_launch.h's kMultiCounts): a tensor
 // cut into chunks (each within a binding) has an entry per chunk.
 #define SY_MULTI_COUNTS 32768u
+
+AdamMultiParams q;
+// The step on 4 elements (or one, splatted): the new p; m, v its moments.
+vec4 update(vec4 p, vec4 g, inout vec4 m, inout vec4 v, float lr_t, float inv_sqrt_bc2) {
+  const vec4 w = p * (q.decoupled ? 1.0 - q.lr * q.weight_decay : 1.0);
+  const vec4 d = g + (q.decoupled ? 0.0 : q.weight_decay) * w;
+  m = q.beta1 * m + (1.0 - q.beta1) * d;
+  v = q.beta2 * v + (1.0 - q.beta2) * d * d;
+  return w - lr_t * m / (sqrt(v) * inv_sqrt_bc2 + q.eps);
+}
 
 void main() {
   const uint count = u_off.x;
@@ -58,10 +50,7 @@ void main() {
     }
     return;
   }
-  AdamMultiParams q = load_AdamMultiParams();
-  const float b1 = q.beta1, b2 = q.beta2, eps = q.eps;
-  const float keep = q.decoupled ? 1.0 - q.lr * q.weight_decay : 1.0;
-  const float l2 = q.decoupled ? 0.0 : q.weight_decay;
+  q = load_AdamMultiParams();
   const uint pieces = u_misc.w, piece_len = 4u * WG;
   uint t = 0u;
   for (uint piece = gl_WorkGroupID.x; piece < pieces; piece += gl_NumWorkGroups.x) {
@@ -69,19 +58,28 @@ void main() {
     const uvec4 o = u_multi[2u * t], e = u_multi[2u * t + 1u];
     const uint wp = window(e, 0u), wm = window(e, 1u), wv = window(e, 2u), wg = window(e, 4u);
     const float step = ld(window(e, 3u), o.w) + 1.0;
-    const float lr_t = q.lr / (1.0 - powi(b1, step));
-    const float inv_sqrt_bc2 = 1.0 / sqrt(1.0 - powi(b2, step));
-    const uint base = (piece - e.w) * piece_len + gl_LocalInvocationID.x;
-    for (uint k = 0u; k < 4u; ++k) {
-      const uint j = base + k * WG;
+    const float lr_t = q.lr / (1.0 - powi(q.beta1, step));
+    const float inv_sqrt_bc2 = 1.0 / sqrt(1.0 - powi(q.beta2, step));
+    const uint base = (piece - e.w) * piece_len;
+    const uint first = base + (SY_MULTI_VEC4 ? 4u : 1u) * gl_LocalInvocationID.x;
+    if (SY_MULTI_VEC4 && first + 4u <= e.y) {
+      const uint p4 = (o.x + first) / 4u, m4 = (o.y + first) / 4u, v4 = (o.z + first) / 4u;
+      vec4 m = V(0)[m4], v = V(0)[v4];
+      const vec4 w = update(V(0)[p4], V(0)[(e.x + first) / 4u], m, v, lr_t, inv_sqrt_bc2);
+      V(0)[m4] = m;
+      V(0)[v4] = v;
+      V(0)[p4] = w;
+      continue;
+    }
+    for (uint k = 0u; k < 4u; ++k) {  // one at a time (a vec4 tensor's last few)
+      const uint j = first + (SY_MULTI_VEC4 ? 1u : WG) * k;
       if (j >= e.y) break;
-      const float w = ld(wp, o.x + j) * keep;
-      const float d = ld(wg, e.x + j) + l2 * w;
-      const float m = b1 * ld(wm, o.y + j) + (1.0 - b1) * d;
-      const float v = b2 * ld(wv, o.z + j) + (1.0 - b2) * d * d;
-      st(wm, o.y + j, m);
-      st(wv, o.z + j, v);
-      st(wp, o.x + j, w - lr_t * m / (sqrt(v) * inv_sqrt_bc2 + eps));
+      vec4 m = vec4(ld(wm, o.y + j)), v = vec4(ld(wv, o.z + j));
+      const float w =
+          update(vec4(ld(wp, o.x + j)), vec4(ld(wg, e.x + j)), m, v, lr_t, inv_sqrt_bc2).x;
+      st(wm, o.y + j, m.x);
+      st(wv, o.z + j, v.x);
+      st(wp, o.x + j, w);
     }
   }
 }

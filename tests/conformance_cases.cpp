@@ -717,6 +717,7 @@ std::vector<Case> cases_for(Kernel k) {
     case Kernel::sgd_momentum_update:
     case Kernel::adam_update:
     case Kernel::adam_multi:
+    case Kernel::sgd_multi:
       return optimizer_cases(k);
     case Kernel::custom:  // a user's kernel: tests/test_custom.cpp
       break;

@@ -49,6 +49,47 @@ P adam_params(P p, bool adamw) {
 std::vector<Case> optimizer_cases(Kernel k) {
   std::vector<Case> cs;
   switch (k) {
+    case Kernel::sgd_multi:
+      // Lists of tensors (as adam_multi's), each variant of the per-tensor
+      // kernels: plain; momentum's first step, a later step, Nesterov.
+      for (int64_t count : {1, 5, 40})
+        for (int variant = 0; variant < 4; ++variant) {
+          const double lr = 0.1, mom = 0.9, damp = 0.1, wd = 0.01;
+          const bool has_buf = variant > 0, first = variant == 1, nest = variant == 3;
+          std::vector<HostArg> state, grads;
+          for (int64_t t = 0; t < count; ++t) {
+            const int64_t n = count == 5 ? std::array<int64_t, 5>{1, 17, 4097, 3, 1000}[size_t(t)]
+                                         : 1 + (t * 37) % 300;
+            auto w = random_vec(size_t(n), uint32_t(29 + t)),
+                 g = random_vec(size_t(n), uint32_t(31 + t)), buf = random_vec(size_t(n), 37);
+            std::vector<double> ew(static_cast<size_t>(n)), eb(static_cast<size_t>(n));
+            for (size_t j = 0; j < size_t(n); ++j) {
+              const double dd = double(g[j]) + wd * w[j];
+              const double b = first ? dd : mom * buf[j] + (1 - damp) * dd;
+              eb[j] = b;
+              ew[j] = w[j] - lr * (!has_buf ? dd : nest ? dd + mom * b : b);
+            }
+            HostArg pw = f32(w), pb = f32(buf);
+            pw.expect = ew, pb.expect = eb;
+            state.push_back(pw);
+            if (has_buf) state.push_back(pb);
+            grads.push_back(f32(g));
+          }
+          state.insert(state.end(), grads.begin(), grads.end());
+          const char* names[] = {"plain ", "first step ", "momentum ", "nesterov "};
+          Case c = make(names[variant] + std::to_string(count) + " tensors", state,
+                        sy::SgdMultiParams{.tensors = count,
+                                           .has_buf = has_buf,
+                                           .nesterov = nest,
+                                           .first_step = first,
+                                           .lr = float(lr),
+                                           .momentum = float(mom),
+                                           .dampening = float(damp),
+                                           .weight_decay = float(wd)});
+          c.bound = 1e-12;
+          cs.push_back(c);
+        }
+      break;
     case Kernel::sgd_update:
     case Kernel::sgd_momentum_update:
       for (int64_t n : kSizes)

@@ -308,19 +308,37 @@ TEST_P(OnDevice, OptimSgdAndAdamMatchReferenceFormulas) {
   }
 }
 
+// Parameters of these sizes on d, the same values every call.
+static std::vector<Tensor> leaf_params(const std::vector<int64_t>& sizes, sy::Device& d) {
+  std::vector<Tensor> ps;
+  for (size_t k = 0; k < sizes.size(); ++k)
+    ps.push_back(sy::from_vector(random_vec(size_t(sizes[k]), uint32_t(20 + k)), {sizes[k]}, d)
+                     .requires_grad_());
+  return ps;
+}
+// Two optimizers' state dicts: the same names and values.
+static void expect_same_optimizer_state(const sy::NamedTensors& a, const sy::NamedTensors& b) {
+  ASSERT_EQ(a.size(), b.size());
+  for (size_t i = 0; i < a.size(); ++i) {
+    EXPECT_EQ(a[i].first, b[i].first);
+    EXPECT_EQ(a[i].second.to_vector<float>(), b[i].second.to_vector<float>()) << a[i].first;
+  }
+}
+// Launches of a kernel on `d` since `before` (after its work is done).
+static auto launches_since(sy::BackendDevice& d, const sy::Counters& before) {
+  sy::synchronize(d);
+  return [after = d.counters(), before](sy::Kernel k) {
+    return after.launches_by_kernel[size_t(k)] - before.launches_by_kernel[size_t(k)];
+  };
+}
+
 // Adam over several parameters: one adam_multi launch a step where the
 // device has the kernel, the same values as one launch per parameter, also
 // when a parameter has no gradient at a step (its count stays behind).
 TEST_P(OnDevice, OptimAdamForeachMatchesOneLaunchPerParameter) {
   sy::BackendDevice& d = D();
   const std::vector<int64_t> sizes = {7, 5000, 3};
-  auto make = [&] {
-    std::vector<Tensor> ps;
-    for (size_t k = 0; k < sizes.size(); ++k)
-      ps.push_back(sy::from_vector(random_vec(size_t(sizes[k]), uint32_t(20 + k)), {sizes[k]}, d)
-                       .requires_grad_());
-    return ps;
-  };
+  auto make = [&] { return leaf_params(sizes, d); };
   auto a = make(), b = make();
   for (bool decoupled : {false, true}) {
     sy::optim::Adam one(a, {.lr = 0.01f, .weight_decay = 0.1f, .decoupled = decoupled});
@@ -342,21 +360,55 @@ TEST_P(OnDevice, OptimAdamForeachMatchesOneLaunchPerParameter) {
     }
     for (size_t k = 0; k < sizes.size(); ++k)
       EXPECT_EQ(a[k].to_vector<float>(), b[k].to_vector<float>()) << "parameter " << k;
-    const auto sa = one.state_dict(), sb = each.state_dict();
-    ASSERT_EQ(sa.size(), sb.size());
-    for (size_t i = 0; i < sa.size(); ++i) {
-      EXPECT_EQ(sa[i].first, sb[i].first);
-      EXPECT_EQ(sa[i].second.to_vector<float>(), sb[i].second.to_vector<float>()) << sa[i].first;
-    }
+    const auto sa = one.state_dict();
+    expect_same_optimizer_state(sa, each.state_dict());
     EXPECT_EQ(sa.back().second.to_vector<float>(), std::vector<float>{3.f}) << "skipped once";
-    sy::synchronize(d);
-    const auto after = d.counters();
-    auto launches = [&](sy::Kernel k) {
-      return after.launches_by_kernel[size_t(k)] - before.launches_by_kernel[size_t(k)];
-    };
+    auto launches = launches_since(d, before);
     const bool multi = d.supports(sy::Kernel::adam_multi);
     EXPECT_EQ(launches(sy::Kernel::adam_multi), multi ? 4u : 0u);
     EXPECT_EQ(launches(sy::Kernel::adam_update), multi ? 11u : 22u);  // 3 + 2 + 3 + 3 each
+  }
+}
+
+// SGD over several parameters: one sgd_multi launch a step where the device
+// has the kernel, the same values as one launch per parameter: plain, with
+// momentum, with Nesterov. A parameter without a gradient at the first step
+// has no momentum buffer at the second, when the others have theirs: that
+// step runs one launch per parameter (the launch's first_step is one flag).
+TEST_P(OnDevice, OptimSgdForeachMatchesOneLaunchPerParameter) {
+  sy::BackendDevice& d = D();
+  const std::vector<int64_t> sizes = {7, 5000, 3};
+  auto make = [&] { return leaf_params(sizes, d); };
+  for (int variant = 0; variant < 3; ++variant) {  // plain, momentum, nesterov
+    SCOPED_TRACE(variant);
+    auto a = make(), b = make();
+    sy::optim::SGDOptions o{.lr = 0.05f, .weight_decay = 0.1f};
+    if (variant > 0) o.momentum = 0.9f, o.dampening = variant == 1 ? 0.2f : 0.f;
+    o.nesterov = variant == 2;
+    sy::optim::SGD one(a, o);
+    o.foreach = false;
+    sy::optim::SGD each(b, o);
+    const auto before = d.counters();
+    for (int t = 1; t <= 4; ++t) {
+      for (size_t k = 0; k < sizes.size(); ++k) {
+        if (t == 1 && k == 2) continue;  // no gradient at the first step
+        auto g = random_vec(size_t(sizes[k]), uint32_t(100 * t + k));
+        a[k].set_grad(sy::from_vector(g, {sizes[k]}, d));
+        b[k].set_grad(sy::from_vector(g, {sizes[k]}, d));
+      }
+      one.step();
+      each.step();
+    }
+    for (size_t k = 0; k < sizes.size(); ++k)
+      EXPECT_EQ(a[k].to_vector<float>(), b[k].to_vector<float>()) << "parameter " << k;
+    EXPECT_EQ(one.state_dict().size(), variant ? sizes.size() : 0u);
+    expect_same_optimizer_state(one.state_dict(), each.state_dict());
+    auto launches = launches_since(d, before);
+    const bool multi = d.supports(sy::Kernel::sgd_multi);
+    const sy::Kernel single = variant ? sy::Kernel::sgd_momentum_update : sy::Kernel::sgd_update;
+    // Plain: every step one launch; momentum: the second step per parameter.
+    EXPECT_EQ(launches(sy::Kernel::sgd_multi), !multi ? 0u : variant ? 3u : 4u);
+    EXPECT_EQ(launches(single), !multi ? 22u : variant ? 14u : 11u);  // 2 + 3 + 3 + 3 each
   }
 }
 

@@ -736,6 +736,7 @@ TEST_P(OnDevice, KernelTableEveryKernelIsReachedByTheOps) {
   sy::optim::Adam({x}, 0.1f).step();         // one parameter: adam_update
   sy::optim::Adam({table, w}, 0.1f).step();  // several: adam_multi where the device has it
   sy::optim::SGD({w}, {.lr = 0.1f, .momentum = 0.5f}).step();
+  sy::optim::SGD({table, w}, {.lr = 0.1f, .momentum = 0.5f}).step();  // several: sgd_multi
   sy::optim::SGD({b}, {.lr = 0.1f}).step();
   sy::eval({loss, sy::argmax(y), sy::zeros({2}, D()),
             sy::from_vector(std::vector<float>{1}, {1}, D()).to(sy::DType::i32), sy::eq(y, y)});

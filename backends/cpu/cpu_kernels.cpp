@@ -515,32 +515,58 @@ void run(const AdamMultiParams&, void* const*) {
   throw Error(
       "[adam_multi] expected its arguments' sizes (run_multi), found none (internal error)");
 }
+void run(const SgdMultiParams&, void* const*) {
+  throw Error("[sgd_multi] expected its arguments' sizes (run_multi), found none (internal error)");
+}
+
+// Pieces of kGrain elements of each of T tensors (tensor t has bytes[W*t]
+// / 4 elements), run in parallel: f(t, lo, hi).
+template <class F>
+void over_pieces(int64_t T, int W, const uint64_t* bytes, F f) {
+  struct Piece {
+    int64_t t, lo, hi;
+  };
+  std::vector<Piece> pieces;
+  for (int64_t t = 0; t < T; ++t) {
+    const int64_t n = int64_t(bytes[W * t] / 4);
+    for (int64_t lo = 0; lo < n; lo += kGrain) pieces.push_back({t, lo, std::min(n, lo + kGrain)});
+  }
+  pool().parallel_for(int64_t(pieces.size()), 1, [&](int64_t lo, int64_t hi) {
+    for (int64_t i = lo; i < hi; ++i)
+      f(pieces[size_t(i)].t, pieces[size_t(i)].lo, pieces[size_t(i)].hi);
+  });
+}
+
+void run_multi(const SgdMultiParams& p, void* const* a, const uint64_t* bytes) {
+  const int64_t T = p.tensors;
+  const int W = p.has_buf ? 2 : 1;  // written per tensor: p[, buf]
+  over_pieces(T, W, bytes, [&](int64_t t, int64_t lo, int64_t hi) {
+    float* w = as<float>(a[W * t]);
+    const float* g = as<const float>(a[W * T + t]);
+    if (p.has_buf)
+      sgd_momentum_loop(lo, hi, w, as<float>(a[W * t + 1]), g, p.lr, p.momentum, p.dampening,
+                        p.weight_decay, p.nesterov, p.first_step);
+    else
+      sgd_loop(lo, hi, w, g, p.lr, p.weight_decay);
+  });
+}
 
 // Every tensor's step count incremented first (the updates use the new
 // value), then one parallel pass over pieces of every tensor.
 void run_multi(const AdamMultiParams& p, void* const* a, const uint64_t* bytes) {
   const int64_t T = p.tensors;
-  struct Piece {
-    int64_t t, lo, hi;
-  };
-  std::vector<Piece> pieces;
   std::vector<AdamConsts> consts;
   consts.reserve(size_t(T));
   for (int64_t t = 0; t < T; ++t) {
     float& step = as<float>(a[4 * t + 3])[0];
     step += 1.f;
     consts.emplace_back(p, step);
-    const int64_t n = int64_t(bytes[4 * t] / 4);
-    for (int64_t lo = 0; lo < n; lo += kGrain) pieces.push_back({t, lo, std::min(n, lo + kGrain)});
   }
-  pool().parallel_for(int64_t(pieces.size()), 1, [&](int64_t lo, int64_t hi) {
-    for (int64_t i = lo; i < hi; ++i) {
-      const Piece& c = pieces[size_t(i)];
-      const AdamConsts& k = consts[size_t(c.t)];
-      adam_loop(c.lo, c.hi, as<float>(a[4 * c.t]), as<float>(a[4 * c.t + 1]),
-                as<float>(a[4 * c.t + 2]), as<const float>(a[4 * T + c.t]), p.beta1, p.beta2, p.eps,
-                k.step, k.inv_sqrt_bc2, k.keep, k.l2);
-    }
+  over_pieces(T, 4, bytes, [&](int64_t t, int64_t lo, int64_t hi) {
+    const AdamConsts& k = consts[size_t(t)];
+    adam_loop(lo, hi, as<float>(a[4 * t]), as<float>(a[4 * t + 1]), as<float>(a[4 * t + 2]),
+              as<const float>(a[4 * T + t]), p.beta1, p.beta2, p.eps, k.step, k.inv_sqrt_bc2,
+              k.keep, k.l2);
   });
 }
 
@@ -549,6 +575,7 @@ void run_multi(const AdamMultiParams& p, void* const* a, const uint64_t* bytes) 
 float unary_apply(Unary op, float x) { return pointwise::unary(op, x); }
 
 void run_multi_kernel(const KernelParams& prm, void* const* a, const uint64_t* bytes) {
+  if (prm.kernel() == Kernel::sgd_multi) return run_multi(prm.get<SgdMultiParams>(), a, bytes);
   SY_CHECK(prm.kernel() == Kernel::adam_multi, kernel_name(prm.kernel()),
            "expected a multi-tensor kernel, found another (internal error)");
   run_multi(prm.get<AdamMultiParams>(), a, bytes);

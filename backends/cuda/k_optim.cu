@@ -15,6 +15,8 @@
 //   each block a chunk of it. Every block reads its tensor's step count
 //   and uses it + 1; the last block to finish (a ticket counter, reset by
 //   it) writes the incremented counts, after every block has read them.
+// sgd_multi: sgd_update (or sgd_momentum_update) over up to kMultiTensors
+//   tensors a launch, chunked into blocks as adam_multi.
 //
 // The learning rate (kLearningRate): in a CUDA graph, read from device
 // memory (LaunchEnv::lr, rewritten by the host before each run), so a
@@ -102,7 +104,66 @@ __global__ void adam_multi_k(AdamTable tb, Lr rate, float b1, float b2, float ep
   }
 }
 
+struct SgdTable {
+  float* w[kMultiTensors];
+  float* buf[kMultiTensors];  // null without momentum
+  const float* g[kMultiTensors];
+  int64_t n[kMultiTensors];
+  uint32_t first[kMultiTensors + 1];
+  int count;
+};
+
+__global__ void sgd_multi_k(SgdTable tb, Lr rate, float mom, float damp, float wd, bool nesterov,
+                            bool first) {
+  const float lr = rate.get();
+  int t = 0;
+  while (t + 1 < tb.count && blockIdx.x >= tb.first[t + 1]) ++t;
+  const int64_t lo = int64_t(blockIdx.x - tb.first[t]) * kMultiChunk;
+  const int64_t hi = lo + kMultiChunk < tb.n[t] ? lo + kMultiChunk : tb.n[t];
+  float *w = tb.w[t], *buf = tb.buf[t];
+  const float* g = tb.g[t];
+  for (int64_t j = lo + threadIdx.x; j < hi; j += blockDim.x) {
+    if (buf)
+      pointwise::sgd_momentum_step(w[j], buf[j], g[j], lr, mom, damp, wd, nesterov, first);
+    else
+      pointwise::sgd_step(w[j], g[j], lr, wd);
+  }
+}
+
+// A table's blocks: each of its tensors' first (ceil(n / kMultiChunk) each,
+// at least one) into first[], the grid returned.
+template <class Table>
+unsigned table_blocks(Table& tb, const char* name) {
+  uint64_t blocks = 0;
+  for (int i = 0; i < tb.count; ++i) {
+    tb.first[i] = uint32_t(blocks);
+    blocks += tb.n[i] > 0 ? uint64_t((tb.n[i] + kMultiChunk - 1) / kMultiChunk) : 1;
+  }
+  SY_CHECK(blocks < (uint64_t(1) << 31), name, "expected fewer than 2^31 blocks, found ", blocks);
+  tb.first[tb.count] = uint32_t(blocks);
+  return unsigned(blocks);
+}
+
 }  // namespace
+
+void launch(const SgdMultiParams& p, void* const* args, const LaunchEnv& env) {
+  const int64_t T = p.tensors, W = p.has_buf ? 2 : 1, N = (W + 1) * T;
+  auto count_of = [&](int64_t i) { return int64_t(reinterpret_cast<uintptr_t>(args[N + i])); };
+  for (int64_t t0 = 0; t0 < T; t0 += kMultiTensors) {
+    SgdTable tb{};
+    tb.count = int(T - t0 < kMultiTensors ? T - t0 : kMultiTensors);
+    for (int i = 0; i < tb.count; ++i) {
+      const int64_t t = t0 + i;
+      tb.w[i] = static_cast<float*>(args[W * t]);
+      tb.buf[i] = p.has_buf ? static_cast<float*>(args[W * t + 1]) : nullptr;
+      tb.g[i] = static_cast<const float*>(args[W * T + t]);
+      tb.n[i] = count_of(W * t);
+    }
+    SY_LAUNCH(sgd_multi_k, table_blocks(tb, "sgd_multi"), kBlock, env.stream)
+    (tb, Lr{env.lr, p.lr}, p.momentum, p.dampening, p.weight_decay, p.nesterov, p.first_step);
+    SY_CUDA_LAUNCHED("sgd_multi");
+  }
+}
 
 void launch(const AdamMultiParams& p, void* const* args, const LaunchEnv& env) {
   const int64_t T = p.tensors;
@@ -110,7 +171,6 @@ void launch(const AdamMultiParams& p, void* const* args, const LaunchEnv& env) {
   for (int64_t t0 = 0; t0 < T; t0 += kMultiTensors) {
     AdamTable tb{};
     tb.count = int(T - t0 < kMultiTensors ? T - t0 : kMultiTensors);
-    uint64_t blocks = 0;
     for (int i = 0; i < tb.count; ++i) {
       const int64_t t = t0 + i;
       tb.w[i] = static_cast<float*>(args[4 * t]);
@@ -119,13 +179,8 @@ void launch(const AdamMultiParams& p, void* const* args, const LaunchEnv& env) {
       tb.step[i] = static_cast<float*>(args[4 * t + 3]);
       tb.g[i] = static_cast<const float*>(args[4 * T + t]);
       tb.n[i] = count_of(4 * t);
-      tb.first[i] = uint32_t(blocks);
-      blocks += tb.n[i] > 0 ? uint64_t((tb.n[i] + kMultiChunk - 1) / kMultiChunk) : 1;
     }
-    SY_CHECK(blocks < (uint64_t(1) << 31), "adam_multi", "expected fewer than 2^31 blocks, found ",
-             blocks);
-    tb.first[tb.count] = uint32_t(blocks);
-    SY_LAUNCH(adam_multi_k, unsigned(blocks), kBlock, env.stream)
+    SY_LAUNCH(adam_multi_k, table_blocks(tb, "adam_multi"), kBlock, env.stream)
     (tb, Lr{env.lr, p.lr}, p.beta1, p.beta2, p.eps, p.weight_decay, p.decoupled);
     SY_CUDA_LAUNCHED("adam_multi");
   }

@@ -320,6 +320,7 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
       return;
     }
     case Kernel::adam_multi:  // aux: the update's pieces, the finish's tensors (vk_multi.cpp)
+    case Kernel::sgd_multi:
       g[0] = uint32_t(
           std::clamp<uint64_t>(flags & kFinish ? ceil_div(aux, c.wg) : aux, 1, c.grid_cap));
       return;

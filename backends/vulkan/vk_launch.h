@@ -163,6 +163,14 @@ struct MultiEntry {
 // MultiEntry::windows: this entry increments its tensor's step count (a
 // tensor cut into chunks has one entry per chunk; the first counts).
 constexpr uint32_t kMultiCounts = 1u << 15;
+// Multi-tensor launch flag: every argument is in window 0 (binding 0), so
+// the shader reads no window field (shaders/multi.glsl's SY_ONE_WINDOW): a
+// CPU driver runs each switch over windows as five masked loads.
+constexpr uint32_t kOneWindow = 8192;
+// With kOneWindow: every tensor argument starts on a vec4 (16 bytes) from
+// the window's start, so each invocation updates 4 consecutive elements as
+// one vec4 (SY_MULTI_VEC4).
+constexpr uint32_t kMultiVec4 = 16384;
 static_assert(sizeof(MultiEntry) == 32);
 // Bytes of a multi-tensor launch's table entry with its tensors.
 constexpr uint64_t kMultiTableBytes = sizeof(OpParams) + kMaxMultiTensors * sizeof(MultiEntry);

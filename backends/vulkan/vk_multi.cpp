@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Multi-tensor launches (adam_multi): the tensors of one optimizer step in
-// as few launches as the device's bindings allow (see vk_launch.h).
+// Multi-tensor launches (adam_multi, sgd_multi): the tensors of one
+// optimizer step in as few launches as the device's bindings allow (see
+// vk_launch.h).
 //
 // Tensors are suballocated from a few large blocks (vk_allocator.h), so the
 // arguments of a step's parameters, their states and their gradients lie in
@@ -22,7 +23,11 @@
 namespace switchyard::vk_impl {
 namespace {
 
-constexpr int kPerTensor = 5;  // p, m, v, step (written), g (read)
+// A tensor's argument slots: written ones from 0 (adam_multi: p, m, v, step;
+// sgd_multi: p[, buf]), its gradient (read) in the last; a MultiEntry's
+// off[0..3] and off_g, and its 3-bit window fields in that order.
+constexpr int kPerTensor = 5;
+constexpr int kGradSlot = kPerTensor - 1;
 
 struct Window {
   uint32_t block = 0;
@@ -35,11 +40,15 @@ struct Where {
   uint64_t off, len;
 };
 
-// Argument k of tensor t of T: the instruction's more_args hold p, m, v,
-// step of each tensor, then each tensor's g.
-const Arg& multi_arg(const Program& prog, const Instr& ins, int64_t T, int64_t t, int k) {
-  return prog.more_args[ins.more + size_t(k < 4 ? 4 * t + k : 4 * T + t)];
+// Slot k of tensor t: the instruction's more_args hold the written
+// arguments of each tensor in turn, then each tensor's g.
+const Arg& multi_arg(const Program& prog, const Instr& ins, const MultiLayout& L, int64_t t,
+                     int k) {
+  const int64_t W = L.written;
+  return prog.more_args[ins.more + size_t(k == kGradSlot ? W * L.tensors + t : W * t + k)];
 }
+// Whether tensor slot k is one of the kernel's arguments.
+bool used(const MultiLayout& L, int k) { return k == kGradSlot || k < L.written; }
 
 // A multi-tensor argument's bytes are its tensor's, as given: 0 is an empty
 // tensor (not, as elsewhere, the rest of the buffer).
@@ -61,18 +70,21 @@ struct Fitter {
   int n = 0;
   // Adds the arguments of one tensor to the windows if they all fit
   // (widening a window of the same block, or opening one); else changes
-  // nothing and returns false. idx: each argument's window.
-  bool add(const Where (&a)[kPerTensor], uint32_t* idx) {
+  // nothing and returns false. idx: each argument's window (0 for the
+  // slots `L` leaves unused).
+  bool add(const MultiLayout& L, const Where (&a)[kPerTensor], uint32_t* idx) {
     Window t[kMultiWindows];
     std::copy(w, w + n, t);
     int m = n;
     const uint64_t align = std::max<uint64_t>(c.storage_align, 4);
     for (int k = 0; k < kPerTensor; ++k) {
+      idx[k] = 0;
+      if (!used(L, k)) continue;
       const uint64_t lo = a[k].off & ~(align - 1);
       const uint64_t hi =
           std::min<uint64_t>((a[k].off + std::max<uint64_t>(a[k].len, 1) + 15) & ~uint64_t(15),
                              blocks[a[k].block].size);
-      const bool write = k < 4;
+      const bool write = k != kGradSlot;
       int at = -1;
       for (int j = 0; j < m && at < 0; ++j) {
         if (t[j].block != a[k].block) continue;
@@ -107,9 +119,12 @@ struct Items {
   const Instr& ins;
   std::span<const Binding> bind;
   uint64_t chunk;
-  int64_t T = params<Kernel::adam_multi>(ins.params).tensors;
+  MultiLayout L = multi_layout(ins.params);
+  int64_t T = L.tensors;
+  // adam_multi's slot 3: the step count, one element, not cut.
+  bool step_slot = ins.kernel == Kernel::adam_multi;
 
-  uint64_t elements(int64_t t) const { return where(bind, multi_arg(prog, ins, T, t, 0)).len / 4; }
+  uint64_t elements(int64_t t) const { return where(bind, multi_arg(prog, ins, L, t, 0)).len / 4; }
   // The item at (t, c), or false past the last chunk of the last tensor.
   bool at(int64_t t, uint64_t c, Item& it) const {
     if (t >= T) return false;
@@ -132,8 +147,10 @@ struct Items {
   }
   void args(const Item& it, Where (&a)[kPerTensor]) const {
     for (int k = 0; k < kPerTensor; ++k) {
-      a[k] = where(bind, multi_arg(prog, ins, T, it.t, k));
-      if (k == 3) continue;  // the step count: one element
+      a[k] = {};
+      if (!used(L, k)) continue;
+      a[k] = where(bind, multi_arg(prog, ins, L, it.t, k));
+      if (k == 3 && step_slot) continue;
       a[k].off += it.lo * 4;
       a[k].len = it.n * 4;
     }
@@ -157,7 +174,8 @@ void plan_multi(const LaunchConfig& c, std::span<const Block> blocks, const Prog
       tmp.push_back(l);
       continue;
     }
-    SY_CHECK(l.ins->kernel == Kernel::adam_multi, kernel_name(l.ins->kernel),
+    SY_CHECK(l.ins->kernel == Kernel::adam_multi || l.ins->kernel == Kernel::sgd_multi,
+             kernel_name(l.ins->kernel),
              "expected a multi-tensor kernel this backend knows, found another (internal error)");
     const Items items{prog, *l.ins, bind, chunk_elements(c)};
     // Every group's update first, then every group's step counts: a tensor
@@ -174,13 +192,15 @@ void plan_multi(const LaunchConfig& c, std::span<const Block> blocks, const Prog
         Where a[kPerTensor];
         uint32_t idx[kPerTensor];
         items.args(it, a);
-        if (!f.add(a, idx)) break;
+        if (!f.add(items.L, a, idx)) break;
       }
-      SY_CHECK(u.count > 0, "adam_multi", "expected a chunk's arguments to fit the bindings on ",
-               c.device, " (internal error)");
+      SY_CHECK(u.count > 0, kernel_name(l.ins->kernel),
+               "expected a chunk's arguments to fit the bindings on ", c.device,
+               " (internal error)");
       tmp.push_back(u);
     }
-    const size_t groups = tmp.size() - updates;
+    // (adam_multi's; sgd_multi has no step counts.)
+    const size_t groups = items.step_slot ? tmp.size() - updates : 0;
     for (size_t g = 0; g < groups; ++g) {
       Launch f = tmp[updates + g];
       f.extra_flags = kFinish;
@@ -202,27 +222,30 @@ OpParams multi_params(const LaunchConfig& c, std::span<const Block> blocks, cons
   int64_t t = l.first;
   uint64_t ch = l.aux;
   for (uint32_t i = 0; i < l.count; ++i, items.next(t, ch)) {
-    SY_CHECK(items.at(t, ch, it[i]), "adam_multi",
+    SY_CHECK(items.at(t, ch, it[i]), kernel_name(ins.kernel),
              "expected the items plan_multi grouped (internal error)");
     items.args(it[i], a[i]);
-    SY_CHECK(f.add(a[i], idx[i]), "adam_multi",
+    SY_CHECK(f.add(items.L, a[i], idx[i]), kernel_name(ins.kernel),
              "expected the items plan_multi grouped to fit its windows (internal error)");
   }
   const uint64_t piece = 4ull * c.wg;
   uint64_t pieces = 0;
+  bool whole_vec4s = true;  // every tensor argument starts on a vec4 of its window
   for (uint32_t i = 0; i < l.count; ++i) {
     MultiEntry& e = table[i];
     e = MultiEntry{};
     for (int k = 0; k < kPerTensor; ++k) {
+      if (!used(items.L, k)) continue;
       const uint64_t off = (a[i][k].off - f.w[idx[i][k]].lo) / 4;
-      SY_CHECK(off <= UINT32_MAX, "adam_multi", "expected offsets within 2^32 elements on ",
-               c.device, ", found ", off);
-      (k < 4 ? e.off[k] : e.off_g) = uint32_t(off);
+      SY_CHECK(off <= UINT32_MAX, kernel_name(ins.kernel),
+               "expected offsets within 2^32 elements on ", c.device, ", found ", off);
+      (k < kGradSlot ? e.off[k] : e.off_g) = uint32_t(off);
       e.windows |= idx[i][k] << (3 * k);
+      if (!(k == 3 && items.step_slot)) whole_vec4s = whole_vec4s && off % 4 == 0;
     }
     // The step count is incremented once per tensor: by its first chunk.
     if (it[i].lo == 0) e.windows |= kMultiCounts;
-    SY_CHECK(it[i].n <= UINT32_MAX && pieces <= UINT32_MAX, "adam_multi",
+    SY_CHECK(it[i].n <= UINT32_MAX && pieces <= UINT32_MAX, kernel_name(ins.kernel),
              "expected at most 2^32 elements a launch on ", c.device, ", found more");
     e.n = uint32_t(it[i].n);
     e.first = uint32_t(pieces);
@@ -237,8 +260,10 @@ OpParams multi_params(const LaunchConfig& c, std::span<const Block> blocks, cons
   for (int j = f.n; j < int(kArgBindings); ++j) desc[j] = desc[0];
   OpParams o{};
   pack_params(c, ins.params, o);
+  if (f.n == 1) o.flags |= kOneWindow | (whole_vec4s ? kMultiVec4 : 0u);
   o.off[0] = l.count;
-  SY_CHECK(pieces <= UINT32_MAX, "adam_multi", "expected at most 2^32 pieces on ", c.device);
+  SY_CHECK(pieces <= UINT32_MAX, kernel_name(ins.kernel), "expected at most 2^32 pieces on ",
+           c.device);
   o.aux = (l.extra_flags & kFinish) ? l.count : uint32_t(pieces);
   return o;
 }

@@ -182,10 +182,12 @@ void BackendDevice::execute(const Program& p, std::span<const Binding> bindings)
              kernel_name(i.kernel), "expected multi-tensor arguments only for a multi-tensor ",
              "kernel and within the Program's list, found ", i.nmore, " from ", i.more, " of ",
              p.more_args.size());
-    if (i.kernel == Kernel::adam_multi)
-      SY_CHECK(i.nmore == 5 * uint64_t(params<Kernel::adam_multi>(i.params).tensors),
-               kernel_name(i.kernel), "expected 5 arguments per tensor, found ", i.nmore, " for ",
-               params<Kernel::adam_multi>(i.params).tensors, " tensors");
+    if (kernel_has(i.kernel, kMultiTensor)) {
+      const MultiLayout m = multi_layout(i.params);
+      SY_CHECK(m.tensors >= 0 && i.nmore == uint64_t(m.per_tensor) * uint64_t(m.tensors),
+               kernel_name(i.kernel), "expected ", m.per_tensor, " arguments per tensor, found ",
+               i.nmore, " for ", m.tensors, " tensors");
+    }
     uint64_t bytes = 0;
     auto span_of = [&](const Arg& a) { return a.bytes ? a.bytes : bindings[a.slot].buffer.bytes; };
     for (int a = 0; a < i.nargs; ++a) bytes += span_of(i.args[size_t(a)]);

@@ -110,4 +110,18 @@ void params_mismatch(Kernel have, Kernel want) {
 }
 }  // namespace detail
 
+MultiLayout multi_layout(const KernelParams& p) {
+  switch (p.kernel()) {
+    case Kernel::adam_multi:
+      return {params<Kernel::adam_multi>(p).tensors, 5, 4};
+    case Kernel::sgd_multi: {
+      const auto q = params<Kernel::sgd_multi>(p);
+      return {q.tensors, q.has_buf ? 3 : 2, q.has_buf ? 2 : 1};
+    }
+    default:
+      throw Error(detail::cat("[", kernel_name(p.kernel()),
+                              "] not a multi-tensor kernel (internal error)"));
+  }
+}
+
 }  // namespace switchyard

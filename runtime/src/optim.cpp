@@ -190,6 +190,45 @@ void SGD::update(size_t i, Tensor& p, const Tensor& g) {
   momentum_[i] = buf;
 }
 
+// One sgd_multi launch when every parameter of the step is on one device
+// and all or none of their momentum buffers exist (the launch's first_step
+// is one flag): fresh buffers made first, then p (and buf) of each
+// parameter written and the gradients read, in the kernel's order.
+void SGD::update_all(const std::vector<size_t>& idx, const std::vector<Tensor>& grads) {
+  if (!o_.foreach || idx.size() < 2) return Optimizer::update_all(idx, grads);
+  Device& d = params_[idx[0]].device();
+  const bool has_buf = o_.momentum != 0.f, first = has_buf && !momentum_[idx[0]].defined();
+  for (size_t i : idx)
+    if (&params_[i].device() != &d || (has_buf && momentum_[i].defined() == first))
+      return Optimizer::update_all(idx, grads);
+  if (!context_of(d).device->supports(Kernel::sgd_multi)) return Optimizer::update_all(idx, grads);
+  const size_t T = idx.size();
+  std::vector<Tensor> buf(T);
+  std::vector<Tensor*> targets;
+  targets.reserve(2 * T);
+  for (size_t k = 0; k < T; ++k) {
+    Tensor& p = params_[idx[k]];
+    targets.push_back(&p);
+    if (!has_buf) continue;
+    buf[k] = first ? zeros(p.shape(), d) : momentum_[idx[k]];
+    targets.push_back(&buf[k]);
+  }
+  std::vector<Tensor> reads;
+  reads.reserve(T);
+  for (const Tensor& g : grads) reads.push_back(g.detach());
+  update_inplace(targets, reads,
+                 SgdMultiParams{.tensors = int64_t(T),
+                                .has_buf = has_buf,
+                                .nesterov = o_.nesterov,
+                                .first_step = first,
+                                .lr = lr_,
+                                .momentum = o_.momentum,
+                                .dampening = o_.dampening,
+                                .weight_decay = o_.weight_decay});
+  if (has_buf)  // buffers only once the update is recorded
+    for (size_t k = 0; k < T; ++k) momentum_[idx[k]] = buf[k];
+}
+
 Adam::Adam(std::vector<Tensor> params, AdamOptions o) : Optimizer(std::move(params)), o_(o) {
   SY_CHECK(o.lr >= 0 && o.eps >= 0 && o.weight_decay >= 0, "Adam",
            "expected non-negative lr, eps and weight_decay, found lr=", o.lr, " eps=", o.eps,

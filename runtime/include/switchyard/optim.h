@@ -66,6 +66,9 @@ class Optimizer {
 struct SGDOptions {
   float lr = 0.01f, momentum = 0.f, dampening = 0.f, weight_decay = 0.f;
   bool nesterov = false;
+  // One launch for all the parameters of a step (sgd_multi), as PyTorch's
+  // foreach; else one per parameter. The same values either way.
+  bool foreach = true;
 };
 
 class SGD : public Optimizer {
@@ -75,6 +78,7 @@ class SGD : public Optimizer {
 
  private:
   void update(size_t i, Tensor& p, const Tensor& g) override;
+  void update_all(const std::vector<size_t>& idx, const std::vector<Tensor>& grads) override;
   std::vector<Tensor*> state(size_t i) override;
   std::vector<std::string> state_names() const override { return {"momentum_buffer"}; }
   SGDOptions o_;
@@ -84,8 +88,8 @@ class SGD : public Optimizer {
 struct AdamOptions {
   float lr = 1e-3f, beta1 = 0.9f, beta2 = 0.999f, eps = 1e-8f, weight_decay = 0.f;
   bool decoupled = false;  // AdamW
-  // One launch for all the parameters of a step (adam_multi) where their
-  // device has it (cpu, cuda), as PyTorch's foreach; else one per parameter.
+  // One launch for all the parameters of a step (adam_multi), as PyTorch's
+  // foreach; else one per parameter.
   // The same values either way.
   bool foreach = true;
 };

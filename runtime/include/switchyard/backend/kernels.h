@@ -183,6 +183,13 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
 // tensor i has the element count of its p_i's bytes / 4.
 #define SY_PARAMS_adam_multi(I, D, W, A, F) \
   I(int64_t, tensors) I(bool, decoupled) F(lr) F(beta1) F(beta2) F(eps) F(weight_decay)
+// sgd_update (has_buf: sgd_momentum_update) over `tensors` parameters in one
+// launch (kMultiTensor), IN PLACE. Arguments (more_args): p_i (and buf_i
+// with has_buf) for each tensor i, written, then g_i for each; tensor i has
+// the element count of its p_i's bytes / 4.
+#define SY_PARAMS_sgd_multi(I, D, W, A, F) \
+  I(int64_t, tensors) I(bool, has_buf) I(bool, nesterov) D(bool, first_step) F(lr) F(momentum) \
+  F(dampening) F(weight_decay)
 
 // Per-channel kernels over (outer, channels, inner), batch norm's passes.
 // channel_stats: out[c] = the mean of channel c, out[channels + c] = its biased
@@ -324,6 +331,7 @@ enum KernelTraits : uint32_t {
   X(sgd_momentum_update, SgdMomentumParams, 3, 0b11, kLearningRate)                  \
   X(adam_update, AdamParams, 5, 0b111, kLearningRate)                                \
   X(adam_multi, AdamMultiParams, 0, 0b0, kMultiTensor | kLearningRate)               \
+  X(sgd_multi, SgdMultiParams, 0, 0b0, kMultiTensor | kLearningRate)                 \
   X(custom, CustomParams, 5, 0b1, kUserKernel)
 // clang-format on
 
@@ -517,5 +525,15 @@ template <Kernel K>
 typename ParamsOf<K>::type params(const KernelParams& p) {
   return p.get<typename ParamsOf<K>::type>();
 }
+
+// A multi-tensor launch's (kMultiTensor) arguments: `per_tensor` for each of
+// its `tensors`, the first `written` of them (in more_args: those of every
+// tensor in turn, then each tensor's others). adam_multi: p, m, v, step | g;
+// sgd_multi: p[, buf] | g.
+struct MultiLayout {
+  int64_t tensors;
+  int per_tensor, written;
+};
+MultiLayout multi_layout(const KernelParams& p);
 
 }  // namespace switchyard
