@@ -7,8 +7,9 @@
 // followed by one MultiEntry per tensor (vk_launch.h): its arguments'
 // offsets in elements from their windows' starts, its element count, the
 // window of each argument (3 bits each: p, m, v, step, g) and its first
-// piece. A tensor past one binding is cut into chunks, an entry each. The table's argument offsets are unused: u_off.x is the launch's
-// tensor count and u_misc.w (aux) its pieces.
+// piece. A tensor past one binding is cut into chunks, an entry each. The
+// table's argument offsets are unused: u_off.x is the launch's tensor count
+// and u_misc.w (aux) its pieces.
 //
 // Geometry: a tensor is cut into pieces of 4 * WG elements, each a
 // workgroup's (grid-stride over the launch's pieces, tensor after tensor);

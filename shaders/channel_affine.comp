@@ -16,6 +16,7 @@
 // since CPU drivers divide integers one lane at a time. (A workgroup per
 // row ran 15 times slower on lavapipe than this at the CNN's sizes.)
 #version 450
+#define SY_QDIV
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3) ARG_RO(4)
 #define HAS_B ((SPEC_FLAGS & 2u) != 0u)

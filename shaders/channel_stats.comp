@@ -5,6 +5,7 @@
 // the squared deviations from it, each a workgroup reduction. Elements are
 // found by reciprocals (common.glsl qdiv).
 #version 450
+#define SY_QDIV
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1)
 #include "reduce.glsl"

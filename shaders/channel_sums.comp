@@ -9,6 +9,7 @@
 // gradient (0 where relu_mask and its maximum > 0 fails) at its index.
 // Elements are found by reciprocals (common.glsl qdiv).
 #version 450
+#define SY_QDIV
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3) ARG_RO(4)
 #include "reduce.glsl"

@@ -114,21 +114,27 @@ Op load_op() {
 // more than all but the longest rows.
 #define SY_ROW_GROUPS ((SPEC_FLAGS & 1024u) != 0u)
 
+#ifdef SY_QDIV
 // floor(a / b) from inv = 1.0 / float(b), corrected once each way: exact
 // for a < 2^22 (the host has kernels with larger dividends divide, by a
-// flag). CPU drivers divide integer vectors one lane at a time, and GPUs
-// have no integer divider: this is a few vector multiplies instead.
+// flag): a/b < 2^21 for b >= 2, so inv's error (Vulkan allows 2.5 ulp for
+// a division) and the product's rounding move the estimate by under 1;
+// b = 1 is taken as is. CPU drivers divide integer vectors one lane at a
+// time, and GPUs have no integer divider: this is a few vector multiplies.
 uint udiv_rcp(uint a, uint b, float inv) {
+  if (b == 1u) return a;
   uint q = uint(float(a) * inv);
   q += (q + 1u) * b <= a ? 1u : 0u;
   q -= q * b > a ? 1u : 0u;
   return q;
 }
-// Flag bit 2 of the kernels that divide by reciprocals (conv_gemm.glsl,
-// channel_affine, channel_stats, channel_sums, max_pool2d): their dividends
-// reach 2^22, so they divide integers.
+// Flag bit 2 (value 4) of the kernels that define SY_QDIV (conv_gemm.glsl,
+// channel_affine, channel_stats, channel_sums, max_pool2d): their
+// dividends reach 2^22, so they divide integers. (Other kernels use the
+// bit otherwise: gemm's vec4 loads of A.)
 #define SY_EXACT_DIV ((SPEC_FLAGS & 4u) != 0u)
 uint qdiv(uint a, uint b, float inv) { return SY_EXACT_DIV ? a / b : udiv_rcp(a, b, inv); }
+#endif
 
 // Grid-stride loop over `n` items (one invocation per item, any grid size).
 #define FOR_ITEMS(k, n) for (uint k = gl_GlobalInvocationID.x; k < uint(n); k += gl_NumWorkGroups.x * WG)

@@ -19,14 +19,16 @@
 // the K loop; only the k index of each of its tile rows is decoded per step.
 // Dispatch: (ceil(N/BN), ceil(M/BM), groups; times splits for the weight),
 // or (ceil(M/BN), ceil(N/BM), ...) on the tall tiles.
-// Flags: bit 4 has_bias (forward), bit 5 unit strides (input gradient),
-// bit 7 the small tile set, bit 11 the tall tile set, transposed: pixels as
+// Flags: bit 2 integer division (SY_EXACT_DIV), bit 4 has_bias (forward),
+// bit 5 unit strides (input gradient), bit 7 the small tile set, bit 12
+// the narrow one, bit 11 the tall tile set, transposed: pixels as
 // the tile's rows, channels as its columns (a product of 32 or 64 channels
 // fills it where square tiles would be mostly padding).
 // The k and pixel decoding divides by reciprocals (common.glsl qdiv; flag
 // bit 2 where dividends reach 2^22): 10-18% faster on lavapipe for the
 // CNN's convolutions than integer division.
 // The subgroup build shares A's loads across a subgroup as gemm_sg does.
+#define SY_QDIV
 #include "common.glsl"
 #ifdef SY_SUBGROUP
 #extension GL_KHR_shader_subgroup_shuffle : require

@@ -8,6 +8,7 @@
 // and its ReLU fused into the pooling. Items are decoded by reciprocals
 // (common.glsl qdiv).
 #version 450
+#define SY_QDIV
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RO(2)
 // An input value as the pooling sees it (the fused affine and ReLU).

@@ -10,7 +10,7 @@ ARG_RW(0) ARG_RW(1) ARG_RW(2) ARG_RW(3) ARG_RW(4)
 // Flag 16384 (kMultiVec4), with it: every tensor argument starts on a vec4
 // of binding 0, so an invocation takes 4 consecutive elements as one vec4
 // (else 4 elements WG apart, one at a time).
-#define SY_MULTI_VEC4 ((SPEC_FLAGS & 16384u) != 0u)
+#define SY_MULTI_VEC4 ((SPEC_FLAGS & 24576u) == 24576u)  // with SY_ONE_WINDOW
 
 float ld(uint w, uint i) {
   if (SY_ONE_WINDOW) return F(0)[i];

@@ -103,7 +103,7 @@ class CpuDevice final : public BackendDevice {
       int64_t t0 = prof ? profile::now_ns() : 0;
       if (ins.kernel == Kernel::custom) {
         run_custom(ins, ptrs);
-      } else if (ins.nmore) {
+      } else if (kernel_has(ins.kernel, kMultiTensor)) {
         std::vector<void*> more(ins.nmore);
         std::vector<uint64_t> bytes(ins.nmore);
         for (uint32_t i = 0; i < ins.nmore; ++i) {

@@ -11,6 +11,14 @@
 
 namespace switchyard::cuda_impl {
 
+// A launch has one device word: none reads both a random stream's offset
+// and a learning rate.
+#define SY_ONE_WORD(kernel, Params, nargs, writes, traits)                                       \
+  static_assert(((traits) & (kRandomStream | kLearningRate)) != (kRandomStream | kLearningRate), \
+                #kernel ": one device word a launch (cuda_device.cpp's dyn_index_)");
+SWITCHYARD_KERNELS(SY_ONE_WORD)
+#undef SY_ONE_WORD
+
 namespace {
 // Per kernel with the trait, the slot of its field `name` of `kind` (-1).
 std::array<int, kNumKernels> slots_of(KernelTraits trait, char kind, const char* name) {

@@ -337,6 +337,7 @@ void Context::choose_tiles() {
   };
   lc.conv_tall = conv_fits(tall);
   lc.conv_narrow = narrow != gemm_small && conv_fits(narrow);
+  if (env_on("SWITCHYARD_VK_EXACT_DIV")) lc.reciprocal_limit = 0;
   use_subgroups = p.subgroup_arith && !env_on("SWITCHYARD_VK_NO_SUBGROUPS");
   // Mesa's llvmpipe (lavapipe) ends all of an invocation's loops after
   // 65535 iterations in all (gallivm's LP_MAX_TGSI_LOOP_ITERATIONS), with no

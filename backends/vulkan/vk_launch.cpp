@@ -407,10 +407,10 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
       // small set always when the large one leaves the device without a
       // second workgroup.
       const ConvGemm m = conv_gemm(ins);
-      // Decoding by reciprocals is exact below 2^22 (conv_gemm.glsl's
-      // EXACT_DIV): past it (pixels, or a weight gradient's k over all its
-      // splits), integer division.
-      if (std::max(m.n, m.k * m.z) >= (uint64_t(1) << 22)) fl |= 4u;
+      // Decoding by reciprocals is exact below 2^22 (common.glsl's
+      // SY_EXACT_DIV): past it (pixels, or a weight gradient's k over all
+      // its splits), integer division.
+      if (std::max(m.n, m.k * m.z) >= c.reciprocal_limit) fl |= 4u;
       auto cost = [&](const std::array<uint32_t, 5>& t, bool tall) {
         const uint64_t rows = tall ? m.n : m.m, cols = tall ? m.m : m.n;
         const double padded = double(ceil_div(rows, t[0]) * t[0] * ceil_div(cols, t[1]) * t[1]);
@@ -445,7 +445,7 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
     case Kernel::channel_affine: {
       const auto q = params<Kernel::channel_affine>(p);
       if (q.has_b) fl |= 2u;
-      if (q.outer * q.channels * q.inner >= (int64_t(1) << 22)) fl |= 4u;  // exact division
+      if (uint64_t(q.outer * q.channels * q.inner) >= c.reciprocal_limit) fl |= 4u;  // exact
       if (q.relu) fl |= 8u;
       if (q.relu_mask) fl |= 16u;
       break;
@@ -453,17 +453,17 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
     // Dividends of 2^22 or more: integer division (common.glsl qdiv).
     case Kernel::channel_stats: {
       const auto q = params<Kernel::channel_stats>(p);
-      if (q.outer * q.inner >= (int64_t(1) << 22)) fl |= 4u;
+      if (uint64_t(q.outer * q.inner) >= c.reciprocal_limit) fl |= 4u;
       break;
     }
     case Kernel::channel_sums: {
       const auto q = params<Kernel::channel_sums>(p);
-      if (q.outer * q.inner >= (int64_t(1) << 22)) fl |= 4u;
+      if (uint64_t(q.outer * q.inner) >= c.reciprocal_limit) fl |= 4u;
       break;
     }
     case Kernel::max_pool2d: {
       const auto q = params<Kernel::max_pool2d>(p);
-      if (q.planes * q.out_h * q.out_w >= (int64_t(1) << 22)) fl |= 4u;
+      if (uint64_t(q.planes * q.out_h * q.out_w) >= c.reciprocal_limit) fl |= 4u;
       break;
     }
     case Kernel::max_pool2d_backward: {  // planes of 2^22 elements or more: integer division

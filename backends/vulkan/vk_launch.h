@@ -92,7 +92,11 @@ struct LaunchConfig {
   // (a first layer's weight gradient: 32 channels by 9 taps, K the batch's
   // pixels) in tiles of 32 x 32. conv_narrow: whether they may be used.
   std::array<uint32_t, 5> gemm_narrow = {32, 32, 16, 4, 4};
-  bool conv_narrow = true;
+  bool conv_narrow = false;
+  // Launches of the kernels that divide by reciprocals (common.glsl's
+  // SY_QDIV) whose dividends reach this divide integers (exact below 2^22;
+  // tests run the integer path everywhere with SWITCHYARD_VK_EXACT_DIV=1).
+  uint64_t reciprocal_limit = uint64_t(1) << 22;
   // The gemm and conv kernels' subgroup build (A's loads shared across a
   // subgroup) runs: a tile's loads per multiply-add are fewer.
   bool shared_a_loads = false;
@@ -146,7 +150,7 @@ void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launc
                    std::vector<Instr>& parts);
 
 // ---- multi-tensor kernels (vk_multi.cpp) ----------------------------------
-// A multi-tensor launch (adam_multi) binds windows of the memory blocks its
+// A multi-tensor launch (adam_multi, sgd_multi) binds windows of the memory blocks its
 // tensors live in (bindings 0-4, each within maxStorageBufferRange) and
 // finds each tensor through a table that follows its launch-table entry:
 // one MultiEntry per tensor (shaders/adam_multi.comp reads it as two uvec4,
@@ -155,9 +159,10 @@ void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launc
 constexpr uint32_t kMaxMultiTensors = 32;  // tensors per launch (the shader's SY_MULTI_TABLE)
 constexpr uint32_t kMultiWindows = kArgBindings;
 struct MultiEntry {
-  uint32_t off[4];    // p, m, v, step: elements from their window's start
+  uint32_t off[4];    // the written arguments (adam: p, m, v, step; sgd: p, buf), elements
+                      // from their window's start
   uint32_t off_g, n;  // g's offset; the tensor's elements
-  uint32_t windows;   // 3 bits per argument: p, m, v, step, g; kMultiCounts
+  uint32_t windows;   // 3 bits per argument: off[0..3]'s, then g's; kMultiCounts
   uint32_t first;     // its first piece (of 4 * wg elements)
 };
 // MultiEntry::windows: this entry increments its tensor's step count (a

@@ -1,5 +1,7 @@
 // SPDX-License-Identifier: MIT
-// Optimizers: one fused in-place update kernel per parameter per step.
+// Optimizers: fused in-place update kernels, one launch a step for all the
+// parameters where the device has the multi-tensor kernel (else one per
+// parameter).
 #include "switchyard/optim.h"
 
 #include <algorithm>
