@@ -516,3 +516,64 @@ TEST(VulkanLaunchGeometry, MultiTensorChunksFitAlignedWindows) {
   EXPECT_EQ(covered, 1000u);
   EXPECT_EQ(empty, 1u);
 }
+
+// sgd_multi's layout (p, buf of each tensor, then each g) through the same
+// windows: every written and read argument found where it lies. With no
+// range limit all three tensors' arguments share one window: the launch
+// is specialized to read binding 0 (kOneWindow), and to take vec4s
+// (kMultiVec4) only while every argument starts on 16 bytes.
+TEST(VulkanLaunchGeometry, MultiTensorSgdFindsEachArgumentAndItsWindow) {
+  for (uint64_t g_shift : {0u, 4u}) {  // the last gradient 16-byte aligned, or not
+    SCOPED_TRACE(g_shift);
+    vi::LaunchConfig c;
+    c.device = "a simulated GPU";
+    c.storage_align = 16;
+    std::vector<vi::Block> blocks(1);
+    blocks[0].size = 1 << 16;
+    const int64_t T = 3;
+    const uint64_t n[T] = {10, 1000, 3};
+    std::vector<vi::Alloc> allocs;
+    allocs.reserve(3 * T);
+    std::vector<sy::Binding> bind;
+    uint64_t at[T][3];  // p, buf, g
+    for (int64_t t = 0; t < T; ++t)
+      for (int k = 0; k < 3; ++k) {
+        at[t][k] = uint64_t(4096 * (3 * t + k)) + (t == T - 1 && k == 2 ? g_shift : 0);
+        allocs.push_back({.block = 0, .offset = at[t][k], .size = n[t] * 4});
+        bind.push_back({sy::Buffer{&allocs.back(), allocs.back().size}, 0});
+      }
+    sy::Program prog;
+    for (int64_t t = 0; t < T; ++t)
+      for (int k = 0; k < 2; ++k) prog.more_args.push_back({uint32_t(3 * t + k), 0, n[t] * 4});
+    for (int64_t t = 0; t < T; ++t) prog.more_args.push_back({uint32_t(3 * t + 2), 0, n[t] * 4});
+    sy::Instr& ins = prog.instrs.emplace_back();
+    ins.kernel = sy::Kernel::sgd_multi;
+    ins.params = sy::SgdMultiParams{.tensors = T, .has_buf = true, .lr = 0.1f, .momentum = 0.9f};
+    ins.nmore = uint32_t(prog.more_args.size());
+    std::vector<vi::Launch> launches(1), tmp;
+    launches[0].ins = &prog.instrs[0];
+    ASSERT_NO_THROW(vi::plan_multi(c, blocks, prog, bind, launches, tmp));
+    ASSERT_EQ(launches.size(), 1u) << "one launch, no step-count pass";
+    vi::MultiEntry table[vi::kMaxMultiTensors];
+    VkDescriptorBufferInfo desc[vi::kArgBindings];
+    vi::Range ranges[vi::kMultiWindows];
+    int nranges = 0;
+    vi::OpParams o{};
+    ASSERT_NO_THROW(
+        o = vi::multi_params(c, blocks, prog, launches[0], bind, table, desc, ranges, nranges));
+    EXPECT_EQ(nranges, 1);
+    EXPECT_NE(o.flags & vi::kOneWindow, 0u);
+    EXPECT_EQ((o.flags & vi::kMultiVec4) != 0, g_shift == 0);
+    EXPECT_EQ(o.off[0], uint32_t(T));
+    for (int64_t t = 0; t < T; ++t) {
+      const vi::MultiEntry& e = table[t];
+      EXPECT_EQ(e.n, n[t]);
+      auto where = [&](int field, uint32_t off) {
+        return desc[(e.windows >> (3 * field)) & 7].offset + uint64_t(off) * 4;
+      };
+      EXPECT_EQ(where(0, e.off[0]), at[t][0]) << "tensor " << t << "'s p";
+      EXPECT_EQ(where(1, e.off[1]), at[t][1]) << "tensor " << t << "'s buf";
+      EXPECT_EQ(where(4, e.off_g), at[t][2]) << "tensor " << t << "'s g";
+    }
+  }
+}
