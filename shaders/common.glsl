@@ -129,7 +129,8 @@ uint udiv_rcp(uint a, uint b, float inv) {
   return q;
 }
 // Flag bit 2 (value 4) of the kernels that define SY_QDIV (conv_gemm.glsl,
-// channel_affine, channel_stats, channel_sums, max_pool2d): their
+// channel_affine, channel_stats, channel_sums, max_pool2d and its
+// backward; vk_launch.cpp's reciprocal_flag): their
 // dividends reach 2^22, so they divide integers. (Other kernels use the
 // bit otherwise: gemm's vec4 loads of A.)
 #define SY_EXACT_DIV ((SPEC_FLAGS & 4u) != 0u)

@@ -4,21 +4,15 @@
 // Dispatch: y over the planes (grid-stride), x over a plane's elements; each
 // invocation gathers the windows that cover its element in a fixed order:
 // deterministic, no atomics. Its row, column and window ranges come from
-// multiplies by reciprocals with one correction each way (exact below 2^22,
-// which the host checks: flag bit 1 takes integer division for larger
-// planes), since CPU drivers divide integers one lane at a time.
+// reciprocals (common.glsl qdiv; flag bit 2 for planes of 2^22 elements or
+// more), since CPU drivers divide integers one lane at a time.
 #version 450
+#define SY_QDIV
 #include "common.glsl"
 ARG_RW(0) ARG_RO(1) ARG_RO(2)
 
-// floor(a / b) for 0 <= a: exact with the correction when a < 2^22.
-int div_floor(int a, int b, float inv) {
-  if ((SPEC_FLAGS & 2u) != 0u) return a / b;
-  int q = int(float(a) * inv);
-  q += (q + 1) * b <= a ? 1 : 0;
-  q -= q * b > a ? 1 : 0;
-  return q;
-}
+// floor(a / b) for 0 <= a.
+int div_floor(int a, int b, float inv) { return int(qdiv(uint(a), uint(b), inv)); }
 
 void main() {
   Op p = load_op();

@@ -316,6 +316,20 @@ static std::vector<Tensor> leaf_params(const std::vector<int64_t>& sizes, sy::De
                      .requires_grad_());
   return ps;
 }
+// Step t's gradients, the same on both lists of parameters; parameter
+// `none` gets none.
+static void set_same_grads(std::vector<Tensor>& a, std::vector<Tensor>& b, int t, int none) {
+  for (size_t k = 0; k < a.size(); ++k) {
+    if (int(k) == none) {
+      a[k].zero_grad(), b[k].zero_grad();
+      continue;
+    }
+    const int64_t n = a[k].numel();
+    auto g = random_vec(size_t(n), uint32_t(100 * t + int(k)));
+    a[k].set_grad(sy::from_vector(g, {n}, a[k].device()));
+    b[k].set_grad(sy::from_vector(g, {n}, b[k].device()));
+  }
+}
 // Two optimizers' state dicts: the same names and values.
 static void expect_same_optimizer_state(const sy::NamedTensors& a, const sy::NamedTensors& b) {
   ASSERT_EQ(a.size(), b.size());
@@ -346,15 +360,7 @@ TEST_P(OnDevice, OptimAdamForeachMatchesOneLaunchPerParameter) {
         b, {.lr = 0.01f, .weight_decay = 0.1f, .decoupled = decoupled, .foreach = false});
     const auto before = d.counters();
     for (int t = 1; t <= 4; ++t) {
-      for (size_t k = 0; k < sizes.size(); ++k) {
-        if (t == 2 && k == 2) {  // no gradient this step
-          a[k].zero_grad(), b[k].zero_grad();
-          continue;
-        }
-        auto g = random_vec(size_t(sizes[k]), uint32_t(100 * t + k));
-        a[k].set_grad(sy::from_vector(g, {sizes[k]}, d));
-        b[k].set_grad(sy::from_vector(g, {sizes[k]}, d));
-      }
+      set_same_grads(a, b, t, t == 2 ? 2 : -1);  // parameter 2: no gradient this step
       one.step();
       each.step();
     }
@@ -390,12 +396,7 @@ TEST_P(OnDevice, OptimSgdForeachMatchesOneLaunchPerParameter) {
     sy::optim::SGD each(b, o);
     const auto before = d.counters();
     for (int t = 1; t <= 4; ++t) {
-      for (size_t k = 0; k < sizes.size(); ++k) {
-        if (t == 1 && k == 2) continue;  // no gradient at the first step
-        auto g = random_vec(size_t(sizes[k]), uint32_t(100 * t + k));
-        a[k].set_grad(sy::from_vector(g, {sizes[k]}, d));
-        b[k].set_grad(sy::from_vector(g, {sizes[k]}, d));
-      }
+      set_same_grads(a, b, t, t == 1 ? 2 : -1);  // parameter 2: no gradient at the first
       one.step();
       each.step();
     }

@@ -163,9 +163,10 @@ class CudaDevice final : public BackendDevice {
   // launch's addresses, then their element counts), and their key words.
   std::vector<void*> more_ptrs_;
   std::vector<uint64_t> more_key_;
-  // This run's Philox offsets (kRandomStream launches, in order), each
-  // launch's index among them, and where a graph reads them (null: eager
-  // runs take them from the params).
+  // This run's device words (kRandomStream launches' Philox offsets,
+  // kLearningRate launches' learning rates, in launch order), each launch's
+  // index among them, and where a graph reads them (null: eager runs take
+  // them from the params).
   std::vector<uint64_t> dyn_host_;   // this run's words for ProgramGraphs::dyn
   std::vector<uint32_t> dyn_index_;  // each launch's word there, or kNoWord
   static constexpr uint32_t kNoWord = UINT32_MAX;

@@ -368,6 +368,13 @@ void pack_params(const LaunchConfig& c, const KernelParams& p, OpParams& o) {
 
 namespace {
 
+// The kernels that divide by reciprocals (common.glsl's SY_QDIV), exact
+// below 2^22: flag bit 2 (integer division) when a dividend reaches the
+// device's limit.
+uint32_t reciprocal_flag(const LaunchConfig& c, uint64_t most) {
+  return most >= c.reciprocal_limit ? 4u : 0u;
+}
+
 // Launch flags beyond bit 0 (every argument 16-byte aligned), per kernel.
 uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o, bool aligned) {
   const KernelParams& p = ins.params;
@@ -407,10 +414,9 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
       // small set always when the large one leaves the device without a
       // second workgroup.
       const ConvGemm m = conv_gemm(ins);
-      // Decoding by reciprocals is exact below 2^22 (common.glsl's
-      // SY_EXACT_DIV): past it (pixels, or a weight gradient's k over all
-      // its splits), integer division.
-      if (std::max(m.n, m.k * m.z) >= c.reciprocal_limit) fl |= 4u;
+      // The decoding's largest dividends: pixels, or a weight gradient's k
+      // over all its splits.
+      fl |= reciprocal_flag(c, std::max(m.n, m.k * m.z));
       auto cost = [&](const std::array<uint32_t, 5>& t, bool tall) {
         const uint64_t rows = tall ? m.n : m.m, cols = tall ? m.m : m.n;
         const double padded = double(ceil_div(rows, t[0]) * t[0] * ceil_div(cols, t[1]) * t[1]);
@@ -445,30 +451,29 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
     case Kernel::channel_affine: {
       const auto q = params<Kernel::channel_affine>(p);
       if (q.has_b) fl |= 2u;
-      if (uint64_t(q.outer * q.channels * q.inner) >= c.reciprocal_limit) fl |= 4u;  // exact
+      fl |= reciprocal_flag(c, uint64_t(q.outer * q.channels * q.inner));
       if (q.relu) fl |= 8u;
       if (q.relu_mask) fl |= 16u;
       break;
     }
-    // Dividends of 2^22 or more: integer division (common.glsl qdiv).
     case Kernel::channel_stats: {
       const auto q = params<Kernel::channel_stats>(p);
-      if (uint64_t(q.outer * q.inner) >= c.reciprocal_limit) fl |= 4u;
+      fl |= reciprocal_flag(c, uint64_t(q.outer * q.inner));
       break;
     }
     case Kernel::channel_sums: {
       const auto q = params<Kernel::channel_sums>(p);
-      if (uint64_t(q.outer * q.inner) >= c.reciprocal_limit) fl |= 4u;
+      fl |= reciprocal_flag(c, uint64_t(q.outer * q.inner));
       break;
     }
     case Kernel::max_pool2d: {
       const auto q = params<Kernel::max_pool2d>(p);
-      if (uint64_t(q.planes * q.out_h * q.out_w) >= c.reciprocal_limit) fl |= 4u;
+      fl |= reciprocal_flag(c, uint64_t(q.planes * q.out_h * q.out_w));
       break;
     }
-    case Kernel::max_pool2d_backward: {  // planes of 2^22 elements or more: integer division
+    case Kernel::max_pool2d_backward: {  // a plane's elements, padded
       const auto q = params<Kernel::max_pool2d_backward>(p);
-      if ((q.height + q.padding[0]) * (q.width + q.padding[1]) >= (int64_t(1) << 22)) fl |= 2u;
+      fl |= reciprocal_flag(c, uint64_t((q.height + q.padding[0]) * (q.width + q.padding[1])));
       break;
     }
     case Kernel::transpose:

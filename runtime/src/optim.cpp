@@ -192,18 +192,30 @@ void SGD::update(size_t i, Tensor& p, const Tensor& g) {
   momentum_[i] = buf;
 }
 
+namespace {
+// The device of a step's parameters when a multi-tensor launch `k` can
+// update them all: two or more, on one device that has the kernel; else
+// null (one launch per parameter).
+Device* multi_device(const std::vector<Tensor>& params, const std::vector<size_t>& idx, Kernel k) {
+  if (idx.size() < 2) return nullptr;
+  Device& d = params[idx[0]].device();
+  for (size_t i : idx)
+    if (&params[i].device() != &d) return nullptr;
+  return context_of(d).device->supports(k) ? &d : nullptr;
+}
+}  // namespace
+
 // One sgd_multi launch when every parameter of the step is on one device
 // and all or none of their momentum buffers exist (the launch's first_step
 // is one flag): fresh buffers made first, then p (and buf) of each
 // parameter written and the gradients read, in the kernel's order.
 void SGD::update_all(const std::vector<size_t>& idx, const std::vector<Tensor>& grads) {
-  if (!o_.foreach || idx.size() < 2) return Optimizer::update_all(idx, grads);
-  Device& d = params_[idx[0]].device();
+  Device* one = o_.foreach ? multi_device(params_, idx, Kernel::sgd_multi) : nullptr;
+  if (!one) return Optimizer::update_all(idx, grads);
   const bool has_buf = o_.momentum != 0.f, first = has_buf && !momentum_[idx[0]].defined();
   for (size_t i : idx)
-    if (&params_[i].device() != &d || (has_buf && momentum_[i].defined() == first))
-      return Optimizer::update_all(idx, grads);
-  if (!context_of(d).device->supports(Kernel::sgd_multi)) return Optimizer::update_all(idx, grads);
+    if (has_buf && momentum_[i].defined() == first) return Optimizer::update_all(idx, grads);
+  Device& d = *one;
   const size_t T = idx.size();
   std::vector<Tensor> buf(T);
   std::vector<Tensor*> targets;
@@ -249,11 +261,9 @@ std::vector<Tensor*> Adam::state(size_t i) { return {&m_[i], &v_[i], &step_[i]};
 // that has the kernel: fresh state made first, then p, m, v, step of each
 // parameter written and the gradients read, in the kernel's order.
 void Adam::update_all(const std::vector<size_t>& idx, const std::vector<Tensor>& grads) {
-  if (!o_.foreach || idx.size() < 2) return Optimizer::update_all(idx, grads);
-  Device& d = params_[idx[0]].device();
-  for (size_t i : idx)
-    if (&params_[i].device() != &d) return Optimizer::update_all(idx, grads);
-  if (!context_of(d).device->supports(Kernel::adam_multi)) return Optimizer::update_all(idx, grads);
+  Device* one = o_.foreach ? multi_device(params_, idx, Kernel::adam_multi) : nullptr;
+  if (!one) return Optimizer::update_all(idx, grads);
+  Device& d = *one;
   const size_t T = idx.size();
   std::vector<Tensor> m(T), v(T), step(T);
   std::vector<Tensor*> targets;
