@@ -12,6 +12,7 @@
 #include "cuda_allocator.h"
 #include "cuda_arch.h"
 #include "cuda_blas.h"
+#include "cuda_dnn.h"
 #include "helpers.h"
 
 using sy::cuda_impl::CachingAllocator;
@@ -183,6 +184,29 @@ TEST(CudaBlas, OpensCuBlasAndResolvesEveryEntryPoint) {
   }
 }
 
+TEST(CudaDnn, OpensCudnnAndResolvesEveryEntryPoint) {
+  // As cuBLAS: loading needs no GPU, so the real library's entry points and
+  // version are checked wherever the backend was built with cuDNN's header.
+#if SWITCHYARD_HAVE_CUDNN
+  try {
+    const auto& api = sy::cuda_impl::dnn_api();
+#define SY_CHECK_RESOLVED(name) EXPECT_NE(api.name, nullptr) << #name;
+    SY_CUDNN_FUNCS(SY_CHECK_RESOLVED)
+#undef SY_CHECK_RESOLVED
+    EXPECT_EQ(api.cudnnGetVersion() / 10000, size_t(CUDNN_MAJOR));
+    const std::string d = sy::cuda_impl::cudnn_description();
+    std::printf("cuDNN %s\n", d.c_str());
+    const auto props = sy::cuda_impl::conv_properties();
+    ASSERT_EQ(props.size(), 2u);
+    EXPECT_EQ(props[0].second, "cuDNN " + d);
+  } catch (const sy::Error& e) {
+    GTEST_SKIP() << "no cuDNN on this machine: " << e.what();
+  }
+#else
+  GTEST_SKIP() << "built without cuDNN's header: the own convolution kernels only";
+#endif
+}
+
 TEST(Cuda, AbsentDevicesComeWithAReason) {
   const sy::BackendEntry* cuda = nullptr;
   for (auto& b : sy::backends())
@@ -207,7 +231,8 @@ TEST(Cuda, DeviceReportsItsProperties) {
   sy::BackendDevice& d = sy::backend_device(cuda_test_device());
   EXPECT_FALSE(d.info().name.empty());
   EXPECT_GT(d.info().memory_bytes, 0u);
-  for (const char* k : {"compute_capability", "sms", "driver", "runtime", "cublaslt"})
+  for (const char* k :
+       {"compute_capability", "sms", "driver", "runtime", "cublaslt", "convolution"})
     EXPECT_FALSE(device_property(d, k).empty()) << k;
 }
 

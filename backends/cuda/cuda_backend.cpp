@@ -90,6 +90,7 @@ BackendEntry enumerate() {
     e.reason = x.what();
     return e;
   }
+  const auto conv = conv_properties();  // the path a device will take (cuda_dnn.h)
   std::lock_guard lock(g_mu);
   std::string skipped;  // GPUs this build has no kernels for, and why
   for (int i = 0; i < n; ++i) {
@@ -122,6 +123,7 @@ BackendEntry enumerate() {
         {"cublaslt", blas},
         {"graphs", graphs_enabled() ? "on" : "off"},
     };
+    info.properties.insert(info.properties.end(), conv.begin(), conv.end());
     auto d = std::make_shared<CudaDevice>(std::move(info), i, int64_t(p.multiProcessorCount) * 32);
     g_devices.push_back(d);
     e.devices.push_back(std::move(d));

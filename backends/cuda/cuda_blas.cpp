@@ -19,9 +19,8 @@
 #include "switchyard/backend/platform.h"
 
 namespace switchyard::cuda_impl {
-namespace {
 
-void* open_first(const std::string& soname, std::string& path, std::string& errors) {
+void* open_toolkit_library(const std::string& soname, std::string& path, std::string& errors) {
   std::vector<std::string> tries = {soname};
   for (const char* env : {"CUDA_PATH", "CUDA_HOME"})
     if (const char* d = std::getenv(env); d && *d)
@@ -41,6 +40,8 @@ void* open_first(const std::string& soname, std::string& path, std::string& erro
   return nullptr;
 }
 
+namespace {
+
 struct Loaded {
   BlasApi api;
   std::string error;
@@ -50,8 +51,9 @@ Loaded load() {
   Loaded l;
   const std::string major = std::to_string(CUBLAS_VER_MAJOR);
   std::string err;
-  l.api.lt_lib = open_first("libcublasLt.so." + major, l.api.lt_path, err);
-  if (l.api.lt_lib) l.api.cublas_lib = open_first("libcublas.so." + major, l.api.cublas_path, err);
+  l.api.lt_lib = open_toolkit_library("libcublasLt.so." + major, l.api.lt_path, err);
+  if (l.api.lt_lib)
+    l.api.cublas_lib = open_toolkit_library("libcublas.so." + major, l.api.cublas_path, err);
   if (!l.api.lt_lib || !l.api.cublas_lib) {
     l.error = detail::cat("cuBLAS ", major, " not found (looked for libcublas.so.", major,
                           " and libcublasLt.so.", major,

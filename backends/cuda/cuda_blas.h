@@ -37,6 +37,12 @@ struct BlasApi {
 };
 // clang-format on
 
+// Opens a library of the CUDA toolkit by soname: from the library path,
+// then $CUDA_PATH/lib64, $CUDA_HOME/lib64, /usr/local/cuda/lib64 and the
+// build's toolkit. Null when none opens; `path` is the one that did, and
+// `errors` the first failure's text.
+void* open_toolkit_library(const std::string& soname, std::string& path, std::string& errors);
+
 // Opens libcublasLt and libcublas (the soname of the toolkit built against,
 // then $CUDA_PATH/lib64, /usr/local/cuda/lib64 and the build's toolkit) and
 // resolves every entry point. Throws Error saying what is missing.

@@ -87,6 +87,9 @@ CudaDevice::CudaDevice(DeviceInfo info, int ordinal, int64_t max_blocks)
                           env.stream);
   };
   env_.custom = &custom_;
+  conv_ = [this](const Instr& ins, void* const* a, const LaunchEnv& env) {
+    return dnn_.run(ins, a, env);
+  };
   graphs_enabled_ = graphs_enabled();
 }
 
@@ -142,8 +145,11 @@ void CudaDevice::shutdown() noexcept {
   programs_.clear();
   try {
     blas_.release();
+    dnn_.release();
   } catch (...) {
   }
+  env_.conv = nullptr;
+  conv_path_chosen_ = false;
   alloc_.release_all();
   for (auto& [p, h] : host_allocs_) {
     if (h.last_use) (void)cudaEventDestroy(h.last_use);
@@ -616,7 +622,7 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
   dyn_host_.clear();
   dyn_index_.assign(p.instrs.size(), kNoWord);
   dyn_slots_ = nullptr;
-  bool has_gemm = false;
+  bool has_gemm = false, has_conv = false;
   for (size_t i = 0; i < p.instrs.size(); ++i) {
     const Instr& ins = p.instrs[i];
     // Argument j's address, its binding checked.
@@ -651,13 +657,37 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
       dyn_host_.push_back(bits);
     }
     has_gemm |= ins.kernel == Kernel::gemm;
+    has_conv |= ins.kernel == Kernel::conv2d || ins.kernel == Kernel::conv2d_backward_input ||
+                ins.kernel == Kernel::conv2d_backward_weight;
     status_dirty_ |= kernel_has(ins.kernel, kReportsStatus);
   }
-  if (has_gemm && !blas_.ready()) {
-    if (!workspace_) {
-      SY_CUDA("gemm", cudaMalloc(&workspace_, kWorkspaceBytes));
-      ++counters_.memory_allocations;
+  auto ensure_workspace = [&](const char* op) {
+    if (workspace_) return;
+    SY_CUDA(op, cudaMalloc(&workspace_, kWorkspaceBytes));
+    ++counters_.memory_allocations;
+  };
+  if (has_conv && !conv_path_chosen_) {
+    // cuDNN's convolutions when it loads (SWITCHYARD_CUDA_CONV: cuda_dnn.h),
+    // else the own implicit-GEMM kernels. Chosen once per device.
+    const ConvPath path = conv_path();
+    if (path != ConvPath::own) {
+      ensure_workspace("conv2d");
+      try {
+        dnn_.init(stream_, workspace_, kWorkspaceBytes);
+        env_.conv = &conv_;
+        register_exit_teardown();  // (as for cuBLAS below)
+      } catch (const OutOfMemory&) {
+        throw;
+      } catch (const Error& e) {
+        if (path == ConvPath::cudnn)
+          throw Error(detail::cat("[conv2d] SWITCHYARD_CUDA_CONV=cudnn asks for cuDNN on ", str(),
+                                  ", which cannot be used: ", e.what()));
+      }
     }
+    conv_path_chosen_ = true;
+  }
+  if (has_gemm && !blas_.ready()) {
+    ensure_workspace("gemm");
     blas_.init(stream_, workspace_, kWorkspaceBytes);
     // cuBLAS carries its own CUDA runtime, whose exit-time teardown may
     // register now: register ours again so it runs first.

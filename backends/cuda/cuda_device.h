@@ -16,6 +16,7 @@
 #include "cuda_blas.h"
 #include "cuda_custom.h"
 #include "cuda_dispatch.h"
+#include "cuda_dnn.h"
 #include "cuda_kernels.h"
 #include "serial_ring.h"
 #include "switchyard/backend/device.h"
@@ -150,6 +151,9 @@ class CudaDevice final : public BackendDevice {
   LaunchEnv env_;
   Blas blas_;
   GemmFn gemm_;  // blas_.gemm, reached by launches through env_.gemm
+  Dnn dnn_;      // cuDNN's convolutions, once a Program has one (and cuDNN loads)
+  ConvFn conv_;  // dnn_.run, reached through env_.conv while dnn_ is ready
+  bool conv_path_chosen_ = false;
   std::unordered_map<int64_t, void*> custom_fns_;  // loaded custom kernels, by registry id
   std::mutex custom_load_mu_;  // one load at a time (a kernel is loaded once: no module leaks)
   CustomLaunchFn custom_;      // reached by launches through env_.custom

@@ -18,6 +18,12 @@ void launch(const CustomParams& p, void* const* a, const LaunchEnv& env) {
 }
 
 void dispatch(const Instr& ins, void* const* a, const LaunchEnv& env) {
+  // Convolutions through cuDNN where the device has it (cuda_dnn.h).
+  if (env.conv &&
+      (ins.kernel == Kernel::conv2d || ins.kernel == Kernel::conv2d_backward_input ||
+       ins.kernel == Kernel::conv2d_backward_weight) &&
+      (*env.conv)(ins, a, env))
+    return;
   switch (ins.kernel) {
 #define SY_CUDA_CASE(kernel, Params, ...) \
   case Kernel::kernel:                    \

@@ -13,6 +13,10 @@
 
 #include "switchyard/backend/kernels.h"
 
+namespace switchyard {
+struct Instr;  // switchyard/backend/program.h
+}
+
 namespace switchyard::cuda_impl {
 
 // Status words the kernels write when they find bad input (a label outside
@@ -36,12 +40,19 @@ using GemmFn = std::function<void(const GemmParams& p, float* C, const float* A,
 using CustomLaunchFn =
     std::function<void(const CustomParams& p, void* const* args, const LaunchEnv& env)>;
 
+// A convolution of the table through cuDNN (cuda_dnn.h), reached from
+// dispatch(); false: not taken, the own kernel runs.
+using ConvFn = std::function<bool(const Instr& ins, void* const* args, const LaunchEnv& env)>;
+
 struct LaunchEnv {
   cudaStream_t stream = nullptr;
   DeviceStatus* status = nullptr;          // device address of the status words
   int64_t max_blocks = 1024;               // grid cap for grid-stride loops (SMs x 32)
   const GemmFn* gemm = nullptr;            // the device's cuBLAS GEMM
   const CustomLaunchFn* custom = nullptr;  // the device's custom kernels
+  // The device's cuDNN convolutions, or null: the own kernels (k_conv.cu).
+  // Returns false for a shape it leaves to them.
+  const ConvFn* conv = nullptr;
   // Device memory for a kernel's partial results between its passes (split
   // reductions). One stream runs everything in order, so every launch may
   // use all of it.
@@ -75,5 +86,9 @@ void launch_bias_act(int64_t rows, int64_t cols, float* out, const float* bias, 
 // bias[c], or bias[b * rows + r] when bias_rows (gemm's bias_rows).
 void launch_bias_act_batched(int64_t batch, int64_t rows, int64_t cols, int64_t stride, float* out,
                              const float* bias, bool bias_rows, Unary act, const LaunchEnv& env);
+// out[n, c, i] = act(out[n, c, i] + bias[c]) over (batch, channels, plane)
+// NCHW (bias may be null): a convolution's epilogue after cuDNN.
+void launch_channel_bias_act(int64_t batch, int64_t channels, int64_t plane, float* out,
+                             const float* bias, Unary act, const LaunchEnv& env);
 
 }  // namespace switchyard::cuda_impl

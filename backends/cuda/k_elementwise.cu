@@ -81,6 +81,15 @@ __global__ void bias_act_batched_k(float* out, const float* bias, int64_t rows, 
   }
 }
 
+__global__ void channel_bias_act_k(float* out, const float* bias, int64_t channels, int64_t plane,
+                                   Unary act, int64_t total) {
+  SY_GRID_STRIDE(i, total) {
+    float v = out[i];
+    if (bias) v += bias[i / plane % channels];
+    out[i] = unary_apply(act, v);
+  }
+}
+
 template <class T>
 void fill_as(void* out, int64_t n, T v, const LaunchEnv& env) {
   SY_LAUNCH(fill_k<T>, blocks_for(n, env), kBlock, env.stream)(static_cast<T*>(out), n, v);
@@ -239,6 +248,15 @@ void launch_bias_act_batched(int64_t batch, int64_t rows, int64_t cols, int64_t 
   SY_LAUNCH(bias_act_batched_k, blocks_for(total, env), kBlock, env.stream)
   (out, bias, rows, cols, stride, bias_rows, act, total);
   SY_CUDA_LAUNCHED("gemm epilogue");
+}
+
+void launch_channel_bias_act(int64_t batch, int64_t channels, int64_t plane, float* out,
+                             const float* bias, Unary act, const LaunchEnv& env) {
+  const int64_t total = batch * channels * plane;
+  if (total <= 0 || (!bias && act == Unary::none)) return;
+  SY_LAUNCH(channel_bias_act_k, blocks_for(total, env), kBlock, env.stream)
+  (out, bias, channels, plane, act, total);
+  SY_CUDA_LAUNCHED("conv2d epilogue");
 }
 
 }  // namespace switchyard::cuda_impl

@@ -10,6 +10,7 @@
 #include <optional>
 #include <string>
 
+#include "conv_geometry.h"
 #include "graph.h"
 #include "ops_internal.h"
 #include "switchyard/error.h"
@@ -202,22 +203,14 @@ namespace {
 // The number of partial sums of the weight gradient: one per about 1024 of
 // the K = N*OH*OW positions (a GPU needs the parallelism: dW itself is a
 // few tiles; a CPU driver bounds an invocation's loop iterations), at most
-// 64. The same on every backend, so every backend adds in the same order.
-int64_t conv_wgrad_splits(int64_t positions) {
+// 64. The same on every backend's own kernels, so they add in the same
+// order. A device whose convolutions run through a library that reduces over the
+// batch itself (cuDNN: the property "conv_weight_gradient" = "whole") gets
+// one sum.
+int64_t conv_wgrad_splits(const Device& d, int64_t positions) {
+  for (const auto& [key, value] : d.info().properties)
+    if (key == "conv_weight_gradient" && value == "whole") return 1;
   return std::clamp<int64_t>((positions + 1023) / 1024, 1, 64);
-}
-
-// The geometry fields of one convolution kernel's params in another's.
-template <class To, class From>
-To conv_geometry(const From& f) {
-  To t{};
-  t.batch = f.batch, t.channels = f.channels, t.height = f.height, t.width = f.width;
-  t.out_channels = f.out_channels, t.groups = f.groups;
-  for (int j = 0; j < 2; ++j) {
-    t.kernel[j] = f.kernel[j], t.stride[j] = f.stride[j];
-    t.padding[j] = f.padding[j], t.dilation[j] = f.dilation[j];
-  }
-  return t;
 }
 
 // The im2col lowering: x (N, C, H, W) -> cols (C*KH*KW, N*OH*OW) by im2col;
@@ -419,7 +412,7 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, S
   auto bw = [=](const Tensor& g) {
     Tensor dx = node({g, wd}, xs, DType::f32, conv_geometry<Conv2dBackwardInputParams>(p));
     auto wp = conv_geometry<Conv2dBackwardWeightParams>(p);
-    wp.splits = conv_wgrad_splits(N * OH * OW);
+    wp.splits = conv_wgrad_splits(xd.device(), N * OH * OW);
     Tensor parts = node({g, xd}, {wp.splits, OC, ws[1] * K0 * K1}, DType::f32, wp);
     Tensor dw = (wp.splits > 1 ? sum(parts, 0) : parts).reshape(ws);
     std::vector<Tensor> r{dx, dw};

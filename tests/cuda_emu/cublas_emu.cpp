@@ -31,15 +31,6 @@ uint64_t* fields(T* opaque) {
   return opaque->data;
 }
 
-// x rounded to TF32 (8-bit exponent, 10-bit mantissa), to nearest even.
-float to_tf32(float x) {
-  uint32_t u;
-  std::memcpy(&u, &x, 4);
-  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x0fffu + ((u >> 13) & 1u)) & ~0x1fffu;
-  std::memcpy(&x, &u, 4);
-  return x;
-}
-
 cublasMath_t math_mode = CUBLAS_DEFAULT_MATH;  // cublasSetMathMode's
 
 float* at(const void* base, uint64_t ld, uint64_t i, uint64_t j) {  // column-major element (i, j)
@@ -60,7 +51,7 @@ void matmul(bool ta, bool tb, uint64_t m, uint64_t n, uint64_t k, float alpha, c
     for (uint64_t l = 0; l < k; ++l) cols[j * k + l] = tb ? *at(B, ldb, j, l) : *at(B, ldb, l, j);
   if (tf32)  // tensor cores read the inputs as TF32: 10 mantissa bits
     for (auto* v : {&rows, &cols})
-      for (float& x : *v) x = to_tf32(x);
+      for (float& x : *v) x = sy_emu::to_tf32(x);
   std::vector<float> out(m * n);
   for (uint64_t j = 0; j < n; ++j)
     for (uint64_t i = 0; i < m; ++i) {

@@ -354,6 +354,23 @@ T shfl_xor(T v, int mask) {
   return r;
 }
 
+// x rounded to TF32 (8-bit exponent, 10-bit mantissa), to nearest even: how
+// tensor cores read f32 inputs when TF32 is allowed (cuBLAS, cuDNN).
+inline float to_tf32(float x) {
+  uint32_t u;
+  std::memcpy(&u, &x, 4);
+  if ((u & 0x7f800000u) != 0x7f800000u) u = (u + 0x0fffu + ((u >> 13) & 1u)) & ~0x1fffu;
+  std::memcpy(&x, &u, 4);
+  return x;
+}
+
+// Emulated cuDNN (cudnn_emu.cpp), for tests: per direction (forward,
+// backward data, backward filter), the runs made and the last algorithm
+// run; and the algorithm queries by timing (Find...Ex) and by heuristics.
+inline std::atomic<int> cudnn_runs[3];
+inline std::atomic<int> cudnn_last_algo[3];
+inline std::atomic<int> cudnn_timed_queries{0}, cudnn_heuristic_queries{0};
+
 }  // namespace sy_emu
 
 #define threadIdx (::sy_emu::thread_idx)

@@ -286,6 +286,11 @@ cudaError_t sy_emu_cudaStreamEndCapture(cudaStream_t, cudaGraph_t* g) {
   *g = reinterpret_cast<cudaGraph_t>(graph);
   return cudaSuccess;
 }
+cudaError_t sy_emu_cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status) {
+  if (!sy_emu::on_device_stream(s)) return cudaErrorInvalidResourceHandle;
+  *status = sy_emu::capturing ? cudaStreamCaptureStatusActive : cudaStreamCaptureStatusNone;
+  return cudaSuccess;
+}
 cudaError_t sy_emu_cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t g,
                                                  unsigned long long) {
   // SY_EMU_FAIL_INSTANTIATE=1: as a driver that cannot instantiate the graph

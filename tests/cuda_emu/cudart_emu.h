@@ -44,6 +44,7 @@ cudaError_t sy_emu_cudaEventDestroy(cudaEvent_t e);
 cudaError_t sy_emu_cudaEventElapsedTime(float* ms, cudaEvent_t start, cudaEvent_t end);
 cudaError_t sy_emu_cudaStreamBeginCapture(cudaStream_t s, cudaStreamCaptureMode mode);
 cudaError_t sy_emu_cudaStreamEndCapture(cudaStream_t s, cudaGraph_t* g);
+cudaError_t sy_emu_cudaStreamIsCapturing(cudaStream_t s, cudaStreamCaptureStatus* status);
 cudaError_t sy_emu_cudaGraphInstantiateWithFlags(cudaGraphExec_t* exec, cudaGraph_t g,
                                                  unsigned long long flags);
 cudaError_t sy_emu_cudaGraphDestroy(cudaGraph_t g);
@@ -81,6 +82,7 @@ cudaError_t sy_emu_cudaGraphExecUpdate(cudaGraphExec_t exec, cudaGraph_t g,
 #define cudaEventElapsedTime sy_emu_cudaEventElapsedTime
 #define cudaStreamBeginCapture sy_emu_cudaStreamBeginCapture
 #define cudaStreamEndCapture sy_emu_cudaStreamEndCapture
+#define cudaStreamIsCapturing sy_emu_cudaStreamIsCapturing
 #define cudaGraphInstantiateWithFlags sy_emu_cudaGraphInstantiateWithFlags
 #define cudaGraphDestroy sy_emu_cudaGraphDestroy
 #define cudaGraphExecDestroy sy_emu_cudaGraphExecDestroy

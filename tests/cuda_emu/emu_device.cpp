@@ -25,6 +25,7 @@ Device& emulated_cuda_device() {
     info.type = DeviceType::other;
     info.memory_bytes = sy_emu::memory_limit;
     info.properties = {{"memory", "staging ring (emulated)"}};
+    for (auto& kv : conv_properties()) info.properties.push_back(kv);  // as a real device's
     // Two blocks per grid-stride launch: every loop goes round, and the
     // emulation (blocks one after another) stays quick.
     register_backend({"cudaemu", true, "", {std::make_shared<CudaDevice>(std::move(info), 0, 2)}});

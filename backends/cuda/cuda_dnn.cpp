@@ -1,0 +1,362 @@
+// SPDX-License-Identifier: MIT
+// See cuda_dnn.h. The table's convolutions are NCHW with the weight
+// (OC, C/groups, KH, KW), cross-correlation, as cuDNN's defaults: a plan is
+// three 4-d descriptors and a convolution descriptor per shape.
+#include "cuda_dnn.h"
+
+#include <cstdlib>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "cuda_blas.h"
+#include "conv_geometry.h"
+#include "cuda_check.h"
+#include "switchyard/backend/platform.h"
+
+namespace switchyard::cuda_impl {
+
+ConvPath conv_path() {
+  const char* e = std::getenv("SWITCHYARD_CUDA_CONV");
+  const std::string v = e ? e : "";
+  if (v.empty() || v == "auto") return ConvPath::automatic;
+  if (v == "cudnn") return ConvPath::cudnn;
+  if (v == "own") return ConvPath::own;
+  throw Error(
+      detail::cat("[cuda] expected SWITCHYARD_CUDA_CONV=auto, cudnn or own, found '", v, "'"));
+}
+
+std::vector<std::pair<std::string, std::string>> conv_properties() {
+  try {
+    if (conv_path() == ConvPath::own)
+      return {{"convolution", "own implicit GEMM (SWITCHYARD_CUDA_CONV=own)"}};
+    return {{"convolution", "cuDNN " + cudnn_description()}, {"conv_weight_gradient", "whole"}};
+  } catch (const std::exception& x) {
+    return {{"convolution", detail::cat("own implicit GEMM (", x.what(), ")")}};
+  }
+}
+
+#if !SWITCHYARD_HAVE_CUDNN
+
+std::string cudnn_description() {
+  throw Error(
+      "[cuda] this build has no cuDNN support: cudnn.h was not found next to the CUDA toolkit's "
+      "headers when it was configured");
+}
+Dnn::~Dnn() = default;
+void Dnn::init(cudaStream_t, void*, size_t) { (void)cudnn_description(); }
+bool Dnn::run(const Instr&, void* const*, const LaunchEnv&) { return false; }
+void Dnn::release() {}
+
+#else
+
+namespace {
+
+struct Loaded {
+  DnnApi api;
+  std::string error;
+};
+
+Loaded load() {
+  Loaded l;
+  const std::string soname = "libcudnn.so." + std::to_string(CUDNN_MAJOR);
+  std::string err;
+  l.api.lib = open_toolkit_library(soname, l.api.path, err);
+  if (!l.api.lib) {
+    l.error =
+        detail::cat("cuDNN ", CUDNN_MAJOR, " not found (looked for ", soname,
+                    " on the library path, in $CUDA_PATH/lib64 and /usr/local/cuda/lib64): ", err);
+    return l;
+  }
+  std::string missing;
+#define SY_RESOLVE(name)                                                                           \
+  l.api.name = reinterpret_cast<decltype(l.api.name)>(platform::library_symbol(l.api.lib, #name)); \
+  if (!l.api.name) missing += std::string(missing.empty() ? "" : ", ") + #name;
+  SY_CUDNN_FUNCS(SY_RESOLVE)
+#undef SY_RESOLVE
+  if (!missing.empty()) {
+    l.error = detail::cat("cuDNN at ", l.api.path, " lacks entry points: ", missing);
+    return l;
+  }
+  // The algorithm-result structs are read with this header's layout: the
+  // same major version only.
+  if (const size_t v = l.api.cudnnGetVersion(); v / 10000 != CUDNN_MAJOR)
+    l.error = detail::cat("cuDNN at ", l.api.path, " is version ", v / 10000, ".", v % 10000 / 100,
+                          ", expected major version ", CUDNN_MAJOR);
+  return l;
+}
+
+void check(cudnnStatus_t s, const char* op, const char* call) {
+  if (s == CUDNN_STATUS_SUCCESS) return;
+  std::string msg = detail::cat("[", op, "] ", call, " failed: ", dnn_api().cudnnGetErrorString(s),
+                                " (", int(s), ")");
+  if (s == CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED ||
+      s == CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED)
+    throw OutOfMemory(msg);
+  throw Error(msg);
+}
+
+bool env_is(const char* name, const char* value) {
+  const char* e = std::getenv(name);
+  return e && std::string(e) == value;
+}
+
+constexpr int64_t kIntMax = std::numeric_limits<int>::max();
+
+// The first of `n` results (fastest first) that this device may take, or null.
+template <class Perf>
+const Perf* pick(const Perf* r, int n, size_t workspace, bool deterministic, bool tf32) {
+  for (int i = 0; i < n; ++i) {
+    const Perf& p = r[i];
+    if (p.status != CUDNN_STATUS_SUCCESS || p.memory > workspace) continue;
+    if (deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
+    if (!tf32 && p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH) continue;
+    return &p;
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+#ifdef SY_CUDA_EMULATION
+// tests/cuda_emu: cuDNN emulated on the host (cudnn_emu.cpp).
+const DnnApi& sy_emu_dnn_api();
+const DnnApi& dnn_api() { return sy_emu_dnn_api(); }
+#else
+const DnnApi& dnn_api() {
+  static const Loaded loaded = load();
+  if (!loaded.error.empty()) throw Error("[cuda] " + loaded.error);
+  return loaded.api;
+}
+#endif
+
+std::string cudnn_description() {
+  const DnnApi& a = dnn_api();
+  const size_t v = a.cudnnGetVersion();
+  return detail::cat(v / 10000, ".", v % 10000 / 100, ".", v % 100, " (", a.path, ")");
+}
+
+Dnn::~Dnn() { release(); }
+
+void Dnn::init(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
+  const DnnApi& a = dnn_api();
+  cudnnHandle_t h = nullptr;
+  check(a.cudnnCreate(&h), "cuda", "cudnnCreate");
+  if (cudnnStatus_t s = a.cudnnSetStream(h, stream); s != CUDNN_STATUS_SUCCESS) {
+    a.cudnnDestroy(h);
+    check(s, "cuda", "cudnnSetStream");
+  }
+  handle_ = h;
+  stream_ = stream;
+  workspace_ = workspace;
+  workspace_bytes_ = workspace_bytes;
+  tf32_ = env_is("SWITCHYARD_CUDA_TF32", "1");
+  deterministic_ = !env_is("SWITCHYARD_CUDNN_DETERMINISTIC", "0");
+}
+
+void Dnn::destroy(Plan& p) {
+  const DnnApi& a = dnn_api();
+  if (p.x) a.cudnnDestroyTensorDescriptor(p.x);
+  if (p.y) a.cudnnDestroyTensorDescriptor(p.y);
+  if (p.w) a.cudnnDestroyFilterDescriptor(p.w);
+  if (p.conv) a.cudnnDestroyConvolutionDescriptor(p.conv);
+  p = Plan{};
+}
+
+void Dnn::release() {
+  // Only while the CUDA runtime is up (the device's shutdown calls this
+  // before it goes): statuses are ignored, nothing can be done about them.
+  if (!handle_) return;
+  for (auto& [k, p] : plans_) destroy(p);
+  plans_.clear();
+  dnn_api().cudnnDestroy(handle_);
+  handle_ = nullptr;
+}
+
+Dnn::Plan& Dnn::plan(Kernel k, const Conv2dBackwardInputParams& g, void* const* args) {
+  const std::array<int64_t, 14> geo = {g.batch,        g.channels,   g.height,     g.width,
+                                       g.out_channels, g.groups,     g.kernel[0],  g.kernel[1],
+                                       g.stride[0],    g.stride[1],  g.padding[0], g.padding[1],
+                                       g.dilation[0],  g.dilation[1]};
+  // The alignments of the three operands join the key: an algorithm timed
+  // on aligned buffers may need them (16-byte vector loads).
+  auto align = [](const void* p) {
+    int al = 16;
+    while (al > 4 && reinterpret_cast<uintptr_t>(p) % uintptr_t(al)) al /= 2;
+    return al;
+  };
+  const Key key{int(k), geo, align(args[0]) | align(args[1]) << 8 | align(args[2]) << 16};
+  if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  Plan& pl = plans_[key];
+  try {
+    make_plan(pl, k, g, geo, args);
+  } catch (...) {  // nothing half-made stays: the next launch tries again
+    destroy(pl);
+    plans_.erase(key);
+    throw;
+  }
+  return pl;
+}
+
+void Dnn::make_plan(Plan& pl, Kernel k, const Conv2dBackwardInputParams& g,
+                    const std::array<int64_t, 14>& geo, void* const* args) {
+  const DnnApi& a = dnn_api();
+  const int64_t OH = conv_out_size(g.height, g.kernel[0], g.stride[0], g.padding[0], g.dilation[0]);
+  const int64_t OW = conv_out_size(g.width, g.kernel[1], g.stride[1], g.padding[1], g.dilation[1]);
+  const int64_t N = g.batch, C = g.channels, OC = g.out_channels, G = g.groups;
+  // Empty tensors and sizes past int (cuDNN's dimensions and strides) stay
+  // with the own kernels, which take them.
+  for (int64_t v : {N, C, g.height, g.width, OC, OH, OW})
+    if (v <= 0 || v > kIntMax) return;
+  for (int64_t v : geo)
+    if (v > kIntMax) return;
+  if (N * C * g.height * g.width > kIntMax || N * OC * OH * OW > kIntMax) return;
+  auto setup = [&]() -> bool {  // false: cuDNN refuses this configuration
+    if (a.cudnnCreateTensorDescriptor(&pl.x) || a.cudnnCreateTensorDescriptor(&pl.y) ||
+        a.cudnnCreateFilterDescriptor(&pl.w) || a.cudnnCreateConvolutionDescriptor(&pl.conv))
+      return false;
+    if (a.cudnnSetTensor4dDescriptor(pl.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(N), int(C),
+                                     int(g.height), int(g.width)) ||
+        a.cudnnSetTensor4dDescriptor(pl.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, int(N), int(OC),
+                                     int(OH), int(OW)) ||
+        a.cudnnSetFilter4dDescriptor(pl.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, int(OC), int(C / G),
+                                     int(g.kernel[0]), int(g.kernel[1])) ||
+        a.cudnnSetConvolution2dDescriptor(
+            pl.conv, int(g.padding[0]), int(g.padding[1]), int(g.stride[0]), int(g.stride[1]),
+            int(g.dilation[0]), int(g.dilation[1]), CUDNN_CROSS_CORRELATION, CUDNN_DATA_FLOAT) ||
+        a.cudnnSetConvolutionGroupCount(pl.conv, int(G)) ||
+        // FMA only unless TF32 was asked for (cuDNN's default math allows
+        // TF32 tensor cores on Ampere and later).
+        a.cudnnSetConvolutionMathType(pl.conv, tf32_ ? CUDNN_DEFAULT_MATH : CUDNN_FMA_MATH))
+      return false;
+    int dims[4] = {};
+    return a.cudnnGetConvolution2dForwardOutputDim(pl.conv, pl.x, pl.w, &dims[0], &dims[1],
+                                                   &dims[2], &dims[3]) == CUDNN_STATUS_SUCCESS &&
+           dims[0] == N && dims[1] == OC && dims[2] == OH && dims[3] == OW;
+  };
+  if (!setup()) {
+    destroy(pl);
+    return;
+  }
+  // Timed on this launch's buffers, outside a graph capture; cuDNN's
+  // heuristics inside one (where nothing may run or synchronize).
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  SY_CUDA(kernel_name(k), cudaStreamIsCapturing(stream_, &cap));
+  const bool timed = cap == cudaStreamCaptureStatusNone;
+  const char* op = kernel_name(k);
+  int n = 0, algo = -1, math = CUDNN_FMA_MATH;
+  size_t memory = 0;
+  auto take = [&](const auto* r, int count) {
+    if (const auto* p = pick(r, count, workspace_bytes_, deterministic_, tf32_)) {
+      algo = int(p->algo);
+      memory = p->memory;
+      math = int(p->mathType);
+    }
+  };
+  if (k == Kernel::conv2d) {
+    cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT] = {};
+    if (timed)
+      check(a.cudnnFindConvolutionForwardAlgorithmEx(
+                handle_, pl.x, args[1], pl.w, args[2], pl.conv, pl.y, args[0],
+                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, r, workspace_, workspace_bytes_),
+            op, "cudnnFindConvolutionForwardAlgorithmEx");
+    else
+      check(a.cudnnGetConvolutionForwardAlgorithm_v7(handle_, pl.x, pl.w, pl.conv, pl.y,
+                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, r),
+            op, "cudnnGetConvolutionForwardAlgorithm_v7");
+    take(r, n);
+  } else if (k == Kernel::conv2d_backward_input) {
+    cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT] = {};
+    if (timed)
+      check(a.cudnnFindConvolutionBackwardDataAlgorithmEx(
+                handle_, pl.w, args[2], pl.y, args[1], pl.conv, pl.x, args[0],
+                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, r, workspace_, workspace_bytes_),
+            op, "cudnnFindConvolutionBackwardDataAlgorithmEx");
+    else
+      check(a.cudnnGetConvolutionBackwardDataAlgorithm_v7(
+                handle_, pl.w, pl.y, pl.conv, pl.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, r),
+            op, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
+    take(r, n);
+  } else {
+    cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT] = {};
+    if (timed)
+      check(a.cudnnFindConvolutionBackwardFilterAlgorithmEx(
+                handle_, pl.x, args[2], pl.y, args[1], pl.conv, pl.w, args[0],
+                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, r, workspace_, workspace_bytes_),
+            op, "cudnnFindConvolutionBackwardFilterAlgorithmEx");
+    else
+      check(a.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
+                handle_, pl.x, pl.y, pl.conv, pl.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, r),
+            op, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
+    take(r, n);
+  }
+  if (algo < 0) {  // nothing fits the workspace (or is deterministic): the own kernels
+    destroy(pl);
+    return;
+  }
+  // The chosen algorithm's math (TF32 allowed only when asked for: pick()).
+  if (tf32_)
+    check(a.cudnnSetConvolutionMathType(pl.conv, cudnnMathType_t(math)), op,
+          "cudnnSetConvolutionMathType");
+  pl.algo = algo;
+  pl.workspace = memory;
+  pl.usable = true;
+  std::string name = op;
+  for (int64_t v : geo) {
+    name += ' ';
+    name += std::to_string(v);
+  }
+  choices_[name] = Choice{k, algo, memory, timed};
+}
+
+bool Dnn::run(const Instr& ins, void* const* args, const LaunchEnv& env) {
+  if (!handle_) return false;
+  const DnnApi& a = dnn_api();
+  const float one = 1.f, zero = 0.f;
+  const char* op = kernel_name(ins.kernel);
+  switch (ins.kernel) {
+    case Kernel::conv2d: {
+      const auto& p = ins.params.get<Conv2dParams>();
+      Plan& pl = plan(ins.kernel, conv_geometry<Conv2dBackwardInputParams>(p), args);
+      if (!pl.usable) return false;
+      check(a.cudnnConvolutionForward(handle_, &one, pl.x, args[1], pl.w, args[2], pl.conv,
+                                      cudnnConvolutionFwdAlgo_t(pl.algo), workspace_, pl.workspace,
+                                      &zero, pl.y, args[0]),
+            op, "cudnnConvolutionForward");
+      const int64_t OH =
+          conv_out_size(p.height, p.kernel[0], p.stride[0], p.padding[0], p.dilation[0]);
+      const int64_t OW =
+          conv_out_size(p.width, p.kernel[1], p.stride[1], p.padding[1], p.dilation[1]);
+      launch_channel_bias_act(p.batch, p.out_channels, OH * OW, static_cast<float*>(args[0]),
+                              p.has_bias ? static_cast<const float*>(args[3]) : nullptr, p.act,
+                              env);
+      return true;
+    }
+    case Kernel::conv2d_backward_input: {
+      Plan& pl = plan(ins.kernel, ins.params.get<Conv2dBackwardInputParams>(), args);
+      if (!pl.usable) return false;
+      check(a.cudnnConvolutionBackwardData(handle_, &one, pl.w, args[2], pl.y, args[1], pl.conv,
+                                           cudnnConvolutionBwdDataAlgo_t(pl.algo), workspace_,
+                                           pl.workspace, &zero, pl.x, args[0]),
+            op, "cudnnConvolutionBackwardData");
+      return true;
+    }
+    case Kernel::conv2d_backward_weight: {
+      const auto& p = ins.params.get<Conv2dBackwardWeightParams>();
+      if (p.splits != 1) return false;  // partial sums over positions: the own kernel's
+      Plan& pl = plan(ins.kernel, conv_geometry<Conv2dBackwardInputParams>(p), args);
+      if (!pl.usable) return false;
+      check(a.cudnnConvolutionBackwardFilter(handle_, &one, pl.x, args[2], pl.y, args[1], pl.conv,
+                                             cudnnConvolutionBwdFilterAlgo_t(pl.algo), workspace_,
+                                             pl.workspace, &zero, pl.w, args[0]),
+            op, "cudnnConvolutionBackwardFilter");
+      return true;
+    }
+    default:
+      return false;
+  }
+}
+
+#endif  // SWITCHYARD_HAVE_CUDNN
+
+}  // namespace switchyard::cuda_impl
