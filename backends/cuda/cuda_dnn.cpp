@@ -9,8 +9,8 @@
 #include <limits>
 #include <vector>
 
-#include "cuda_blas.h"
 #include "conv_geometry.h"
+#include "cuda_blas.h"
 #include "cuda_check.h"
 #include "switchyard/backend/platform.h"
 
