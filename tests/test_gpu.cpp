@@ -280,9 +280,8 @@ TEST_P(GpuDevice, CnnTrainingMatchesTheCpuStepForStep) {
         opt, steps, d.str().c_str(), worst, cpu.test_acc, gpu.test_acc);
     EXPECT_NEAR(gpu.test_acc, cpu.test_acc, 0.01);
     if (std::string(opt) == "adam") {
-      // The launch budget of a step (issue: at most 60); the CPU's default
-      // im2col lowering takes 11 more than implicit convolutions.
-      EXPECT_LE(cpu.launches_per_step, 60.0 + 11.0);
+      // The launch budget of a step (issue: at most 60).
+      EXPECT_LE(cpu.launches_per_step, 60.0);
       EXPECT_LE(gpu.launches_per_step, 60.0);
     }
   }

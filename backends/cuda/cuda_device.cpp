@@ -145,6 +145,9 @@ void CudaDevice::shutdown() noexcept {
   programs_.clear();
   try {
     blas_.release();
+  } catch (...) {
+  }
+  try {
     dnn_.release();
   } catch (...) {
   }

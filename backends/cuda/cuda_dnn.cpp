@@ -4,9 +4,11 @@
 // three 4-d descriptors and a convolution descriptor per shape.
 #include "cuda_dnn.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <cstring>
 #include <limits>
+#include <type_traits>
 #include <vector>
 
 #include "conv_geometry.h"
@@ -103,6 +105,10 @@ bool env_is(const char* name, const char* value) {
 
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 
+// False for the statuses by which cuDNN refuses a configuration (bad or
+// unsupported parameters): the own kernels run it.
+bool usable(cudnnStatus_t s) { return s / 1000 != 2 && s / 1000 != 3; }
+
 // The first of `n` results (fastest first) that this device may take, or null.
 template <class Perf>
 const Perf* pick(const Perf* r, int n, size_t workspace, bool deterministic, bool tf32) {
@@ -110,7 +116,12 @@ const Perf* pick(const Perf* r, int n, size_t workspace, bool deterministic, boo
     const Perf& p = r[i];
     if (p.status != CUDNN_STATUS_SUCCESS || p.memory > workspace) continue;
     if (deterministic && p.determinism != CUDNN_DETERMINISTIC) continue;
-    if (!tf32 && p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH) continue;
+    // Without TF32 the descriptor stays at FMA math whatever the result
+    // says; with it, the result's math is set, and down-conversion below
+    // TF32 (TENSOR_OP_MATH_ALLOW_CONVERSION) is never taken.
+    if (p.mathType != CUDNN_FMA_MATH && p.mathType != CUDNN_DEFAULT_MATH &&
+        !(tf32 && p.mathType == CUDNN_TENSOR_OP_MATH))
+      continue;
     return &p;
   }
   return nullptr;
@@ -140,6 +151,7 @@ Dnn::~Dnn() { release(); }
 
 void Dnn::init(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
   const DnnApi& a = dnn_api();
+  release();
   cudnnHandle_t h = nullptr;
   check(a.cudnnCreate(&h), "cuda", "cudnnCreate");
   if (cudnnStatus_t s = a.cudnnSetStream(h, stream); s != CUDNN_STATUS_SUCCESS) {
@@ -152,6 +164,7 @@ void Dnn::init(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
   workspace_bytes_ = workspace_bytes;
   tf32_ = env_is("SWITCHYARD_CUDA_TF32", "1");
   deterministic_ = !env_is("SWITCHYARD_CUDNN_DETERMINISTIC", "0");
+  benchmark_ = env_is("SWITCHYARD_CUDNN_BENCHMARK", "1");
 }
 
 void Dnn::destroy(Plan& p) {
@@ -187,6 +200,12 @@ Dnn::Plan& Dnn::plan(Kernel k, const Conv2dBackwardInputParams& g, void* const* 
   };
   const Key key{int(k), geo, align(args[0]) | align(args[1]) << 8 | align(args[2]) << 16};
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
+  // A plan is made, and its algorithm first run, outside a graph capture:
+  // timing runs and synchronizes, and an algorithm's first run may load its
+  // kernels or allocate (cuDNN's one-time setup), which a capture refuses.
+  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
+  SY_CUDA(kernel_name(k), cudaStreamIsCapturing(stream_, &cap));
+  if (cap != cudaStreamCaptureStatusNone) throw EagerRunNeeded();
   Plan& pl = plans_[key];
   try {
     make_plan(pl, k, g, geo, args);
@@ -238,59 +257,81 @@ void Dnn::make_plan(Plan& pl, Kernel k, const Conv2dBackwardInputParams& g,
     destroy(pl);
     return;
   }
-  // Timed on this launch's buffers, outside a graph capture; cuDNN's
-  // heuristics inside one (where nothing may run or synchronize).
-  cudaStreamCaptureStatus cap = cudaStreamCaptureStatusNone;
-  SY_CUDA(kernel_name(k), cudaStreamIsCapturing(stream_, &cap));
-  const bool timed = cap == cudaStreamCaptureStatusNone;
+  // By cuDNN's heuristics (a choice that depends only on the shape, the GPU
+  // and the library: the same every run), or with SWITCHYARD_CUDNN_BENCHMARK=1
+  // by timing every algorithm on this launch's buffers (cudnn.benchmark).
+  // Either way outside a graph capture: plan() saw to it.
+  const bool timed = benchmark_;
   const char* op = kernel_name(k);
-  int n = 0, algo = -1, math = CUDNN_FMA_MATH;
+  int algo = -1, math = CUDNN_FMA_MATH;
   size_t memory = 0;
-  auto take = [&](const auto* r, int count) {
-    if (const auto* p = pick(r, count, workspace_bytes_, deterministic_, tf32_)) {
+  // Runs one query; false when cuDNN refuses the configuration.
+  auto query = [&](auto count_fn, auto find_fn, auto get_fn, auto* perf_type, const char* find_name,
+                   const char* get_name) -> bool {
+    using Perf = std::remove_pointer_t<decltype(perf_type)>;
+    int max = 0;
+    if (!usable(count_fn(&max))) return false;
+    std::vector<Perf> r(size_t(std::max(max, 1)));
+    int n = 0;
+    const cudnnStatus_t st =
+        timed ? find_fn(r.data(), int(r.size()), &n) : get_fn(r.data(), int(r.size()), &n);
+    if (!usable(st)) return false;
+    check(st, op, timed ? find_name : get_name);
+    if (const Perf* p = pick(r.data(), n, workspace_bytes_, deterministic_, tf32_)) {
       algo = int(p->algo);
       memory = p->memory;
       math = int(p->mathType);
     }
+    return true;
   };
+  bool ok = false;
   if (k == Kernel::conv2d) {
-    cudnnConvolutionFwdAlgoPerf_t r[CUDNN_CONVOLUTION_FWD_ALGO_COUNT] = {};
-    if (timed)
-      check(a.cudnnFindConvolutionForwardAlgorithmEx(
-                handle_, pl.x, args[1], pl.w, args[2], pl.conv, pl.y, args[0],
-                CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, r, workspace_, workspace_bytes_),
-            op, "cudnnFindConvolutionForwardAlgorithmEx");
-    else
-      check(a.cudnnGetConvolutionForwardAlgorithm_v7(handle_, pl.x, pl.w, pl.conv, pl.y,
-                                                     CUDNN_CONVOLUTION_FWD_ALGO_COUNT, &n, r),
-            op, "cudnnGetConvolutionForwardAlgorithm_v7");
-    take(r, n);
+    ok = query([&](int* c) { return a.cudnnGetConvolutionForwardAlgorithmMaxCount(handle_, c); },
+               [&](cudnnConvolutionFwdAlgoPerf_t* r, int req, int* n) {
+                 return a.cudnnFindConvolutionForwardAlgorithmEx(
+                     handle_, pl.x, args[1], pl.w, args[2], pl.conv, pl.y, args[0], req, n, r,
+                     workspace_, workspace_bytes_);
+               },
+               [&](cudnnConvolutionFwdAlgoPerf_t* r, int req, int* n) {
+                 return a.cudnnGetConvolutionForwardAlgorithm_v7(handle_, pl.x, pl.w, pl.conv, pl.y,
+                                                                 req, n, r);
+               },
+               static_cast<cudnnConvolutionFwdAlgoPerf_t*>(nullptr),
+               "cudnnFindConvolutionForwardAlgorithmEx", "cudnnGetConvolutionForwardAlgorithm_v7");
   } else if (k == Kernel::conv2d_backward_input) {
-    cudnnConvolutionBwdDataAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT] = {};
-    if (timed)
-      check(a.cudnnFindConvolutionBackwardDataAlgorithmEx(
-                handle_, pl.w, args[2], pl.y, args[1], pl.conv, pl.x, args[0],
-                CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, r, workspace_, workspace_bytes_),
-            op, "cudnnFindConvolutionBackwardDataAlgorithmEx");
-    else
-      check(a.cudnnGetConvolutionBackwardDataAlgorithm_v7(
-                handle_, pl.w, pl.y, pl.conv, pl.x, CUDNN_CONVOLUTION_BWD_DATA_ALGO_COUNT, &n, r),
-            op, "cudnnGetConvolutionBackwardDataAlgorithm_v7");
-    take(r, n);
+    ok = query(
+        [&](int* c) { return a.cudnnGetConvolutionBackwardDataAlgorithmMaxCount(handle_, c); },
+        [&](cudnnConvolutionBwdDataAlgoPerf_t* r, int req, int* n) {
+          return a.cudnnFindConvolutionBackwardDataAlgorithmEx(handle_, pl.w, args[2], pl.y,
+                                                               args[1], pl.conv, pl.x, args[0], req,
+                                                               n, r, workspace_, workspace_bytes_);
+        },
+        [&](cudnnConvolutionBwdDataAlgoPerf_t* r, int req, int* n) {
+          return a.cudnnGetConvolutionBackwardDataAlgorithm_v7(handle_, pl.w, pl.y, pl.conv, pl.x,
+                                                               req, n, r);
+        },
+        static_cast<cudnnConvolutionBwdDataAlgoPerf_t*>(nullptr),
+        "cudnnFindConvolutionBackwardDataAlgorithmEx",
+        "cudnnGetConvolutionBackwardDataAlgorithm_v7");
   } else {
-    cudnnConvolutionBwdFilterAlgoPerf_t r[CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT] = {};
-    if (timed)
-      check(a.cudnnFindConvolutionBackwardFilterAlgorithmEx(
-                handle_, pl.x, args[2], pl.y, args[1], pl.conv, pl.w, args[0],
-                CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, r, workspace_, workspace_bytes_),
-            op, "cudnnFindConvolutionBackwardFilterAlgorithmEx");
-    else
-      check(a.cudnnGetConvolutionBackwardFilterAlgorithm_v7(
-                handle_, pl.x, pl.y, pl.conv, pl.w, CUDNN_CONVOLUTION_BWD_FILTER_ALGO_COUNT, &n, r),
-            op, "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
-    take(r, n);
+    ok = query(
+        [&](int* c) { return a.cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(handle_, c); },
+        [&](cudnnConvolutionBwdFilterAlgoPerf_t* r, int req, int* n) {
+          return a.cudnnFindConvolutionBackwardFilterAlgorithmEx(
+              handle_, pl.x, args[2], pl.y, args[1], pl.conv, pl.w, args[0], req, n, r, workspace_,
+              workspace_bytes_);
+        },
+        [&](cudnnConvolutionBwdFilterAlgoPerf_t* r, int req, int* n) {
+          return a.cudnnGetConvolutionBackwardFilterAlgorithm_v7(handle_, pl.x, pl.y, pl.conv, pl.w,
+                                                                 req, n, r);
+        },
+        static_cast<cudnnConvolutionBwdFilterAlgoPerf_t*>(nullptr),
+        "cudnnFindConvolutionBackwardFilterAlgorithmEx",
+        "cudnnGetConvolutionBackwardFilterAlgorithm_v7");
   }
-  if (algo < 0) {  // nothing fits the workspace (or is deterministic): the own kernels
+  // Refused, nothing fits the workspace, or nothing deterministic: the own
+  // kernels.
+  if (!ok || algo < 0) {
     destroy(pl);
     return;
   }
@@ -314,15 +355,28 @@ bool Dnn::run(const Instr& ins, void* const* args, const LaunchEnv& env) {
   const DnnApi& a = dnn_api();
   const float one = 1.f, zero = 0.f;
   const char* op = kernel_name(ins.kernel);
+  // A plan's first run (eager: plan()) that cuDNN refuses leaves the shape
+  // to the own kernels; later failures are errors.
+  auto done = [&](Plan& pl, cudnnStatus_t st, const char* call) {
+    if (!pl.ran && !usable(st)) {
+      destroy(pl);
+      return false;
+    }
+    check(st, op, call);
+    pl.ran = true;
+    return true;
+  };
   switch (ins.kernel) {
     case Kernel::conv2d: {
       const auto& p = ins.params.get<Conv2dParams>();
       Plan& pl = plan(ins.kernel, conv_geometry<Conv2dBackwardInputParams>(p), args);
       if (!pl.usable) return false;
-      check(a.cudnnConvolutionForward(handle_, &one, pl.x, args[1], pl.w, args[2], pl.conv,
-                                      cudnnConvolutionFwdAlgo_t(pl.algo), workspace_, pl.workspace,
-                                      &zero, pl.y, args[0]),
-            op, "cudnnConvolutionForward");
+      if (!done(pl,
+                a.cudnnConvolutionForward(handle_, &one, pl.x, args[1], pl.w, args[2], pl.conv,
+                                          cudnnConvolutionFwdAlgo_t(pl.algo), workspace_,
+                                          pl.workspace, &zero, pl.y, args[0]),
+                "cudnnConvolutionForward"))
+        return false;
       const int64_t OH =
           conv_out_size(p.height, p.kernel[0], p.stride[0], p.padding[0], p.dilation[0]);
       const int64_t OW =
@@ -335,22 +389,23 @@ bool Dnn::run(const Instr& ins, void* const* args, const LaunchEnv& env) {
     case Kernel::conv2d_backward_input: {
       Plan& pl = plan(ins.kernel, ins.params.get<Conv2dBackwardInputParams>(), args);
       if (!pl.usable) return false;
-      check(a.cudnnConvolutionBackwardData(handle_, &one, pl.w, args[2], pl.y, args[1], pl.conv,
-                                           cudnnConvolutionBwdDataAlgo_t(pl.algo), workspace_,
-                                           pl.workspace, &zero, pl.x, args[0]),
-            op, "cudnnConvolutionBackwardData");
-      return true;
+      return done(pl,
+                  a.cudnnConvolutionBackwardData(handle_, &one, pl.w, args[2], pl.y, args[1],
+                                                 pl.conv, cudnnConvolutionBwdDataAlgo_t(pl.algo),
+                                                 workspace_, pl.workspace, &zero, pl.x, args[0]),
+                  "cudnnConvolutionBackwardData");
     }
     case Kernel::conv2d_backward_weight: {
       const auto& p = ins.params.get<Conv2dBackwardWeightParams>();
       if (p.splits != 1) return false;  // partial sums over positions: the own kernel's
       Plan& pl = plan(ins.kernel, conv_geometry<Conv2dBackwardInputParams>(p), args);
       if (!pl.usable) return false;
-      check(a.cudnnConvolutionBackwardFilter(handle_, &one, pl.x, args[2], pl.y, args[1], pl.conv,
-                                             cudnnConvolutionBwdFilterAlgo_t(pl.algo), workspace_,
-                                             pl.workspace, &zero, pl.w, args[0]),
-            op, "cudnnConvolutionBackwardFilter");
-      return true;
+      return done(
+          pl,
+          a.cudnnConvolutionBackwardFilter(handle_, &one, pl.x, args[2], pl.y, args[1], pl.conv,
+                                           cudnnConvolutionBwdFilterAlgo_t(pl.algo), workspace_,
+                                           pl.workspace, &zero, pl.w, args[0]),
+          "cudnnConvolutionBackwardFilter");
     }
     default:
       return false;

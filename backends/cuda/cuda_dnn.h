@@ -7,18 +7,20 @@
 // ...BackwardData, ...BackwardFilter and their Find/Get algorithm queries)
 // are used: cuDNN 9 keeps them (marked deprecated in favour of its graph
 // API) and they are the ones PyTorch's cudnn.benchmark path calls. Each
-// convolution shape gets a plan once: its descriptors and the fastest
-// algorithm that fits the device's workspace, chosen by timing every
-// algorithm on the launch's own buffers (cudnn.benchmark's choice), or by
-// cuDNN's heuristics when the first sight of a shape is inside a CUDA graph
-// capture (where nothing may run). Only deterministic algorithms are taken
-// unless SWITCHYARD_CUDNN_DETERMINISTIC=0, and TF32 only with
+// convolution shape gets a plan once, outside any CUDA graph capture: its
+// descriptors and the first algorithm cuDNN's heuristics rank that fits the
+// device's workspace (the same choice every run), or with
+// SWITCHYARD_CUDNN_BENCHMARK=1 the fastest by timing every algorithm on the
+// launch's own buffers (cudnn.benchmark's choice, which may differ between
+// runs). Only deterministic algorithms are taken unless
+// SWITCHYARD_CUDNN_DETERMINISTIC=0, and TF32 only with
 // SWITCHYARD_CUDA_TF32=1, as for the GEMMs.
 #pragma once
 #include <cuda_runtime_api.h>
 
 #include <array>
 #include <cstdint>
+#include <exception>
 #include <map>
 #include <string>
 #include <tuple>
@@ -66,6 +68,8 @@ struct DnnApi {
   X(cudnnCreateConvolutionDescriptor) X(cudnnSetConvolution2dDescriptor)                      \
   X(cudnnSetConvolutionGroupCount) X(cudnnSetConvolutionMathType)                             \
   X(cudnnDestroyConvolutionDescriptor) X(cudnnGetConvolution2dForwardOutputDim)               \
+  X(cudnnGetConvolutionForwardAlgorithmMaxCount) X(cudnnGetConvolutionBackwardDataAlgorithmMaxCount) \
+  X(cudnnGetConvolutionBackwardFilterAlgorithmMaxCount)                                       \
   X(cudnnFindConvolutionForwardAlgorithmEx) X(cudnnGetConvolutionForwardAlgorithm_v7)         \
   X(cudnnConvolutionForward)                                                                  \
   X(cudnnFindConvolutionBackwardDataAlgorithmEx) X(cudnnGetConvolutionBackwardDataAlgorithm_v7) \
@@ -84,6 +88,16 @@ struct DnnApi {
 // missing.
 const DnnApi& dnn_api();
 #endif
+
+// Thrown by Dnn::run for a shape first met inside a CUDA graph capture:
+// the capture is abandoned and the Program runs eagerly (the plan is made
+// and its algorithm first run there), without counting as a failed
+// capture (cuda_graphs.cpp).
+struct EagerRunNeeded : std::exception {
+  const char* what() const noexcept override {
+    return "a cuDNN plan is made outside a graph capture (internal)";
+  }
+};
 
 // One device's cuDNN handle and convolution plans. Not thread-safe (the
 // device's lock covers it).
@@ -113,7 +127,7 @@ class Dnn {
     Kernel kernel;
     int algo;
     size_t workspace;
-    bool timed;  // by timing (false: heuristics, inside a capture)
+    bool timed;  // by timing (SWITCHYARD_CUDNN_BENCHMARK=1; false: heuristics)
   };
   const std::map<std::string, Choice>& choices() const { return choices_; }
 
@@ -126,6 +140,7 @@ class Dnn {
     cudnnConvolutionDescriptor_t conv = nullptr;
     int algo = 0;
     size_t workspace = 0;
+    bool ran = false;  // run once: cuDNN took it
   };
   // Kernel, geometry (14 numbers), the operands' alignments.
   using Key = std::tuple<int, std::array<int64_t, 14>, int>;
@@ -141,7 +156,7 @@ class Dnn {
   cudaStream_t stream_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  bool tf32_ = false, deterministic_ = true;
+  bool tf32_ = false, deterministic_ = true, benchmark_ = false;
   std::map<std::string, Choice> choices_;
 };
 

@@ -91,6 +91,16 @@ void CudaDevice::run_graph(const Program& p, ProgramGraphs& pg, uint64_t h, uint
   SY_CUDA("execute", cudaStreamBeginCapture(stream_, cudaStreamCaptureModeThreadLocal));
   try {
     enqueue(p);
+  } catch (const EagerRunNeeded&) {
+    // A cuDNN shape met for the first time: its plan is made, and its
+    // algorithm first run, by an eager run (cuda_dnn.h); the next run
+    // captures. Not a failure.
+    (void)cudaStreamEndCapture(stream_, &graph);
+    if (graph) (void)cudaGraphDestroy(graph);
+    (void)cudaGetLastError();
+    enqueue(p);
+    counters_.queue_submits += p.instrs.size();
+    return;
   } catch (...) {
     (void)cudaStreamEndCapture(stream_, &graph);
     if (graph) (void)cudaGraphDestroy(graph);

@@ -464,6 +464,15 @@ Geom pool_geom(const P& p) {
           p.kernel[1], p.stride[0], p.stride[1], p.padding[0], p.padding[1], 1,       1};
 }
 
+// out[j] = the sum of part[z * n + j] over z < splits, in order.
+__global__ void split_sum_k(float* out, const float* part, int64_t n, int splits) {
+  SY_GRID_STRIDE(j, n) {
+    float t = 0.f;
+    for (int z = 0; z < splits; ++z) t += part[int64_t(z) * n + j];
+    out[j] = t;
+  }
+}
+
 }  // namespace
 
 void launch(const SwapAxesParams& p, void* const* args, const LaunchEnv& env) {
@@ -513,11 +522,31 @@ void launch(const Conv2dBackwardInputParams& p, void* const* args, const LaunchE
 void launch(const Conv2dBackwardWeightParams& p, void* const* args, const LaunchEnv& env) {
   ConvG g = conv_g(p);
   g.splits = p.splits > 1 ? p.splits : 1;
-  if (g.splits * g.oc * g.cg * g.kk <= 0) return;
+  const int64_t whole = g.oc * g.cg * g.kk;
+  if (g.splits * whole <= 0) return;
+  float* out = static_cast<float*>(args[0]);
+  // One sum asked for (a device whose convolutions are cuDNN's, on a shape
+  // cuDNN left to this kernel): the positions are still split, one part
+  // per about 1,024 (at most 64, as the graph builder's), into the scratch
+  // memory, then the parts added in order. One part would leave a GPU
+  // with a few blocks walking every position.
+  float* part = nullptr;
+  if (g.splits == 1) {
+    int64_t s = (g.n * g.p + 1023) / 1024;
+    s = s < 64 ? s : 64;
+    const int64_t fit = int64_t(env.scratch_bytes / sizeof(float)) / whole;
+    s = s < fit ? s : fit;
+    if (s >= 2) g.splits = s, part = static_cast<float*>(env.scratch);
+  }
   SY_LAUNCH(conv_gemm_k<2>, conv_grid("conv2d_backward_weight", 2, g), 256, env.stream)
-  (static_cast<float*>(args[0]), static_cast<const float*>(args[1]),
-   static_cast<const float*>(args[2]), nullptr, g, Unary::none);
+  (part ? part : out, static_cast<const float*>(args[1]), static_cast<const float*>(args[2]),
+   nullptr, g, Unary::none);
   SY_CUDA_LAUNCHED("conv2d_backward_weight");
+  if (part) {
+    SY_LAUNCH(split_sum_k, blocks_for(whole, env), kBlock, env.stream)
+    (out, part, whole, int(g.splits));
+    SY_CUDA_LAUNCHED("conv2d_backward_weight");
+  }
 }
 
 void launch(const MaxPool2dParams& p, void* const* args, const LaunchEnv& env) {

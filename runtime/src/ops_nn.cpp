@@ -376,11 +376,10 @@ Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, S
   // backward keeps): chunks of samples, each still one launch.
   constexpr int64_t kMaxArgBytes = int64_t(64) << 20;
   const ConvAlgorithm alg = conv_algorithm();
-  // automatic: im2col on the CPU (its one whole-batch GEMM ran the CNN's
-  // convolutions faster than the implicit kernel's per-chunk GEMMs),
-  // implicit on the GPUs (docs/benchmarks.md, "Convolution lowerings").
-  const bool im2col = alg == ConvAlgorithm::im2col ||
-                      (alg == ConvAlgorithm::automatic && x.device().info().backend == "cpu");
+  // automatic: implicit on every backend (on the CPU it overtook im2col's
+  // whole-batch GEMM once the CNN's batch norm and pooling were fused:
+  // docs/benchmarks.md, "Convolution lowerings").
+  const bool im2col = alg == ConvAlgorithm::im2col;
   const int64_t sample_bytes =
       std::max({C * H * W, OC * OH * OW, im2col ? C * K0 * K1 * OH * OW : 0}) *
       int64_t(sizeof(float));

@@ -4,19 +4,25 @@
 // computing in double. Stricter than the library where the backend must
 // not rely on it: descriptors are checked against each other and against
 // the output size cuDNN computes, the handle's stream must be the device's,
-// each call's workspace must cover its algorithm's, and timing an algorithm
+// each call's workspace must cover its algorithm's, timing an algorithm
 // (Find...Ex) runs the stream to completion, so it fails inside a graph
-// capture and leaves garbage in the output it was given. Each direction
+// capture and leaves garbage in the output it was given, and an
+// algorithm's first run fails inside a capture (the real library may load
+// kernels or allocate then). Timing reports an algorithm whose workspace
+// does not fit with a failed status, as the library does. Each direction
 // offers a few algorithms with made-up times: the fastest needs more
 // workspace than any device gives, one is nondeterministic, and one uses
 // TF32 tensor cores (offered only when the descriptor allows TF32), so the
-// backend's choice among them is tested. Work is enqueued on the emulated
-// stream, so it is recorded into graphs like everything else.
+// backend's choice among them is tested (the TF32 one of the backward
+// filter is labelled DEFAULT_MATH, which TF32-capable results may be). Work is enqueued on the
+// emulated stream, so it is recorded into graphs like everything else.
 #if SWITCHYARD_HAVE_CUDNN
 #include <algorithm>
 #include <cmath>
 #include <cstring>
 #include <limits>
+#include <mutex>
+#include <set>
 #include <vector>
 
 #include "cuda_dnn.h"
@@ -63,6 +69,8 @@ const std::vector<Algo>& algos(Direction d) {
       {5, 0.2f, kHuge, true, false}, {0, 0.5f, 0, false, false}, {1, 1.0f, 4096, true, false}};
   static const std::vector<Algo> filter = {
       {3, 0.4f, 2048, false, false}, {5, 0.6f, 0, true, true}, {1, 0.9f, 8192, true, false}};
+  // (Fixed times: a real library's vary run to run, which is why timing
+  // is opt-in, SWITCHYARD_CUDNN_BENCHMARK=1.)
   return d == kForward ? fwd : d == kBackwardData ? data : filter;
 }
 const Algo* find_algo(Direction d, int id) {
@@ -172,23 +180,40 @@ bool consistent(cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
 
 // The direction's algorithms, fastest first, as cuDNN reports them: TF32
 // ones only where the descriptor's math allows them.
+// (`workspace`: the bytes a timing was given; SIZE_MAX for heuristics,
+// which report every algorithm with its workspace.)
 template <class Perf>
-void report(Direction d, cudnnConvolutionDescriptor_t c, int requested, int* returned, Perf* r) {
+void report(Direction d, cudnnConvolutionDescriptor_t c, int requested, int* returned, Perf* r,
+            size_t workspace) {
   int n = 0;
   for (const Algo& a : algos(d)) {
     if (n >= requested) break;
     if (a.tf32 && c->math == CUDNN_FMA_MATH) continue;
     Perf p{};
     p.algo = decltype(p.algo)(a.id);
-    p.status = CUDNN_STATUS_SUCCESS;
+    p.status = a.memory <= workspace ? CUDNN_STATUS_SUCCESS
+                                     : CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED;
     p.time = a.ms;
     p.memory = a.memory;
     p.determinism = a.deterministic ? CUDNN_DETERMINISTIC : CUDNN_NON_DETERMINISTIC;
-    p.mathType = a.tf32 ? CUDNN_TENSOR_OP_MATH : CUDNN_FMA_MATH;
+    p.mathType = !a.tf32                ? CUDNN_FMA_MATH
+                 : d == kBackwardFilter ? CUDNN_DEFAULT_MATH
+                                        : CUDNN_TENSOR_OP_MATH;
     r[n++] = p;
   }
   *returned = n;
 }
+cudnnStatus_t max_count(cudnnHandle_t, int* count) {
+  // As many as the most any direction offers: the backend must ask for as
+  // many as this says (fewer would drop the slowest).
+  *count = 4;
+  return CUDNN_STATUS_SUCCESS;
+}
+
+// The (direction, algorithm, shape)s run outside a capture so far: their
+// one-time setup is done (per shape: runtime-compiled engines are).
+std::mutex used_mu;
+std::set<std::vector<int>> used;
 
 // Geometry of one call, copied for the enqueued work.
 struct Geo {
@@ -289,6 +314,16 @@ cudnnStatus_t execute(Direction d, cudnnHandle_t h, const void* alpha, const voi
   if (*static_cast<const float*>(alpha) != 1.f || *static_cast<const float*>(beta) != 0.f)
     return CUDNN_STATUS_NOT_SUPPORTED;
   const Geo g = geo(x, w, c, y);
+  {
+    const std::vector<int> key = {d,        algo,        g.N,         g.C,      g.H,     g.W,
+                                  g.K,      g.Cg,        g.KH,        g.KW,     g.G,     g.pad[0],
+                                  g.pad[1], g.stride[0], g.stride[1], g.dil[0], g.dil[1]};
+    std::lock_guard lock(used_mu);
+    if (!used.count(key)) {
+      if (sy_emu::refused_in_capture()) return CUDNN_STATUS_EXECUTION_FAILED_CUDART;
+      used.insert(key);
+    }
+  }
   const bool tf32 = al->tf32;
   auto* af = static_cast<const float*>(a);
   auto* bf = static_cast<const float*>(b);
@@ -313,7 +348,7 @@ cudnnStatus_t find(Direction d, cudnnHandle_t h, cudnnTensorDescriptor_t x,
   ++sy_emu::cudnn_timed_queries;
   float* o = static_cast<float*>(out);
   for (size_t i = 0; i < out_elems; ++i) o[i] = std::numeric_limits<float>::quiet_NaN();
-  report(d, c, requested, returned, r);
+  report(d, c, requested, returned, r, ws_bytes);
   return CUDNN_STATUS_SUCCESS;
 }
 
@@ -346,7 +381,7 @@ cudnnStatus_t heuristic(Direction d, cudnnTensorDescriptor_t x, cudnnFilterDescr
                         int* ret, Perf* r) {
   if (!consistent(x, w, c, y) || req < 1) return CUDNN_STATUS_BAD_PARAM;
   ++sy_emu::cudnn_heuristic_queries;
-  report(d, c, req, ret, r);
+  report(d, c, req, ret, r, SIZE_MAX);
   return CUDNN_STATUS_SUCCESS;
 }
 cudnnStatus_t get_fwd(cudnnHandle_t, cudnnTensorDescriptor_t x, cudnnFilterDescriptor_t w,
@@ -409,6 +444,9 @@ const DnnApi& sy_emu_dnn_api() {
     a.cudnnSetConvolutionMathType = set_math;
     a.cudnnDestroyConvolutionDescriptor = drop<cudnnConvolutionStruct>;
     a.cudnnGetConvolution2dForwardOutputDim = output_dim;
+    a.cudnnGetConvolutionForwardAlgorithmMaxCount = max_count;
+    a.cudnnGetConvolutionBackwardDataAlgorithmMaxCount = max_count;
+    a.cudnnGetConvolutionBackwardFilterAlgorithmMaxCount = max_count;
     a.cudnnFindConvolutionForwardAlgorithmEx = find_fwd;
     a.cudnnGetConvolutionForwardAlgorithm_v7 = get_fwd;
     a.cudnnConvolutionForward = forward;

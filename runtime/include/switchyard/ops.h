@@ -122,9 +122,9 @@ Tensor conv2d(const Tensor& x, const Tensor& weight, const Tensor& bias = Tensor
               Size2 stride = 1, Size2 padding = 0, Size2 dilation = 1, int64_t groups = 1);
 // Which lowering conv2d records from now on: read from SWITCHYARD_CONV
 // (auto, im2col or implicit) at first use, else automatic: implicit_gemm on
-// the GPU backends (one launch each way, no expanded matrix in memory),
-// im2col on the CPU, where its whole-batch GEMM ran the CNN's convolutions
-// faster (docs/benchmarks.md, "Convolution lowerings").
+// every backend (one launch each way, no expanded matrix in memory; on the
+// CPU as fast as im2col's whole-batch GEMM or faster: docs/benchmarks.md,
+// "Convolution lowerings").
 enum class ConvAlgorithm { automatic, im2col, implicit_gemm };
 void set_conv_algorithm(ConvAlgorithm a);
 ConvAlgorithm conv_algorithm();

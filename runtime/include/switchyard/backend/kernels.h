@@ -109,7 +109,9 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
 // conv2d_backward_weight: the weight gradient in `splits` partial sums, out
 // (splits, out_channels, channels/groups*kernel[0]*kernel[1]); split s sums
 // the flattened (sample, output pixel) positions [s*len, min((s+1)*len, P))
-// with P = batch*OH*OW and len = ceil(P / splits), in order: args out, dy, x.
+// with P = batch*OH*OW and len = ceil(P / splits): args out, dy, x. (The
+// order within a sum is the backend's: a backend's own kernels keep one
+// order, cuDNN its algorithm's.)
 #define SY_CONV_GEOMETRY(I, A)                                                             \
   I(int64_t, batch) I(int64_t, channels) I(int64_t, height) I(int64_t, width)              \
   I(int64_t, out_channels) I(int64_t, groups) A(int64_t, kernel, 2) A(int64_t, stride, 2)  \
