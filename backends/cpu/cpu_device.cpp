@@ -38,7 +38,13 @@ DeviceInfo make_info(const std::string& backend = "cpu", int index = 0) {
   info.memory_bytes = platform::physical_memory_bytes();
   std::string threads;
   try {
-    threads = std::to_string(pool().size());
+    // The pool's threads; when they outnumber the CPUs the process may run
+    // on, how many a parallel region uses at most.
+    const ThreadPool& p = pool();
+    threads = std::to_string(p.size());
+    if (p.active() < p.size())
+      threads += detail::cat(" (", p.active(), " at a time: ", available_cpus(), " CPUs)");
+    threads += detail::cat(", cores=", physical_cores(), "/", available_cpus(), " CPUs");
   } catch (const Error& e) {  // a bad SWITCHYARD_CPU_THREADS: thrown again by the first kernel
     threads = "invalid SWITCHYARD_CPU_THREADS";
   }

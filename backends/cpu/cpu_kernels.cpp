@@ -108,22 +108,28 @@ T* as(void* p) {
 template <Binary OP>
 void binary_loop(const BinaryParams& p, float* out, const float* a, const float* b) {
   const int64_t *d = p.dims, *sa = p.a_strides, *sb = p.b_strides;
-  int64_t rows = d[0] * d[1] * d[2];
+  const int64_t rows = d[0] * d[1] * d[2], cols = d[3];
+  // Rows longer than a grain are cut into blocks of one, so a flat op (one
+  // long row) runs on every thread too.
+  const int64_t blocks = cols > kGrain ? (cols + kGrain - 1) / kGrain : 1;
+  const int64_t width = blocks > 1 ? kGrain : cols;
   auto body = [&](int64_t lo, int64_t hi) {
-    for (int64_t r = lo; r < hi; ++r) {
+    for (int64_t t = lo; t < hi; ++t) {
+      const int64_t r = t / blocks, j0 = t % blocks * width, j1 = std::min(cols, j0 + width);
       int64_t i0 = r / (d[1] * d[2]), i1 = (r / d[2]) % d[1], i2 = r % d[2];
       const float* pa = a + i0 * sa[0] + i1 * sa[1] + i2 * sa[2];
       const float* pb = b + i0 * sb[0] + i1 * sb[1] + i2 * sb[2];
-      float* po = out + r * d[3];
+      float* po = out + r * cols;
       if (sa[3] == 1 && sb[3] == 1)
-        for (int64_t j = 0; j < d[3]; ++j) po[j] = binary_apply(OP, pa[j], pb[j]);
+        for (int64_t j = j0; j < j1; ++j) po[j] = binary_apply(OP, pa[j], pb[j]);
       else if (sa[3] == 1)
-        for (int64_t j = 0; j < d[3]; ++j) po[j] = binary_apply(OP, pa[j], pb[j * sb[3]]);
+        for (int64_t j = j0; j < j1; ++j) po[j] = binary_apply(OP, pa[j], pb[j * sb[3]]);
       else
-        for (int64_t j = 0; j < d[3]; ++j) po[j] = binary_apply(OP, pa[j * sa[3]], pb[j * sb[3]]);
+        for (int64_t j = j0; j < j1; ++j) po[j] = binary_apply(OP, pa[j * sa[3]], pb[j * sb[3]]);
     }
   };
-  pool().parallel_for(rows, std::max<int64_t>(1, kGrain / std::max<int64_t>(d[3], 1)), body);
+  pool().parallel_for(rows * blocks, std::max<int64_t>(1, kGrain / std::max<int64_t>(width, 1)),
+                      body);
 }
 
 void softmax_rows(const SoftmaxParams& p, float* out, const float* x) {

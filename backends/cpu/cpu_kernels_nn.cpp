@@ -410,7 +410,7 @@ void run(const EmbeddingBackwardParams& p, void* const* a) {
   const int32_t* idx = as<const int32_t>(a[2]);
   const int64_t D = p.dim, N = p.num;
   std::fill(dw, dw + N * D, 0.f);
-  const int64_t tasks = std::min<int64_t>(N, int64_t(pool().size()) * 4);
+  const int64_t tasks = std::min<int64_t>(N, int64_t(pool().active()) * 4);
   pool().parallel_for(tasks, 1, [&](int64_t lo, int64_t hi) {
     const int64_t v0 = lo * N / tasks, v1 = hi * N / tasks;  // rows [v0, v1)
     for (int64_t i = 0; i < p.n; ++i) {

@@ -6,6 +6,13 @@
 #include <cerrno>
 #include <chrono>
 #include <cstdlib>
+#include <fstream>
+#include <set>
+#include <string>
+
+#ifdef __linux__
+#include <sched.h>
+#endif
 
 #include "switchyard/error.h"
 
@@ -23,7 +30,39 @@ constexpr auto kSpin = std::chrono::microseconds(200);
 thread_local bool t_in_region = false;
 }  // namespace
 
+int available_cpus() {
+#ifdef __linux__
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) return std::max(1, CPU_COUNT(&set));
+#endif
+  return int(std::max(1u, std::thread::hardware_concurrency()));
+}
+
+int physical_cores() {
+#ifdef __linux__
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  if (sched_getaffinity(0, sizeof(set), &set) == 0) {
+    std::set<std::string> cores;  // one sibling list per physical core
+    for (int c = 0; c < CPU_SETSIZE; ++c) {
+      if (!CPU_ISSET(c, &set)) continue;
+      std::ifstream f("/sys/devices/system/cpu/cpu" + std::to_string(c) +
+                      "/topology/thread_siblings_list");
+      std::string siblings;
+      if (!std::getline(f, siblings)) return available_cpus();
+      cores.insert(siblings);
+    }
+    if (!cores.empty()) return int(cores.size());
+  }
+#endif
+  return available_cpus();
+}
+
 ThreadPool::ThreadPool(int threads) {
+  const int cpus = available_cpus();
+  active_ = std::max(1, std::min(threads, cpus));
+  spin_ = threads <= cpus;
   for (int i = 1; i < threads; ++i) workers_.emplace_back([this] { work(); });
 }
 
@@ -55,7 +94,7 @@ void ThreadPool::run_chunks(uint32_t gen) {
 void ThreadPool::parallel_for(int64_t n, int64_t grain,
                               const std::function<void(int64_t, int64_t)>& fn) {
   if (n <= 0) return;
-  int64_t chunks = std::min<int64_t>(size(), (n + grain - 1) / std::max<int64_t>(grain, 1));
+  int64_t chunks = std::min<int64_t>(active_, (n + grain - 1) / std::max<int64_t>(grain, 1));
   if (chunks <= 1 || workers_.empty() || t_in_region) {
     fn(0, n);
     return;
@@ -73,13 +112,23 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
   done_ = 0;
   ticket_ = uint64_t(gen) << 32;
   generation_ = gen;
-  if (sleepers_.load() > 0) {
+  if (int asleep = sleepers_.load(); asleep > 0) {
+    // As many as there are chunks besides the caller's: waking every
+    // sleeper of an oversubscribed pool would have them take turns on the
+    // CPUs the chunks need.
     std::lock_guard<std::mutex> lock(mu_);
-    cv_.notify_all();
+    for (int64_t i = std::min<int64_t>(asleep, chunks - 1); i > 0; --i) cv_.notify_one();
   }
   // The caller takes chunks too, and all of them if the workers are late.
   run_chunks(gen);
-  while (done_.load() < chunks_) cpu_relax();
+  // Then waits: spinning a while when every thread has a CPU of its own,
+  // else yielding it to the threads still running chunks.
+  for (int spins = 0; done_.load() < chunks_; ++spins) {
+    if (spin_ && spins < (1 << 14))
+      cpu_relax();
+    else
+      std::this_thread::yield();
+  }
   if (error_) {
     std::exception_ptr e;
     std::swap(e, error_);
@@ -91,11 +140,11 @@ void ThreadPool::work() {
   t_in_region = true;
   uint32_t seen = 0;
   for (;;) {
-    auto until = std::chrono::steady_clock::now() + kSpin;
+    auto until = std::chrono::steady_clock::now() + (spin_ ? kSpin : std::chrono::microseconds(0));
     int spins = 0;
     while (generation_.load() == seen && !stop_.load()) {
       cpu_relax();
-      if (++spins % 256 == 0 && std::chrono::steady_clock::now() > until) {
+      if ((!spin_ || ++spins % 256 == 0) && std::chrono::steady_clock::now() > until) {
         std::unique_lock<std::mutex> lock(mu_);
         sleepers_++;
         cv_.wait(lock, [&] { return stop_.load() || generation_.load() != seen; });
@@ -114,7 +163,10 @@ void ThreadPool::work() {
 int threads_from_env() {
   constexpr int kMaxThreads = 1024;
   const char* e = std::getenv("SWITCHYARD_CPU_THREADS");
-  if (!e || !*e) return int(std::max(1u, std::thread::hardware_concurrency()));
+  // Default: one thread per physical core the process may run on (an SMT
+  // sibling shares its core's FMA units: a second GEMM thread there only
+  // competes for them).
+  if (!e || !*e) return physical_cores();
   char* end = nullptr;
   errno = 0;
   long v = std::strtol(e, &end, 10);

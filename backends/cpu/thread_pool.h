@@ -1,6 +1,9 @@
 // SPDX-License-Identifier: MIT
 // A small fork-join pool for the CPU backend. Workers spin briefly between
-// parallel regions (a training step issues many in a row) and then sleep.
+// parallel regions (a training step issues many in a row) and then sleep;
+// when the pool has more threads than the process may run on at once
+// (SWITCHYARD_CPU_THREADS past the CPUs), nobody spins: waiting threads
+// sleep or yield, and a region takes at most one chunk per CPU.
 #pragma once
 #include <atomic>
 #include <condition_variable>
@@ -20,6 +23,9 @@ class ThreadPool {
   ThreadPool(const ThreadPool&) = delete;
   ThreadPool& operator=(const ThreadPool&) = delete;
   int size() const { return int(workers_.size()) + 1; }
+  // The threads a region runs on at most: size(), but no more than the
+  // CPUs the process may run on (more would only take turns).
+  int active() const { return active_; }
   // Runs fn(lo, hi) over [0, n) in chunks of at least `grain`, on the caller
   // and the workers; returns when all chunks are done. Safe from any number
   // of threads: one region runs at a time (others wait for it), and a call
@@ -42,11 +48,19 @@ class ThreadPool {
   std::atomic<int64_t> done_{0};
   std::atomic<uint32_t> generation_{0};
   std::atomic<int> sleepers_{0};
+  int active_ = 1;
+  bool spin_ = true;  // false when oversubscribed
   std::atomic<bool> stop_{false};
   std::mutex error_mu_;
   std::exception_ptr error_;  // first exception of the current region
 };
 
 ThreadPool& pool();
+
+// The CPUs this process may run on (its affinity mask), and the physical
+// cores among them (SMT siblings counted once; the CPU count where the
+// topology is not readable).
+int available_cpus();
+int physical_cores();
 
 }  // namespace switchyard::cpu_impl
