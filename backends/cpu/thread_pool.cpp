@@ -105,12 +105,17 @@ void ThreadPool::parallel_for(int64_t n, int64_t grain,
     ~Leave() { t_in_region = false; }
   } leave;
   uint32_t gen = generation_.load() + 1;
+  // The new generation's tickets first: a worker still in the last
+  // region's run_chunks, holding a stale ticket, then fails its
+  // compare-exchange instead of taking a chunk of this region with the new
+  // fields (which it could, between chunks_ and ticket_, when they were
+  // stored the other way round).
+  ticket_ = uint64_t(gen) << 32;
   fn_ = &fn;
   n_ = n;
   chunk_ = (n + chunks - 1) / chunks;
   chunks_ = (n + chunk_ - 1) / chunk_;
   done_ = 0;
-  ticket_ = uint64_t(gen) << 32;
   generation_ = gen;
   if (int asleep = sleepers_.load(); asleep > 0) {
     // As many as there are chunks besides the caller's: waking every

@@ -8,6 +8,10 @@
 //   256-thread block; lanes stride the row, then a shuffle reduction.
 // - inner == 1, longer rows: one 256-thread block per row, a shuffle
 //   reduction per warp and one across the 8 warps in shared memory.
+// - Long rows too few to fill the GPU (a whole-tensor sum is one row: it
+//   ran on one block): each row is split into parts of at least 4096, a
+//   block per (part, row) writes its sum to env.scratch in double, and the
+//   second kernel below adds the parts per row in order.
 // - inner > 1 (column sums): 32 x 8 blocks; the 32 threads in x take 32
 //   adjacent columns (coalesced), the 8 in y split the len axis, and the 8
 //   partial sums meet in shared memory. Grid: ceil(inner / 32) x outer.
@@ -102,6 +106,29 @@ __global__ void col_sum_part_k(double* part, const float* in, int64_t outer, int
   }
 }
 
+// Part z of split row sums: part[z * rows + r] = the sum over l in
+// [z * chunk, (z + 1) * chunk) of in[r, l].
+__global__ void row_sum_part_k(double* part, const float* in, int64_t rows, int64_t len,
+                               int64_t chunk) {
+  __shared__ double sh[kWarps];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  const int64_t l0 = int64_t(blockIdx.x) * chunk, l1 = l0 + chunk < len ? l0 + chunk : len;
+  for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
+    const float* x = in + r * len;
+    double s = 0;
+    for (int64_t l = l0 + threadIdx.x; l < l1; l += blockDim.x) s += x[l];
+    s = warp_sum(s);
+    if (lane == 0) sh[warp] = s;
+    __syncthreads();
+    if (warp == 0) {
+      s = lane < kWarps ? sh[lane] : 0.0;
+      s = warp_sum(s);
+      if (lane == 0) part[int64_t(blockIdx.x) * rows + r] = s;
+    }
+    __syncthreads();
+  }
+}
+
 // out[j] = scale * the parts' sum for output j, parts added in order.
 __global__ void col_sum_finish_k(float* out, const double* part, int64_t n, int splits,
                                  float scale) {
@@ -126,6 +153,19 @@ int col_sum_splits(int64_t outer, int64_t len, int64_t inner, const LaunchEnv& e
   return s >= 2 ? int(s) : 1;
 }
 
+// How many parts each of `rows` long rows is split into (1: not split):
+// enough that the grid reaches about twice the device's resident blocks,
+// each part at least kMinRowPart long, all partials fitting in env.scratch.
+constexpr int64_t kMinRowPart = 4096;
+int row_sum_splits(int64_t rows, int64_t len, const LaunchEnv& env) {
+  int64_t s = (2 * env.max_blocks + rows - 1) / rows;
+  if (s > len / kMinRowPart) s = len / kMinRowPart;
+  const int64_t fit = int64_t(env.scratch_bytes / sizeof(double)) / rows;
+  if (s > fit) s = fit;
+  if (s > 65535) s = 65535;
+  return s >= 2 ? int(s) : 1;
+}
+
 }  // namespace
 
 void launch(const ReduceSumParams& p, void* const* args, const LaunchEnv& env) {
@@ -144,6 +184,14 @@ void launch(const ReduceSumParams& p, void* const* args, const LaunchEnv& env) {
   if (inner == 1 && len <= 4096) {
     SY_LAUNCH(row_sum_warp_k, blocks_for(outer, env, kWarps), kWarps * 32, env.stream)
     (out, in, outer, len, p.scale);
+  } else if (int splits = inner == 1 ? row_sum_splits(outer, len, env) : 1; splits > 1) {
+    double* part = static_cast<double*>(env.scratch);
+    const int64_t chunk = (len + splits - 1) / splits;
+    dim3 grid(unsigned(splits), unsigned(outer < 65535 ? outer : 65535));
+    SY_LAUNCH(row_sum_part_k, grid, kWarps * 32, env.stream)(part, in, outer, len, chunk);
+    SY_CUDA_LAUNCHED("reduce_sum");
+    SY_LAUNCH(col_sum_finish_k, blocks_for(outer, env), kBlock, env.stream)
+    (out, part, outer, splits, p.scale);
   } else if (inner == 1) {
     SY_LAUNCH(row_sum_block_k, blocks_for(outer, env, 1), kWarps * 32, env.stream)
     (out, in, outer, len, p.scale);
