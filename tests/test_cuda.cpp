@@ -209,6 +209,23 @@ TEST(CudaDnn, OpensCudnnAndResolvesEveryEntryPoint) {
 #endif
 }
 
+TEST(CudaDnn, AnUnknownConvolutionPathIsAClearError) {
+  // Read at a device's first convolution (and by `switchyard devices`).
+  const char* old = std::getenv("SWITCHYARD_CUDA_CONV");
+  const std::string saved = old ? old : "";
+  setenv("SWITCHYARD_CUDA_CONV", "cudnn9", 1);
+  expect_error([] { (void)sy::cuda_impl::conv_path(); },
+               {"SWITCHYARD_CUDA_CONV=auto, cudnn or own", "found 'cudnn9'"});
+  const auto props = sy::cuda_impl::conv_properties();
+  ASSERT_EQ(props.size(), 1u);
+  EXPECT_NE(props[0].second.find("own implicit GEMM (["), std::string::npos) << props[0].second;
+  EXPECT_NE(props[0].second.find("found 'cudnn9'"), std::string::npos) << props[0].second;
+  if (old)
+    setenv("SWITCHYARD_CUDA_CONV", saved.c_str(), 1);
+  else
+    unsetenv("SWITCHYARD_CUDA_CONV");
+}
+
 TEST(Cuda, AbsentDevicesComeWithAReason) {
   const sy::BackendEntry* cuda = nullptr;
   for (auto& b : sy::backends())
