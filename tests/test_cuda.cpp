@@ -524,3 +524,46 @@ TEST(Cuda, GemmFollowsTheTf32Setting) {
   EXPECT_EQ(C[17], C[0]);
   for (sy::Buffer x : {ba, bb, bc}) d.release(x);
 }
+
+TEST(Cuda, SoftmaxOfRowsWithMinusInfinityMatchesTheReference) {
+  // Masked entries (-inf) add nothing to a row's sum, wherever they fall in
+  // the single pass's running maximum (first in a lane's stride included),
+  // on the warp-per-row path and the block-per-row one (long rows, few).
+  SKIP_UNLESS_AVAILABLE(cuda_test_device());
+  sy::BackendDevice& d = sy::backend_device(cuda_test_device());
+  for (auto [rows, cols] : std::vector<std::pair<int64_t, int64_t>>{{37, 100}, {2, 3000}}) {
+    std::vector<float> x = random_vec(size_t(rows * cols), 5, -4.f, 4.f);
+    for (int64_t r = 0; r < rows; ++r)
+      for (int64_t c = 0; c < cols; c += (r % 3) + 2) x[size_t(r * cols + c)] = -INFINITY;
+    const uint64_t bytes = uint64_t(rows * cols) * 4;
+    sy::Buffer in = d.allocate(bytes), out = d.allocate(bytes);
+    d.upload(in, 0, x.data(), bytes);
+    for (bool log : {false, true}) {
+      sy::Program p =
+          one_launch(0x5eed0f01 + uint64_t(log), sy::Kernel::softmax,
+                     sy::SoftmaxParams{.rows = rows, .cols = cols, .log = log}, {bytes, bytes});
+      sy::Binding b[2] = {{out, 0}, {in, 0}};
+      d.execute(p, b);
+      std::vector<float> y(size_t(rows * cols));
+      d.download(out, 0, y.data(), bytes);
+      d.synchronize();
+      for (int64_t r = 0; r < rows; ++r) {
+        double m = -INFINITY, s = 0;
+        for (int64_t c = 0; c < cols; ++c) m = std::max(m, double(x[size_t(r * cols + c)]));
+        for (int64_t c = 0; c < cols; ++c) s += std::exp(double(x[size_t(r * cols + c)]) - m);
+        for (int64_t c = 0; c < cols; ++c) {
+          const double xv = x[size_t(r * cols + c)], got = y[size_t(r * cols + c)];
+          const double want = log ? xv - m - std::log(s) : std::exp(xv - m) / s;
+          if (std::isinf(want)) {
+            ASSERT_EQ(got, want) << rows << "x" << cols << " row " << r << " col " << c;
+          } else {
+            ASSERT_NEAR(got, want, 1e-5 * std::max(1.0, std::abs(want)))
+                << rows << "x" << cols << (log ? " log" : "") << " row " << r << " col " << c;
+          }
+        }
+      }
+    }
+    d.release(in);
+    d.release(out);
+  }
+}

@@ -4,8 +4,11 @@
 // cross-entropy loss and its backward, and argmax.
 //
 // Launch geometry: one warp per row, 8 rows per 256-thread block; lanes
-// stride the row and meet through shuffles (max, then sum of exp(x - max)).
-// The grid is ceil(rows / 8) blocks, capped at 32 per SM, and loops.
+// stride the row once, keeping a running max and sum of exp(x - max) (the
+// online softmax: the row is read once for both, then once to write), and
+// meet through shuffles. The grid is ceil(rows / 8) blocks, capped at 32
+// per SM, and loops. Softmax rows over 1,024 long and too few to fill the
+// GPU take a 256-thread block each instead.
 // cross_entropy's mean over rows uses the same grid: each block sums its
 // warps' rows in double and writes one partial to env.scratch, and a
 // second, one-block kernel adds the partials in order (a grid of one block
@@ -36,14 +39,35 @@ __device__ inline void report_label(DeviceStatus* st, Kernel k, int64_t row, int
   }
 }
 
-// Row max and sum of exp(x - max), across the warp.
+// One more element into a running (max, sum of exp(x - max)): the online
+// softmax's update, so a row is read once for both. A -inf element adds
+// nothing (not exp(-inf - -inf), a NaN, while the max is still -inf).
+__device__ inline void online_add(float x, float& m, float& s) {
+  if (x > m) {
+    s = s * expf(m - x) + 1.f;
+    m = x;
+  } else if (m != -INFINITY) {
+    s += expf(x - m);
+  }
+}
+
+// Two running (max, sum)s merged: the sum rescaled to the larger max.
+__device__ inline void online_merge(float& m, float& s, float m2, float s2) {
+  const float mm = fmaxf(m, m2);
+  if (mm == -INFINITY) return;  // both empty (or all -inf)
+  s = (m == -INFINITY ? 0.f : s * expf(m - mm)) + (m2 == -INFINITY ? 0.f : s2 * expf(m2 - mm));
+  m = mm;
+}
+
+// Row max and sum of exp(x - max), across the warp, in one read of the row.
 __device__ inline void row_stats(const float* x, int64_t cols, int lane, float& m, float& s) {
   m = -INFINITY;
-  for (int64_t c = lane; c < cols; c += 32) m = fmaxf(m, x[c]);
-  m = warp_max(m);
   s = 0.f;
-  for (int64_t c = lane; c < cols; c += 32) s += expf(x[c] - m);
-  s = warp_sum(s);
+  for (int64_t c = lane; c < cols; c += 32) online_add(x[c], m, s);
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    online_merge(m, s, m2, s2);
+  }
 }
 
 #define SY_FOR_ROWS(r, rows)                                                             \
@@ -64,6 +88,36 @@ __global__ void softmax_k(float* out, const float* in, int64_t rows, int64_t col
       float inv = 1.f / s;
       for (int64_t c = lane; c < cols; c += 32) y[c] = expf(x[c] - m) * inv;
     }
+  }
+}
+
+// Long rows too few for a warp each to fill the GPU: a block per row, the
+// (max, sum) merged across its 8 warps in shared memory.
+__global__ void softmax_block_k(float* out, const float* in, int64_t rows, int64_t cols,
+                                bool log_out) {
+  __shared__ float wm[kRowsPerBlock], ws[kRowsPerBlock];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float* x = in + r * cols;
+    float* y = out + r * cols;
+    float m = -INFINITY, s = 0.f;
+    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) online_add(x[c], m, s);
+    for (int o = 16; o > 0; o >>= 1) {
+      const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+      online_merge(m, s, m2, s2);
+    }
+    if (lane == 0) wm[warp] = m, ws[warp] = s;
+    __syncthreads();
+    m = wm[0], s = ws[0];
+    for (int w = 1; w < kRowsPerBlock; ++w) online_merge(m, s, wm[w], ws[w]);  // in order
+    if (log_out) {
+      const float lse = m + logf(s);
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) y[c] = x[c] - lse;
+    } else {
+      const float inv = 1.f / s;
+      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) y[c] = expf(x[c] - m) * inv;
+    }
+    __syncthreads();  // wm, ws reused by the next row
   }
 }
 
@@ -195,7 +249,15 @@ void launch(const SoftmaxParams& p, void* const* args, const LaunchEnv& env) {
   const float* in = static_cast<const float*>(args[1]);
   const int64_t rows = p.rows, cols = p.cols;
   if (rows <= 0 || cols <= 0) return;
-  SY_LAUNCH(softmax_k, row_blocks(rows, env), kRowThreads, env.stream)(out, in, rows, cols, p.log);
+  // A warp per row; a block per row when rows are long (over 1,024) and
+  // too few for the warps' blocks (8 rows each) to fill the GPU.
+  if (cols > 1024 && rows < 2 * env.max_blocks) {
+    const unsigned blocks = unsigned(rows < env.max_blocks ? rows : env.max_blocks);
+    SY_LAUNCH(softmax_block_k, blocks, kRowThreads, env.stream)(out, in, rows, cols, p.log);
+  } else {
+    SY_LAUNCH(softmax_k, row_blocks(rows, env), kRowThreads, env.stream)
+    (out, in, rows, cols, p.log);
+  }
   SY_CUDA_LAUNCHED("softmax");
 }
 
