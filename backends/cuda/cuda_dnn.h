@@ -150,13 +150,13 @@ class Dnn {
   void destroy(Plan& p);
   std::map<Key, Plan> plans_;
   cudnnHandle_t handle_ = nullptr;
-#else
-  void* handle_ = nullptr;
-#endif
   cudaStream_t stream_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
   bool tf32_ = false, deterministic_ = true, benchmark_ = false;
+#else
+  void* handle_ = nullptr;  // (never set: a build without cuDNN's header)
+#endif
   std::map<std::string, Choice> choices_;
 };
 
