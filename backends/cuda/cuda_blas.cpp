@@ -86,7 +86,8 @@ void check(cublasStatus_t s, const char* call) {
   throw Error(msg);
 }
 
-// The largest power of two up to 16 dividing the address (f32: at least 4).
+}  // namespace
+
 int alignment_of(const void* p) {
   int a = 16;
   while (a > 4 && reinterpret_cast<uintptr_t>(p) % uintptr_t(a)) a /= 2;
@@ -97,8 +98,6 @@ bool env_is(const char* name, const char* value) {
   const char* e = std::getenv(name);
   return e && std::string(e) == value;
 }
-
-}  // namespace
 
 #ifdef SY_CUDA_EMULATION
 // tests/cuda_emu: cuBLAS(Lt) emulated on the host (cublas_emu.cpp).

@@ -43,6 +43,12 @@ struct BlasApi {
 // `errors` the first failure's text.
 void* open_toolkit_library(const std::string& soname, std::string& path, std::string& errors);
 
+// The largest power of two up to 16 dividing the address (f32: at least 4):
+// the alignment a library's plan for an operand is made for.
+int alignment_of(const void* p);
+// Whether environment variable `name` is set to exactly `value`.
+bool env_is(const char* name, const char* value);
+
 // Opens libcublasLt and libcublas (the soname of the toolkit built against,
 // then $CUDA_PATH/lib64, /usr/local/cuda/lib64 and the build's toolkit) and
 // resolves every entry point. Throws Error saying what is missing.

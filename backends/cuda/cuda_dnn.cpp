@@ -98,11 +98,6 @@ void check(cudnnStatus_t s, const char* op, const char* call) {
   throw Error(msg);
 }
 
-bool env_is(const char* name, const char* value) {
-  const char* e = std::getenv(name);
-  return e && std::string(e) == value;
-}
-
 constexpr int64_t kIntMax = std::numeric_limits<int>::max();
 
 // False for the statuses by which cuDNN refuses a configuration (bad or
@@ -191,14 +186,10 @@ Dnn::Plan& Dnn::plan(Kernel k, const Conv2dBackwardInputParams& g, void* const* 
                                        g.out_channels, g.groups,     g.kernel[0],  g.kernel[1],
                                        g.stride[0],    g.stride[1],  g.padding[0], g.padding[1],
                                        g.dilation[0],  g.dilation[1]};
-  // The alignments of the three operands join the key: an algorithm timed
-  // on aligned buffers may need them (16-byte vector loads).
-  auto align = [](const void* p) {
-    int al = 16;
-    while (al > 4 && reinterpret_cast<uintptr_t>(p) % uintptr_t(al)) al /= 2;
-    return al;
-  };
-  const Key key{int(k), geo, align(args[0]) | align(args[1]) << 8 | align(args[2]) << 16};
+  // The alignments of the three operands join the key: an algorithm chosen
+  // for aligned buffers may need them (16-byte vector loads).
+  const Key key{int(k), geo,
+                alignment_of(args[0]) | alignment_of(args[1]) << 8 | alignment_of(args[2]) << 16};
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   // A plan is made, and its algorithm first run, outside a graph capture:
   // timing runs and synchronizes, and an algorithm's first run may load its
@@ -261,7 +252,6 @@ void Dnn::make_plan(Plan& pl, Kernel k, const Conv2dBackwardInputParams& g,
   // and the library: the same every run), or with SWITCHYARD_CUDNN_BENCHMARK=1
   // by timing every algorithm on this launch's buffers (cudnn.benchmark).
   // Either way outside a graph capture: plan() saw to it.
-  const bool timed = benchmark_;
   const char* op = kernel_name(k);
   int algo = -1, math = CUDNN_FMA_MATH;
   size_t memory = 0;
@@ -274,9 +264,9 @@ void Dnn::make_plan(Plan& pl, Kernel k, const Conv2dBackwardInputParams& g,
     std::vector<Perf> r(size_t(std::max(max, 1)));
     int n = 0;
     const cudnnStatus_t st =
-        timed ? find_fn(r.data(), int(r.size()), &n) : get_fn(r.data(), int(r.size()), &n);
+        benchmark_ ? find_fn(r.data(), int(r.size()), &n) : get_fn(r.data(), int(r.size()), &n);
     if (!usable(st)) return false;
-    check(st, op, timed ? find_name : get_name);
+    check(st, op, benchmark_ ? find_name : get_name);
     if (const Perf* p = pick(r.data(), n, workspace_bytes_, deterministic_, tf32_)) {
       algo = int(p->algo);
       memory = p->memory;
@@ -342,12 +332,6 @@ void Dnn::make_plan(Plan& pl, Kernel k, const Conv2dBackwardInputParams& g,
   pl.algo = algo;
   pl.workspace = memory;
   pl.usable = true;
-  std::string name = op;
-  for (int64_t v : geo) {
-    name += ' ';
-    name += std::to_string(v);
-  }
-  choices_[name] = Choice{k, algo, memory, timed};
 }
 
 bool Dnn::run(const Instr& ins, void* const* args, const LaunchEnv& env) {

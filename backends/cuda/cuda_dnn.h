@@ -122,15 +122,6 @@ class Dnn {
   bool run(const Instr& ins, void* const* args, const LaunchEnv& env);
   void release();
 
-  // The algorithm chosen per shape so far (tests): kernel, algorithm id.
-  struct Choice {
-    Kernel kernel;
-    int algo;
-    size_t workspace;
-    bool timed;  // by timing (SWITCHYARD_CUDNN_BENCHMARK=1; false: heuristics)
-  };
-  const std::map<std::string, Choice>& choices() const { return choices_; }
-
  private:
 #if SWITCHYARD_HAVE_CUDNN
   struct Plan {
@@ -157,7 +148,6 @@ class Dnn {
 #else
   void* handle_ = nullptr;  // (never set: a build without cuDNN's header)
 #endif
-  std::map<std::string, Choice> choices_;
 };
 
 }  // namespace switchyard::cuda_impl

@@ -41,23 +41,30 @@ __global__ void row_sum_warp_k(float* out, const float* in, int64_t rows, int64_
   }
 }
 
+// The sum of x[l0, l1) over the block (a shuffle reduction per warp, then
+// one across the 8 warps through sh), valid in thread 0. Called by every
+// thread of the block; sh may be reused as soon as it returns.
+__device__ inline double block_row_sum(const float* x, int64_t l0, int64_t l1, double* sh) {
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  double s = 0;
+  for (int64_t l = l0 + threadIdx.x; l < l1; l += blockDim.x) s += x[l];
+  s = warp_sum(s);
+  if (lane == 0) sh[warp] = s;
+  __syncthreads();
+  if (warp == 0) {
+    s = lane < kWarps ? sh[lane] : 0.0;
+    s = warp_sum(s);
+  }
+  __syncthreads();
+  return s;
+}
+
 __global__ void row_sum_block_k(float* out, const float* in, int64_t rows, int64_t len,
                                 float scale) {
-  __shared__ double part[kWarps];
-  int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  __shared__ double sh[kWarps];
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
-    const float* x = in + r * len;
-    double s = 0;
-    for (int64_t l = threadIdx.x; l < len; l += blockDim.x) s += x[l];
-    s = warp_sum(s);
-    if (lane == 0) part[warp] = s;
-    __syncthreads();
-    if (warp == 0) {
-      s = lane < kWarps ? part[lane] : 0.0;
-      s = warp_sum(s);
-      if (lane == 0) out[r] = float(s) * scale;
-    }
-    __syncthreads();
+    const double s = block_row_sum(in + r * len, 0, len, sh);
+    if (threadIdx.x == 0) out[r] = float(s) * scale;
   }
 }
 
@@ -111,21 +118,10 @@ __global__ void col_sum_part_k(double* part, const float* in, int64_t outer, int
 __global__ void row_sum_part_k(double* part, const float* in, int64_t rows, int64_t len,
                                int64_t chunk) {
   __shared__ double sh[kWarps];
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   const int64_t l0 = int64_t(blockIdx.x) * chunk, l1 = l0 + chunk < len ? l0 + chunk : len;
   for (int64_t r = blockIdx.y; r < rows; r += gridDim.y) {
-    const float* x = in + r * len;
-    double s = 0;
-    for (int64_t l = l0 + threadIdx.x; l < l1; l += blockDim.x) s += x[l];
-    s = warp_sum(s);
-    if (lane == 0) sh[warp] = s;
-    __syncthreads();
-    if (warp == 0) {
-      s = lane < kWarps ? sh[lane] : 0.0;
-      s = warp_sum(s);
-      if (lane == 0) part[int64_t(blockIdx.x) * rows + r] = s;
-    }
-    __syncthreads();
+    const double s = block_row_sum(in + r * len, l0, l1, sh);
+    if (threadIdx.x == 0) part[int64_t(blockIdx.x) * rows + r] = s;
   }
 }
 

@@ -59,15 +59,21 @@ __device__ inline void online_merge(float& m, float& s, float m2, float s2) {
   m = mm;
 }
 
+// The lanes' running (max, sum)s merged across the warp (every lane gets
+// the result).
+__device__ inline void warp_online_merge(float& m, float& s) {
+  for (int o = 16; o > 0; o >>= 1) {
+    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
+    online_merge(m, s, m2, s2);
+  }
+}
+
 // Row max and sum of exp(x - max), across the warp, in one read of the row.
 __device__ inline void row_stats(const float* x, int64_t cols, int lane, float& m, float& s) {
   m = -INFINITY;
   s = 0.f;
   for (int64_t c = lane; c < cols; c += 32) online_add(x[c], m, s);
-  for (int o = 16; o > 0; o >>= 1) {
-    const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-    online_merge(m, s, m2, s2);
-  }
+  warp_online_merge(m, s);
 }
 
 #define SY_FOR_ROWS(r, rows)                                                             \
@@ -102,10 +108,7 @@ __global__ void softmax_block_k(float* out, const float* in, int64_t rows, int64
     float* y = out + r * cols;
     float m = -INFINITY, s = 0.f;
     for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) online_add(x[c], m, s);
-    for (int o = 16; o > 0; o >>= 1) {
-      const float m2 = __shfl_xor_sync(0xffffffffu, m, o), s2 = __shfl_xor_sync(0xffffffffu, s, o);
-      online_merge(m, s, m2, s2);
-    }
+    warp_online_merge(m, s);
     if (lane == 0) wm[warp] = m, ws[warp] = s;
     __syncthreads();
     m = wm[0], s = ws[0];
