@@ -19,6 +19,21 @@
 // along K for a driver that bounds a shader's loop iterations (llvmpipe).
 // The table's aux, when not 0, is C's row stride: a block of columns of a C
 // too large for one binding (the backend's split by maxStorageBufferRange).
+//
+// Split-K (vk_gemm.cpp chooses it for a product whose tiles cannot fill
+// the device): the first pass (SY_PARTIALS) runs aux parts of K, each
+// ceil(ceil(K/aux)/BK)*BK deep, as z = part * batch + product, and writes
+// each part's raw sums to the scratch (binding 4, part-major, M x N per
+// product); the second (SY_FINISH, a grid-stride loop over the outputs)
+// adds the parts in order, then scales, adds the bias and C (accumulate)
+// and applies the activation: the same result every run.
+//
+// The GPU loop (flag kGemmPrefetch): each invocation loads its share of the
+// next BK slice of A and B into registers before multiplying the current
+// one from shared memory, and stores them after the barrier, so global
+// memory latency overlaps the multiply-adds. Every invocation loads whole
+// vec4s along the contiguous dimension (NA and NB of them a step); rows of
+// a k-contiguous operand are scattered into the k-major tile as scalars.
 #version 450
 #include "common.glsl"
 #ifdef SY_SUBGROUP
@@ -29,7 +44,7 @@
 // loading all of them (such drivers load memory one lane at a time).
 #extension GL_KHR_shader_subgroup_shuffle : require
 #endif
-ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3)
+ARG_RW(0) ARG_RO(1) ARG_RO(2) ARG_RO(3) ARG_RW(4)
 layout(constant_id = 1) const uint BM = 64;
 layout(constant_id = 2) const uint BN = 64;
 layout(constant_id = 3) const uint BK = 16;
@@ -37,6 +52,10 @@ layout(constant_id = 4) const uint TM = 4;
 layout(constant_id = 5) const uint TN = 4;
 shared vec4 As[BK * BM / 4];  // As[k * BM/4 + m/4] holds rows m..m+3 of column k
 shared vec4 Bs[BK * BN / 4];  // Bs[k * BN/4 + n/4] holds columns n..n+3 of row k
+#define PREFETCH ((SPEC_FLAGS & 131072u) != 0u)  // vk_launch.h's kGemmPrefetch
+// The GPU loop's vec4 loads per invocation and step, of A's and B's tiles.
+const uint NA = (BM * BK / 4u + WG - 1u) / WG;
+const uint NB = (BN * BK / 4u + WG - 1u) / WG;
 
 // Four consecutive values of a matrix row starting at `src` (elements),
 // zero past `limit` values left in the row; vec4 when aligned.
@@ -53,9 +72,31 @@ vec4 load4_b(uint src, uint left, bool vec) {
   return v;
 }
 
+// The second pass of a split: output i of every product, its parts added
+// in order.
+void finish(Op p, GemmParams prm) {
+  uint M = uint(prm.m), N = uint(prm.n), nb = uint(max(prm.batch, 1));
+  uint mn = M * N, total = nb * mn, parts = p.aux;
+  bool bias = (p.flags & 16u) != 0u, accumulate = (p.flags & 32u) != 0u;
+  FOR_ITEMS(i, total) {
+    float v = 0.0;
+    for (uint s = 0u; s < parts; ++s) v += F(4)[O(4) + s * total + i];
+    uint z = i / mn, r = i - z * mn, gm = r / N, gn = r - gm * N;
+    uint c = O(0) + z * uint(prm.stride_c) + gm * N + gn;
+    v *= prm.alpha;
+    if (bias) v += F(3)[O(3) + (prm.bias_rows ? z * M + gm : gn)];
+    if (accumulate) v += F(0)[c];
+    F(0)[c] = unary_apply(p.op, v);
+  }
+}
+
 void main() {
   Op p = load_op();
   GemmParams prm = load_GemmParams();
+  if ((p.flags & SY_FINISH) != 0u) {
+    finish(p, prm);
+    return;
+  }
   uint M = uint(prm.m), N = uint(prm.n), K = uint(prm.k);
   bool ta = prm.trans_a, tb = prm.trans_b;
   // Row strides of A and B as stored (0: packed).
@@ -67,59 +108,135 @@ void main() {
   const uint RX = BN / TN;
   uint tx = t % RX, ty = t / RX;  // columns TN*tx.., rows TM*ty..
   uint z = gl_WorkGroupID.z;
-  uint ao = O(1) + z * uint(prm.stride_a), bo = O(2) + z * uint(prm.stride_b);
+  // A split's part: products z = part * batch + product, each part K/aux
+  // deep in whole BK steps, its operands' starts moved to its first k.
+  bool partial = (p.flags & SY_PARTIALS) != 0u;
+  uint part = 0u, nb = uint(max(prm.batch, 1)), kb = 0u;
+  if (partial) {
+    part = z / nb;
+    z -= part * nb;
+    uint kp = ((K + p.aux - 1u) / p.aux + BK - 1u) / BK * BK;
+    kb = min(K, part * kp);
+    K = min(K - kb, kp);
+  }
+  uint ao = O(1) + z * uint(prm.stride_a) + (ta ? kb * lda : kb);
+  uint bo = O(2) + z * uint(prm.stride_b) + (tb ? kb : kb * ldb);
   uint co = O(0) + z * uint(prm.stride_c);
 
   vec4 acc[TM][TN / 4u];
   for (uint i = 0u; i < TM; ++i)
     for (uint j = 0u; j < TN / 4u; ++j) acc[i][j] = vec4(0.0);
 
-  for (uint k0 = 0u; k0 < K; k0 += BK) {
-    // A tile: element (m, k) is A[m*lda + k], or A[k*lda + m] when transposed.
-    // Every invocation writes whole tile entries (4 rows of one k).
-    if (!ta) {
-      // 4x4 blocks: four rows, four k each, transposed in registers.
-      for (uint q = t; q < (BM / 4u) * (BK / 4u); q += WG) {
-        uint m4 = q % (BM / 4u), k4 = q / (BM / 4u);
-        uint gk = k0 + 4u * k4, left = gk < K ? K - gk : 0u;
-        vec4 r[4];
-        for (uint i = 0u; i < 4u; ++i) {
-          uint gm = m0 + 4u * m4 + i;
-          r[i] = gm < M ? load4_a(ao + gm * lda + gk, left, va) : vec4(0.0);
-        }
-        for (uint c = 0u; c < 4u; ++c)
-          As[(4u * k4 + c) * (BM / 4u) + m4] = vec4(r[0][c], r[1][c], r[2][c], r[3][c]);
-      }
-    } else {
-      for (uint q = t; q < BM * BK / 4u; q += WG) {
-        uint kk = q / (BM / 4u), m4 = q % (BM / 4u);
-        uint gm = m0 + 4u * m4, gk = k0 + kk;
-        vec4 v = gk < K ? load4_a(ao + gk * lda + gm, gm < M ? M - gm : 0u, va) : vec4(0.0);
-        As[kk * (BM / 4u) + m4] = v;
-      }
-    }
-    // B tile: element (k, n) is B[k*ldb + n], or B[n*ldb + k] when transposed.
-    if (!tb) {
-      for (uint q = t; q < BN * BK / 4u; q += WG) {
-        uint kk = q / (BN / 4u), n4 = q % (BN / 4u);
-        uint gk = k0 + kk, gn = n0 + 4u * n4;
-        vec4 v = gk < K ? load4_b(bo + gk * ldb + gn, gn < N ? N - gn : 0u, vb) : vec4(0.0);
-        Bs[kk * (BN / 4u) + n4] = v;
-      }
-    } else {
-      for (uint q = t; q < (BN / 4u) * (BK / 4u); q += WG) {
-        uint n4 = q % (BN / 4u), k4 = q / (BN / 4u);
-        uint gk = k0 + 4u * k4, left = gk < K ? K - gk : 0u;
-        vec4 r[4];
-        for (uint i = 0u; i < 4u; ++i) {
-          uint gn = n0 + 4u * n4 + i;
-          r[i] = gn < N ? load4_b(bo + gn * ldb + gk, left, vb) : vec4(0.0);
-        }
-        for (uint c = 0u; c < 4u; ++c)
-          Bs[(4u * k4 + c) * (BN / 4u) + n4] = vec4(r[0][c], r[1][c], r[2][c], r[3][c]);
-      }
-    }
+  // The GPU loop's registers: slot s = t + i * WG of A's tile (BM*BK/4
+  // vec4s) and of B's.
+  vec4 ra[NA], rb[NB];
+  // Loads the slots of the BK slice at k0 into ra and rb.
+#define LOAD_SLICE(k0)                                                          \
+  for (uint i = 0u; i < NA; ++i) {                                              \
+    uint s = t + i * WG, gk, gm;                                                \
+    if (!ta) { /* (m, k4): row m's vec4 of k */                                 \
+      gm = m0 + s / (BK / 4u), gk = (k0) + 4u * (s % (BK / 4u));                \
+      ra[i] = gm < M && s < BM * BK / 4u ? load4_a(ao + gm * lda + gk, gk < K ? K - gk : 0u, va) \
+                                         : vec4(0.0);                           \
+    } else { /* (k, m4) */                                                      \
+      gk = (k0) + s / (BM / 4u), gm = m0 + 4u * (s % (BM / 4u));                \
+      ra[i] = gk < K && s < BM * BK / 4u ? load4_a(ao + gk * lda + gm, gm < M ? M - gm : 0u, va) \
+                                         : vec4(0.0);                           \
+    }                                                                           \
+  }                                                                             \
+  for (uint i = 0u; i < NB; ++i) {                                              \
+    uint s = t + i * WG, gk, gn;                                                \
+    if (!tb) { /* (k, n4) */                                                    \
+      gk = (k0) + s / (BN / 4u), gn = n0 + 4u * (s % (BN / 4u));                \
+      rb[i] = gk < K && s < BN * BK / 4u ? load4_b(bo + gk * ldb + gn, gn < N ? N - gn : 0u, vb) \
+                                         : vec4(0.0);                           \
+    } else { /* (n, k4): row n's vec4 of k */                                   \
+      gn = n0 + s / (BK / 4u), gk = (k0) + 4u * (s % (BK / 4u));                \
+      rb[i] = gn < N && s < BN * BK / 4u ? load4_b(bo + gn * ldb + gk, gk < K ? K - gk : 0u, vb) \
+                                         : vec4(0.0);                           \
+    }                                                                           \
+  }
+  // Stores ra and rb into the tiles (k-major; a k-contiguous row's vec4
+  // as four scalars of four tile rows).
+#define STORE_SLICE()                                                           \
+  for (uint i = 0u; i < NA; ++i) {                                              \
+    uint s = t + i * WG;                                                        \
+    if (s >= BM * BK / 4u) break;                                               \
+    if (!ta) {                                                                  \
+      uint m = s / (BK / 4u), k4 = s % (BK / 4u);                               \
+      for (uint c = 0u; c < 4u; ++c) As[(4u * k4 + c) * (BM / 4u) + m / 4u][m % 4u] = ra[i][c]; \
+    } else {                                                                    \
+      As[s] = ra[i];                                                            \
+    }                                                                           \
+  }                                                                             \
+  for (uint i = 0u; i < NB; ++i) {                                              \
+    uint s = t + i * WG;                                                        \
+    if (s >= BN * BK / 4u) break;                                               \
+    if (!tb) {                                                                  \
+      Bs[s] = rb[i];                                                            \
+    } else {                                                                    \
+      uint n = s / (BK / 4u), k4 = s % (BK / 4u);                               \
+      for (uint c = 0u; c < 4u; ++c) Bs[(4u * k4 + c) * (BN / 4u) + n / 4u][n % 4u] = rb[i][c]; \
+    }                                                                           \
+  }
+  if (PREFETCH && K > 0u) {
+    LOAD_SLICE(0u)
+    STORE_SLICE()
     barrier();
+  }
+  for (uint k0 = 0u; k0 < K; k0 += BK) {
+    bool more = k0 + BK < K;
+    if (PREFETCH) {
+      if (more) {
+        LOAD_SLICE(k0 + BK)  // in flight while the slice at k0 is multiplied
+      }
+    } else {
+      // A tile: element (m, k) is A[m*lda + k], or A[k*lda + m] when transposed.
+      // Every invocation writes whole tile entries (4 rows of one k).
+      if (!ta) {
+        // 4x4 blocks: four rows, four k each, transposed in registers.
+        for (uint q = t; q < (BM / 4u) * (BK / 4u); q += WG) {
+          uint m4 = q % (BM / 4u), k4 = q / (BM / 4u);
+          uint gk = k0 + 4u * k4, left = gk < K ? K - gk : 0u;
+          vec4 r[4];
+          for (uint i = 0u; i < 4u; ++i) {
+            uint gm = m0 + 4u * m4 + i;
+            r[i] = gm < M ? load4_a(ao + gm * lda + gk, left, va) : vec4(0.0);
+          }
+          for (uint c = 0u; c < 4u; ++c)
+            As[(4u * k4 + c) * (BM / 4u) + m4] = vec4(r[0][c], r[1][c], r[2][c], r[3][c]);
+        }
+      } else {
+        for (uint q = t; q < BM * BK / 4u; q += WG) {
+          uint kk = q / (BM / 4u), m4 = q % (BM / 4u);
+          uint gm = m0 + 4u * m4, gk = k0 + kk;
+          vec4 v = gk < K ? load4_a(ao + gk * lda + gm, gm < M ? M - gm : 0u, va) : vec4(0.0);
+          As[kk * (BM / 4u) + m4] = v;
+        }
+      }
+      // B tile: element (k, n) is B[k*ldb + n], or B[n*ldb + k] when transposed.
+      if (!tb) {
+        for (uint q = t; q < BN * BK / 4u; q += WG) {
+          uint kk = q / (BN / 4u), n4 = q % (BN / 4u);
+          uint gk = k0 + kk, gn = n0 + 4u * n4;
+          vec4 v = gk < K ? load4_b(bo + gk * ldb + gn, gn < N ? N - gn : 0u, vb) : vec4(0.0);
+          Bs[kk * (BN / 4u) + n4] = v;
+        }
+      } else {
+        for (uint q = t; q < (BN / 4u) * (BK / 4u); q += WG) {
+          uint n4 = q % (BN / 4u), k4 = q / (BN / 4u);
+          uint gk = k0 + 4u * k4, left = gk < K ? K - gk : 0u;
+          vec4 r[4];
+          for (uint i = 0u; i < 4u; ++i) {
+            uint gn = n0 + 4u * n4 + i;
+            r[i] = gn < N ? load4_b(bo + gn * ldb + gk, left, vb) : vec4(0.0);
+          }
+          for (uint c = 0u; c < 4u; ++c)
+            Bs[(4u * k4 + c) * (BN / 4u) + n4] = vec4(r[0][c], r[1][c], r[2][c], r[3][c]);
+        }
+      }
+      barrier();
+    }
     for (uint kk = 0u; kk < BK; ++kk) {
       vec4 b[TN / 4u];
       for (uint j = 0u; j < TN / 4u; ++j) b[j] = Bs[kk * (BN / 4u) + tx * (TN / 4u) + j];
@@ -141,13 +258,27 @@ void main() {
       }
     }
     barrier();
+    if (PREFETCH && more) {
+      STORE_SLICE()
+      barrier();
+    }
   }
 
+  uint gn0 = n0 + TN * tx;
+  if (partial) {  // the part's raw sums, for the second pass
+    uint po = O(4) + (part * nb + z) * M * N;
+    for (uint i = 0u; i < TM; ++i) {
+      uint gm = m0 + TM * ty + i;
+      if (gm >= M) continue;
+      for (uint j = 0u; j < TN; ++j)
+        if (gn0 + j < N) F(4)[po + gm * N + gn0 + j] = acc[i][j / 4u][j % 4u];
+    }
+    return;
+  }
   float alpha = prm.alpha;
   bool bias = (p.flags & 16u) != 0u;  // = has_bias, specialized
   bool accumulate = (p.flags & 32u) != 0u;
   uint ldc = p.aux != 0u ? p.aux : N;  // a block of a wider C (the backend's split)
-  uint gn0 = n0 + TN * tx;
   for (uint i = 0u; i < TM; ++i) {
     uint gm = m0 + TM * ty + i;
     if (gm >= M) continue;

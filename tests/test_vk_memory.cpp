@@ -16,6 +16,8 @@
 
 #include "switchyard/error.h"
 #include "test_env.h"
+#include "vk_device.h"
+#include "vk_gemm.h"
 #include "vk_instance.h"
 #include "vk_launch.h"
 #include "vk_memory_policy.h"
@@ -576,4 +578,202 @@ TEST(VulkanLaunchGeometry, MultiTensorSgdFindsEachArgumentAndItsWindow) {
       EXPECT_EQ(where(4, e.off_g), at[t][2]) << "tensor " << t << "'s g";
     }
   }
+}
+
+// ---- GEMM variants (backends/vulkan/vk_gemm.h) -----------------------------------
+// The variant each vendor's facts pick for the bundled models' shapes: the
+// large tiles for big products on GPUs whose register files hold them,
+// split-K where a product's tiles cannot fill the device, the CPU driver's
+// own tiles and no split on lavapipe.
+namespace {
+vi::LaunchConfig gpu(uint32_t vendor, uint32_t units, bool integrated = false,
+                     uint32_t device_id = 0) {
+  vi::LaunchConfig c;
+  c.device = "a simulated GPU";
+  vi::GpuFacts f;
+  f.vendor = vendor;
+  f.device_id = device_id;
+  f.compute_units = units;
+  f.integrated = integrated;
+  vi::configure_gemm(c, f);
+  return c;
+}
+sy::GemmParams gemm(int64_t m, int64_t n, int64_t k, bool ta = false, bool tb = false) {
+  return sy::GemmParams{.m = m, .n = n, .k = k, .trans_a = ta, .trans_b = tb, .alpha = 1};
+}
+// The MLP's three products at batch 128: Y = X W^T, dX = dY W, dW = dY^T X.
+const sy::GemmParams kMlpForward = gemm(128, 256, 784, false, true);
+const sy::GemmParams kMlpInputGrad = gemm(128, 784, 256);
+const sy::GemmParams kMlpWeightGrad = gemm(256, 784, 128, true, false);
+const sy::GemmParams kSquare2048 = gemm(2048, 2048, 2048);
+}  // namespace
+
+TEST(VulkanGemmVariant, AnNvidiaGpuTakesLargeTilesAndSplitsSmallProducts) {
+  const vi::LaunchConfig h100 = gpu(0x10DE, 132);
+  EXPECT_TRUE(h100.large_tiles);
+  EXPECT_TRUE(h100.gemm_prefetch);
+  vi::GemmChoice big = vi::choose_gemm(h100, kSquare2048);
+  EXPECT_EQ(big.set, vi::kLargeSet) << vi::describe(h100, big);
+  EXPECT_EQ(big.splits, 1u) << "256 tiles fill 132 SMs twice";
+  // 8 workgroups of 64x64 on 132 SMs before: now small tiles in many parts of K.
+  for (const sy::GemmParams& g : {kMlpForward, kMlpInputGrad, kMlpWeightGrad}) {
+    const vi::GemmChoice ch = vi::choose_gemm(h100, g);
+    EXPECT_GT(ch.splits, 1u) << g.m << "x" << g.n << "x" << g.k << ": " << vi::describe(h100, ch);
+    const auto& t = vi::gemm_tiles(h100, vi::gemm_flags(h100, ch));
+    const uint64_t groups =
+        vi::ceil_div(uint64_t(g.m), t[0]) * vi::ceil_div(uint64_t(g.n), t[1]) * ch.splits;
+    EXPECT_GE(groups, 132u) << "every SM busy: " << vi::describe(h100, ch);
+    // Parts of at least 4 BK steps, and the partials within the scratch.
+    EXPECT_GE(uint64_t(g.k) / ch.splits, 4 * uint64_t(t[2]) - t[2]);
+    EXPECT_LE(uint64_t(g.m * g.n) * ch.splits * 4, h100.scratch_bytes);
+  }
+  EXPECT_EQ(vi::choose_gemm(h100, kMlpForward).set, vi::kSmallSet);
+  // 1024^3: 64 large tiles leave half the SMs idle; split in two or more.
+  EXPECT_GT(vi::choose_gemm(h100, gemm(1024, 1024, 1024)).splits, 1u);
+  // Batched products fill it without a split.
+  sy::GemmParams batched = gemm(256, 256, 256);
+  batched.batch = 64;
+  EXPECT_EQ(vi::choose_gemm(h100, batched).splits, 1u);
+  // The flags: the set and the prefetching loop.
+  EXPECT_EQ(vi::gemm_flags(h100, big), vi::kLargeTiles | vi::kGemmPrefetch);
+}
+
+TEST(VulkanGemmVariant, AmdIntelAndMobileGpusGetTheirOwn) {
+  // An RDNA3 card (96 CUs, from VK_AMD_shader_core_properties2).
+  const vi::LaunchConfig rdna = gpu(0x1002, 96);
+  EXPECT_EQ(vi::choose_gemm(rdna, kSquare2048).set, vi::kLargeSet);
+  EXPECT_GT(vi::choose_gemm(rdna, kMlpForward).splits, 1u);
+  // An Arc A770, its 32 Xe cores from the table: no large tiles (64
+  // accumulators per lane would spill its GRF), medium ones fill it.
+  EXPECT_EQ(vi::known_compute_units(0x8086, 0x56A0), 32u);
+  const vi::LaunchConfig arc = gpu(0x8086, vi::known_compute_units(0x8086, 0x56A0));
+  EXPECT_FALSE(arc.large_tiles);
+  const vi::GemmChoice arc_big = vi::choose_gemm(arc, kSquare2048);
+  EXPECT_EQ(arc_big.set, vi::kMediumSet);
+  EXPECT_EQ(arc_big.splits, 1u);
+  EXPECT_GT(vi::choose_gemm(arc, kMlpForward).splits, 1u);
+  // A Mali with 16 shader cores (VK_ARM_shader_core_builtins) and an
+  // Adreno whose count nobody reports (guessed: 8): small register files,
+  // half the resident workgroups, a 4 MiB scratch.
+  for (const vi::LaunchConfig& m : {gpu(0x13B5, 16, true), gpu(0x5143, 0, true)}) {
+    EXPECT_FALSE(m.large_tiles);
+    EXPECT_EQ(m.gemm_resident[0], 2u);
+    EXPECT_EQ(m.scratch_bytes, 4ull << 20);
+    EXPECT_EQ(vi::choose_gemm(m, kSquare2048).splits, 1u);
+    EXPECT_NE(vi::choose_gemm(m, kSquare2048).set, vi::kLargeSet);
+  }
+  EXPECT_EQ(gpu(0x5143, 0, true).compute_units, 8u);
+  EXPECT_EQ(vi::known_compute_units(0x10DE, 0x2330), 132u);
+  EXPECT_EQ(vi::known_compute_units(0x10DE, 0x1234), 0u);
+}
+
+TEST(VulkanGemmVariant, ACpuDriverKeepsItsTilesAndNeverSplits) {
+  vi::LaunchConfig c;  // lavapipe's sets, as choose_tiles makes them
+  c.gemm = {128, 128, 16, 32, 8};
+  c.gemm_small = {64, 64, 16, 16, 8};
+  vi::GpuFacts f;
+  f.cpu_like = true;
+  vi::configure_gemm(c, f);
+  EXPECT_EQ(c.compute_units, 0u);
+  EXPECT_FALSE(c.gemm_prefetch);
+  for (const sy::GemmParams& g : {kMlpForward, kMlpInputGrad, kSquare2048}) {
+    const vi::GemmChoice ch = vi::choose_gemm(c, g);
+    EXPECT_EQ(ch.set, vi::kMediumSet);
+    EXPECT_EQ(ch.splits, 1u);
+    EXPECT_EQ(vi::gemm_flags(c, ch), 0u);
+  }
+  EXPECT_EQ(vi::choose_gemm(c, gemm(100, 100, 100)).set, vi::kSmallSet) << "one tile";
+  // Forced: SWITCHYARD_VK_GEMM_SPLIT_K=3 splits K into 3 where it can...
+  c.gemm_forced_splits = 3;
+  EXPECT_EQ(vi::choose_gemm(c, kMlpForward).splits, 3u);
+  EXPECT_EQ(vi::choose_gemm(c, gemm(64, 64, 16)).splits, 1u) << "one BK step";
+  // ... and as many more as the loop budget asks for.
+  c.loop_budget = 2048;
+  const int64_t kp = vi::gemm_k_part(c);
+  ASSERT_GT(kp, 0);
+  EXPECT_GE(vi::choose_gemm(c, gemm(64, 64, 8 * kp)).splits, 8u);
+}
+
+// A split GEMM's plan: a first pass of every part of every product into the
+// scratch, then a second that adds them; a GEMM past one binding is cut
+// into blocks instead (no split-K).
+TEST(VulkanGemmVariant, SplitKIsTwoPassesThroughTheScratch) {
+  vi::LaunchConfig c = gpu(0x10DE, 132);
+  sy::GemmParams g = kMlpForward;
+  g.has_bias = true;
+  g.act = sy::Unary::relu;
+  const vi::GemmChoice ch = vi::choose_gemm(c, g);
+  ASSERT_GT(ch.splits, 1u);
+  Planned p = plan(c, g);
+  ASSERT_EQ(p.launches.size(), 2u);
+  const uint32_t fl = vi::gemm_flags(c, ch);
+  EXPECT_EQ(p.launches[0].extra_flags, fl | vi::kPartials);
+  EXPECT_EQ(p.launches[1].extra_flags, fl | vi::kFinish);
+  EXPECT_EQ(p.launches[0].aux, ch.splits);
+  EXPECT_EQ(p.launches[0].scratch, p.launches[1].scratch);
+  EXPECT_EQ(p.launches[0].scratch_bytes, 128u * 256 * 4 * ch.splits);
+  uint32_t g0[3], g1[3];
+  vi::launch_grid(c, *p.launches[0].ins, p.launches[0].extra_flags, ch.splits, g0);
+  EXPECT_EQ(g0[2], ch.splits) << "z: parts x products";
+  vi::launch_grid(c, *p.launches[1].ins, p.launches[1].extra_flags, ch.splits, g1);
+  EXPECT_EQ(g1[1] * g1[2], 1u);
+  EXPECT_GE(uint64_t(g1[0]) * 64, 128u * 256 / 4) << "the outputs over a grid-stride loop";
+  // Past one binding: blocks, no split.
+  c.max_range = 64 * 1024;
+  c.storage_align = 16;
+  const Planned blocks = plan(c, g);
+  EXPECT_GT(blocks.launches.size(), 2u);
+  for (const vi::Launch& l : blocks.launches) EXPECT_EQ(l.extra_flags & vi::kPartials, 0u);
+}
+
+// `switchyard tune`'s file: read back only for the device and driver it
+// was made on, a line that does not parse skipped; its entries taken over
+// the model for exactly their shapes, where they still fit the device.
+TEST(VulkanGemmVariant, TunedEntriesAreReadForTheirDriverAndTakenOverTheModel) {
+  vi::Physical p = lavapipe();
+  p.props.vendorID = 0x10005;
+  p.props.deviceID = 0;
+  p.props.driverVersion = 0x5800005;
+  const std::string path = ::testing::TempDir() + "sy_gemm_tuning_test.txt";
+  auto write = [&](const std::string& device_line, const std::string& body) {
+    FILE* f = std::fopen(path.c_str(), "w");
+    ASSERT_NE(f, nullptr);
+    std::fprintf(f, "switchyard vulkan gemm tuning 1\n%s\n%s", device_line.c_str(), body.c_str());
+    std::fclose(f);
+  };
+  const std::string mine = "device 00010005 00000000 05800005 " + std::string(32, '0');
+  write(
+      mine,
+      "gemm 128 784 256 1 0 0 1 2\nnot a line\ngemm 5 5 5 1 0 0 9 1\ngemm 128 256 784 1 0 1 0 1\n");
+  const std::vector<vi::LaunchConfig::Tuned> t = vi::load_tuning(p, path);
+  ASSERT_EQ(t.size(), 2u) << "the unparsable line and the unknown set skipped";
+  EXPECT_EQ(t[0].m, 128);
+  EXPECT_EQ(t[0].n, 784);
+  EXPECT_EQ(t[0].set, uint32_t(vi::kSmallSet));
+  EXPECT_EQ(t[0].splits, 2u);
+  EXPECT_TRUE(t[1].tb);
+  // Another driver version's file: not read.
+  write("device 00010005 00000000 05800006 " + std::string(32, '0'),
+        "gemm 128 784 256 1 0 0 1 2\n");
+  EXPECT_TRUE(vi::load_tuning(p, path).empty());
+  EXPECT_TRUE(vi::load_tuning(p, path + ".absent").empty());
+  std::remove(path.c_str());
+
+  vi::LaunchConfig c;  // lavapipe's sets
+  c.gemm = {128, 128, 16, 32, 8};
+  c.gemm_small = {64, 64, 16, 16, 8};
+  c.tuned = {{128, 784, 256, 1, false, false, vi::kSmallSet, 2},
+             {128, 256, 784, 1, false, true, vi::kLargeSet, 1}};
+  const vi::GemmChoice tuned = vi::choose_gemm(c, kMlpInputGrad);
+  EXPECT_EQ(tuned.set, vi::kSmallSet);
+  EXPECT_EQ(tuned.splits, 2u);
+  EXPECT_EQ(vi::choose_gemm(c, kMlpForward).set, vi::kMediumSet)
+      << "no large tiles on this device: the entry is ignored";
+  EXPECT_EQ(vi::choose_gemm(c, kMlpWeightGrad).splits, 1u) << "not tuned: the rule";
+  // The candidates a tuning run times: both sets, whole and split.
+  const std::vector<vi::GemmChoice> cands = vi::gemm_candidates(c, kMlpInputGrad);
+  EXPECT_GE(cands.size(), 8u);
+  EXPECT_EQ(cands.front().splits, 1u);
+  EXPECT_TRUE(std::any_of(cands.begin(), cands.end(),
+                          [](const vi::GemmChoice& x) { return x.set == vi::kSmallSet; }));
 }

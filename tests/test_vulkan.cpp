@@ -47,17 +47,19 @@ TEST(Vulkan, AutoNeverPicksACpuTypeDevice) {
 TEST(Vulkan, ABadSettingFailsEveryUseWithTheSameMessage) {
   VULKAN_OR_SKIP(d);
   // Checked in a child process: the setting is read when the device is first used.
-  if (std::getenv("SY_TEST_CHILD")) {
+  if (const char* name = std::getenv("SY_TEST_CHILD")) {
     for (int i = 0; i < 2; ++i)
-      expect_error([&] { (void)(sy::ones({4}, d) + 1.f).to_vector<float>(); },
-                   {"SWITCHYARD_VK_GEMM_TILE"});
+      expect_error([&] { (void)(sy::ones({4}, d) + 1.f).to_vector<float>(); }, {name, "expected"});
     return;
   }
-  std::string cmd =
-      std::string("SY_TEST_CHILD=1 SWITCHYARD_VK_GEMM_TILE=1,2,3 ") +
-      ::testing::internal::GetArgvs()[0] +
-      " --gtest_filter=Vulkan.ABadSettingFailsEveryUseWithTheSameMessage > /dev/null 2>&1";
-  EXPECT_EQ(std::system(cmd.c_str()), 0) << "the child's checks failed: run " << cmd;
+  for (const char* bad : {"SWITCHYARD_VK_GEMM_TILE=1,2,3", "SWITCHYARD_VK_GEMM_VARIANT=huge",
+                          "SWITCHYARD_VK_GEMM_SPLIT_K=0", "SWITCHYARD_VK_GEMM_SPLIT_K=65"}) {
+    const std::string name = std::string(bad).substr(0, std::string(bad).find('='));
+    std::string cmd =
+        "SY_TEST_CHILD=" + name + " " + bad + " " + ::testing::internal::GetArgvs()[0] +
+        " --gtest_filter=Vulkan.ABadSettingFailsEveryUseWithTheSameMessage > /dev/null 2>&1";
+    EXPECT_EQ(std::system(cmd.c_str()), 0) << "the child's checks failed: run " << cmd;
+  }
 }
 
 // Mesa's llvmpipe ends a shader invocation's loops after 65535 iterations in

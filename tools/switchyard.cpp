@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "bench.h"
+#include "cnn.h"
 #include "mlp.h"
 #include "switchyard/backend/device.h"
 #include "switchyard/backend/files.h"
@@ -340,6 +341,52 @@ int cmd_inspect(const std::string& path, bool as_json) {
   return 0;
 }
 
+struct TuneFlags {
+  std::string device;
+  std::string models = "mlp,cnn,vit";
+  int64_t batch = 128;
+  int reps = 10;
+};
+
+// `switchyard tune`: one training step of each bundled model at the
+// training batch, and a forward pass at the evaluation batch (1000), note
+// the device's GEMM shapes; each is then timed in every variant and the
+// winners are kept for later runs (backend: tune_begin / tune_finish).
+int cmd_tune(const TuneFlags& f) {
+  sy::Device& dev = sy::device(f.device);
+  sy::BackendDevice& d = sy::backend_of(dev);
+  std::vector<std::string> names;
+  std::stringstream ss(f.models);
+  for (std::string m; std::getline(ss, m, ',');)
+    if (!m.empty()) names.push_back(m);
+  SY_CHECK(!names.empty(), "tune", "expected --models from mlp, cnn, vit, found '", f.models, "'");
+  for (const std::string& m : names)
+    SY_CHECK(m == "mlp" || m == "cnn" || m == "vit", "tune",
+             "expected --models from mlp, cnn, vit, found '", m, "'");
+  SY_CHECK(f.batch >= 1, "tune", "expected --batch of at least 1, found ", f.batch);
+  d.tune_begin();
+  for (const std::string& m : names) {
+    sy::manual_seed(1);
+    std::shared_ptr<sy::nn::Module> model = m == "cnn"   ? sy::models::cnn()
+                                            : m == "vit" ? sy::models::vit()
+                                                         : sy::models::mlp({784, 256, 128, 10});
+    model->to(dev);
+    sy::optim::Adam opt(model->parameters(), 1e-3f);
+    sy::Tensor x = sy::rand({f.batch, 784}, sy::Options(dev));
+    sy::Tensor y = sy::randint(0, 10, {f.batch}, sy::Options(dev));
+    opt.zero_grad();
+    sy::Tensor loss = sy::cross_entropy((*model)(x), y);
+    loss.backward();
+    opt.step();
+    (void)loss.item();
+    sy::NoGradGuard no_grad;
+    (void)sy::argmax((*model)(sy::rand({1000, 784}, sy::Options(dev)))).to_vector<int32_t>();
+    std::fprintf(stderr, "tune: %s's shapes noted on %s\n", m.c_str(), dev.str().c_str());
+  }
+  for (const std::string& line : d.tune_finish(f.reps)) std::printf("%s\n", line.c_str());
+  return 0;
+}
+
 }  // namespace
 
 // The whole CLI. With execute = false it stops after parsing (what the
@@ -456,6 +503,14 @@ int cli_main(int argc, char** argv, bool execute) {
   inspect->add_option("file", inspect_path, "a .safetensors file")->required();
   inspect->add_flag("--json", inspect_json, "print JSON");
 
+  TuneFlags tuf;
+  CLI::App* tune = app.add_subcommand(
+      "tune", "time the GEMM variants on the bundled models' shapes and keep the fastest");
+  tune->add_option("--device", tuf.device, "the device to tune, e.g. vulkan:0")->required();
+  tune->add_option("--models", tuf.models, "the models whose shapes to time: mlp,cnn,vit");
+  tune->add_option("--batch", tuf.batch, "the training batch (default 128)");
+  tune->add_option("--reps", tuf.reps, "timed runs per variant (default 10)");
+
   // bench parses its own options (bench/bench.cpp): everything after the
   // word goes to it, --help included.
   CLI::App* bench = app.add_subcommand(
@@ -477,10 +532,10 @@ int cli_main(int argc, char** argv, bool execute) {
   } catch (const CLI::ParseError& e) {
     std::string msg = e.what();
     std::string where = "switchyard";
-    for (CLI::App* sub : {devices, train, eval, predict, inspect})
+    for (CLI::App* sub : {devices, train, eval, predict, inspect, tune})
       if (sub->parsed()) where += " " + sub->get_name();
     // A misspelt flag: name the closest one this command knows.
-    for (CLI::App* sub : {devices, train, eval, predict, inspect}) {
+    for (CLI::App* sub : {devices, train, eval, predict, inspect, tune}) {
       if (!sub->parsed()) continue;
       std::vector<std::string> known;
       for (const CLI::Option* o : sub->get_options())
@@ -499,6 +554,7 @@ int cli_main(int argc, char** argv, bool execute) {
     if (eval->parsed()) return cmd_eval(ef);
     if (predict->parsed()) return cmd_predict(pf);
     if (inspect->parsed()) return cmd_inspect(inspect_path, inspect_json);
+    if (tune->parsed()) return cmd_tune(tuf);
     return sy::bench::run(bench->remaining());
   } catch (const std::exception& e) {
     if (sy::distributed::get_world_size() > 1) {

@@ -7,7 +7,10 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <string>
 #include <vector>
+
+#include "vk_gemm.h"
 
 namespace switchyard::vk_impl {
 
@@ -280,6 +283,45 @@ void Context::choose_tiles() {
   narrow = cpu_like ? std::array<uint32_t, 5>{32, 32, 16, 8, 4} : gemm_small;
   for (auto* t : {&gemm, &gemm_small, &tall, &narrow})
     while (((*t)[0] / (*t)[3]) * ((*t)[1] / (*t)[4]) > maxwg) (*t)[3] *= 2, (*t)[4] *= 2;
+  // GEMM variants (vk_gemm.h): the large set, the prefetching loop and the
+  // facts split-K is chosen from.
+  GpuFacts facts;
+  facts.cpu_like = cpu_like;
+  facts.integrated = p.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_INTEGRATED_GPU;
+  facts.vendor = p.props.vendorID;
+  facts.device_id = p.props.deviceID;
+  facts.compute_units = p.compute_units;
+  facts.max_invocations = maxwg;
+  facts.shared_bytes = L.maxComputeSharedMemorySize;
+  // SWITCHYARD_VK_GEMM_VARIANT=large|medium|small forces a GPU tile set and
+  // the prefetching loop on any device (tests run each on lavapipe); =gpu
+  // makes the choice a 132-unit NVIDIA GPU would.
+  if (const char* e = std::getenv("SWITCHYARD_VK_GEMM_VARIANT"); e && *e) {
+    const std::string v = e;
+    SY_CHECK(v == "large" || v == "medium" || v == "small" || v == "gpu", "vulkan",
+             "expected SWITCHYARD_VK_GEMM_VARIANT=large, medium, small or gpu, found '", v, "'");
+    facts.cpu_like = facts.integrated = false;
+    facts.vendor = 0x10DE;
+    facts.compute_units = 132;
+    gemm = {64, 64, 16, 4, 4};
+    gemm_small = {32, 32, 16, 4, 4};
+    configure_gemm(lc, facts);
+    SY_CHECK(lc.large_tiles || v != "large", "vulkan",
+             "SWITCHYARD_VK_GEMM_VARIANT=large does not fit ", name(),
+             ": expected 256 invocations and 16 KiB of shared memory");
+    if (v != "gpu")
+      lc.gemm_forced_set = v == "large" ? kLargeSet : v == "small" ? kSmallSet : kMediumSet;
+  } else {
+    configure_gemm(lc, facts);
+  }
+  // SWITCHYARD_VK_GEMM_SPLIT_K=N: every GEMM that can in N parts of K.
+  if (const char* e = std::getenv("SWITCHYARD_VK_GEMM_SPLIT_K"); e && *e) {
+    char* end = nullptr;
+    const unsigned long v = std::strtoul(e, &end, 10);
+    SY_CHECK(*e >= '1' && *e <= '9' && *end == 0 && v >= 1 && v <= 64, "vulkan",
+             "expected SWITCHYARD_VK_GEMM_SPLIT_K=N (parts of K, 1 to 64), found '", e, "'");
+    lc.gemm_forced_splits = uint32_t(v);
+  }
   if (const char* e = std::getenv("SWITCHYARD_VK_GEMM_TILE")) {
     uint32_t t[5];
     SY_CHECK(std::sscanf(e, "%u,%u,%u,%u,%u", &t[0], &t[1], &t[2], &t[3], &t[4]) == 5, "vulkan",
@@ -293,7 +335,7 @@ void Context::choose_tiles() {
              "vulkan", "SWITCHYARD_VK_GEMM_TILE=", e, " does not fit ", name(),
              ": expected TM, TN, BK multiples of 4 dividing BM, BN, with BM/TM*BN/TN <= ", maxwg,
              " invocations (a multiple of BM/4 and BN/4) and the tiles in shared memory");
-    gemm = gemm_small = tall = narrow = {t[0], t[1], t[2], t[3], t[4]};
+    gemm = gemm_small = tall = narrow = lc.gemm_large = {t[0], t[1], t[2], t[3], t[4]};
   }
   // Grid-stride kernels: enough workgroups to fill a GPU's compute units;
   // on CPU drivers loops inside an invocation cost more than extra
@@ -325,7 +367,7 @@ void Context::choose_tiles() {
   gemm_sg = cpu_like && !env_on("SWITCHYARD_VK_NO_SUBGROUPS") &&
             (p.subgroup.supportedStages & VK_SHADER_STAGE_COMPUTE_BIT) &&
             (p.subgroup.supportedOperations & VK_SUBGROUP_FEATURE_SHUFFLE_BIT) && sg_fits(gemm) &&
-            sg_fits(gemm_small);
+            sg_fits(gemm_small) && (!lc.large_tiles || sg_fits(lc.gemm_large));
   lc.shared_a_loads = gemm_sg;
   // A conv tile set fits where the conv kernels' build takes it (the
   // subgroup one shares A's loads along a tile row) and shared memory does.

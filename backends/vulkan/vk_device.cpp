@@ -55,6 +55,7 @@ void VulkanDevice::ensure() {
   }
   try {
     c_.create();
+    c_.lc.tuned = load_tuning(c_.p, tuning_path(c_.p));
     pipes_.load_cache();
     rec_.create();
     ready_ = true;
@@ -249,6 +250,7 @@ void VulkanDevice::execute_impl(const Program& prog, std::span<const Binding> bi
   std::lock_guard lock(mu_);
   ensure();
   if (prog.instrs.empty()) return;
+  if (noting_) note_shapes(prog);
   retire_and_trim();
   rec_.execute(prog, bind);
 }

@@ -34,6 +34,14 @@
 
 namespace switchyard::vk_impl {
 
+// The tuning file of a device and driver: SWITCHYARD_VK_GEMM_TUNING, else
+// vk_gemm_tuning_<vendor>_<device>_<driver>.txt in the pipeline cache's
+// directory ("" when there is none).
+std::string tuning_path(const Physical& p);
+// Its entries for this device and driver (none when absent, another
+// driver's, or disk caches are off: SWITCHYARD_VK_NO_PIPELINE_CACHE).
+std::vector<LaunchConfig::Tuned> load_tuning(const Physical& p, const std::string& path);
+
 class VulkanDevice final : public BackendDevice {
  public:
   VulkanDevice(std::shared_ptr<Instance> in, Physical p, int index, const MemoryPolicy& mp);
@@ -55,6 +63,13 @@ class VulkanDevice final : public BackendDevice {
   void prepare_custom(const KernelSpec& spec, int64_t id) override;
   std::string custom_unavailable_reason() const override;
   uint32_t grid_stride_workgroups() override;
+  // `switchyard tune` (vk_tune.cpp): the GEMM shapes run after tune_begin
+  // timed in every variant; the winners kept and written next to the
+  // pipeline cache. While tune_finish runs, the device's GEMMs run the
+  // variant being timed: no other thread should use the device then, and
+  // Programs recorded before it keep their plans.
+  void tune_begin() override;
+  std::vector<std::string> tune_finish(int reps) override;
   // Custom kernels index their arguments from 0: each must start a descriptor.
   size_t custom_arg_alignment() const override {
     return std::max<size_t>(c_.p.props.limits.minStorageBufferOffsetAlignment, 4);
@@ -89,7 +104,11 @@ class VulkanDevice final : public BackendDevice {
   bool trim(bool all);
   void retire_and_trim();
 
+  void note_shapes(const Program& prog);  // while tuning: its GEMMs' shapes
+
   std::mutex mu_;
+  bool noting_ = false;  // between tune_begin and tune_finish
+  std::vector<LaunchConfig::Tuned> noted_;
   bool ready_ = false;  // ensure() completed
   bool shut_down_ = false;
   Context c_;

@@ -10,6 +10,7 @@
 
 #include "switchyard/error.h"
 #include "switchyard/settings.h"
+#include "vk_gemm.h"
 #include "vk_memory_policy.h"
 
 namespace switchyard::vk_impl {
@@ -223,7 +224,45 @@ Physical query(VkPhysicalDevice pd, uint32_t instance_api) {
   p2.pNext = &p.subgroup;
   p.subgroup.pNext = &p.maint3;
   if (p.has_driver_props) p.maint3.pNext = &p.driver;
+  // The compute units, from whichever vendor extension the device lists
+  // (property structures need the extension supported, not enabled).
+  VkPhysicalDeviceShaderSMBuiltinsPropertiesNV sm{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_SM_BUILTINS_PROPERTIES_NV};
+  VkPhysicalDeviceShaderCorePropertiesAMD amd{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_AMD};
+  VkPhysicalDeviceShaderCoreProperties2AMD amd2{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_PROPERTIES_2_AMD};
+  VkPhysicalDeviceShaderCoreBuiltinsPropertiesARM arm{
+      VK_STRUCTURE_TYPE_PHYSICAL_DEVICE_SHADER_CORE_BUILTINS_PROPERTIES_ARM};
+  void** tail = p.has_driver_props ? &p.driver.pNext : &p.maint3.pNext;
+  auto chain = [&](const char* ext, auto& s) {
+    if (!has_ext(p.exts, ext)) return false;
+    *tail = &s;
+    tail = &s.pNext;
+    return true;
+  };
+  const bool has_sm = chain("VK_NV_shader_sm_builtins", sm);
+  const bool has_amd = chain("VK_AMD_shader_core_properties", amd);
+  const bool has_amd2 = chain("VK_AMD_shader_core_properties2", amd2);
+  const bool has_arm = chain("VK_ARM_shader_core_builtins", arm);
   vk.vkGetPhysicalDeviceProperties2(pd, &p2);
+  // No chain left behind: its structures are this function's locals and
+  // the Physical's own members (copies of a Physical would point into it).
+  p.subgroup.pNext = p.maint3.pNext = p.driver.pNext = nullptr;
+  if (has_sm && sm.shaderSMCount) {
+    p.compute_units = sm.shaderSMCount, p.units_source = "VK_NV_shader_sm_builtins";
+  } else if (has_amd2 && amd2.activeComputeUnitCount) {
+    p.compute_units = amd2.activeComputeUnitCount;
+    p.units_source = "VK_AMD_shader_core_properties2";
+  } else if (has_amd && amd.shaderEngineCount) {
+    p.compute_units =
+        amd.shaderEngineCount * amd.shaderArraysPerEngineCount * amd.computeUnitsPerShaderArray;
+    p.units_source = "VK_AMD_shader_core_properties";
+  } else if (has_arm && arm.shaderCoreCount) {
+    p.compute_units = arm.shaderCoreCount, p.units_source = "VK_ARM_shader_core_builtins";
+  } else if ((p.compute_units = known_compute_units(p.props.vendorID, p.props.deviceID))) {
+    p.units_source = "table by device ID";
+  }
   vk.vkGetPhysicalDeviceMemoryProperties(pd, &p.mem);
   vk.vkGetPhysicalDeviceFeatures(pd, &p.features);
   vk.vkGetPhysicalDeviceQueueFamilyProperties(pd, &n, nullptr);
@@ -332,6 +371,10 @@ DeviceInfo make_info(const Physical& p, int index, const MemoryPolicy& mp) {
       {"max_storage_buffer", mib(L.maxStorageBufferRange)},
       {"shared_memory", cat(L.maxComputeSharedMemorySize / 1024, " KiB")},
       {"max_workgroup", cat(L.maxComputeWorkGroupInvocations)},
+      {"compute_units", p.props.deviceType == VK_PHYSICAL_DEVICE_TYPE_CPU
+                            ? std::string("- (CPU driver: GEMMs keep its tiles, no split-K)")
+                        : p.compute_units ? cat(p.compute_units, " (", p.units_source, ")")
+                                          : std::string("unknown (guessed by type)")},
       {"queue_family",
        cat(p.queue_family, (p.queues[p.queue_family].queueFlags & VK_QUEUE_GRAPHICS_BIT)
                                ? " (graphics+compute)"

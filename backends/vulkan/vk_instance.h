@@ -59,6 +59,12 @@ struct Physical {
   uint32_t queue_family = 0;  // choose_queue_family's; UINT32_MAX: none (queue_why says why)
   std::string queue_why;
   bool subgroup_arith = false;
+  // SMs, CUs or shader cores, as the driver reports them
+  // (VK_NV_shader_sm_builtins, VK_AMD_shader_core_properties[2],
+  // VK_ARM_shader_core_builtins), else from vk_gemm.h's table; 0: unknown.
+  // units_source says which.
+  uint32_t compute_units = 0;
+  std::string units_source;
   // Memory facts (vk_memory_policy.h). Under SWITCHYARD_VK_SIMULATE, props'
   // type and nonCoherentAtomSize and `mem` are the simulated device's, and
   // real_type maps each simulated memory type to the driver's.

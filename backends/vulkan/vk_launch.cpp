@@ -10,6 +10,7 @@
 #include "switchyard/backend/custom.h"
 #include "switchyard/dtype.h"
 #include "switchyard/error.h"
+#include "vk_gemm.h"
 #include "vk_instance.h"
 
 namespace switchyard::vk_impl {
@@ -231,13 +232,20 @@ void launch_grid(const LaunchConfig& c, const Instr& ins, uint32_t flags, uint32
     }
     case Kernel::gemm: {
       const auto m = params<Kernel::gemm>(p);
-      const auto& t = flags & kSmallTiles ? c.gemm_small : c.gemm;
+      const auto& t = gemm_tiles(c, flags);
+      if (flags & kFinish) {  // a split's second pass: a grid-stride loop over the outputs
+        const uint64_t outputs = nonneg(m.m) * nonneg(m.n) * std::max<uint64_t>(1, nonneg(m.batch));
+        const uint64_t wg = (t[0] / t[3]) * (t[1] / t[4]);
+        g[0] = uint32_t(std::clamp<uint64_t>(ceil_div(outputs, wg), 1, c.grid_cap));
+        return;
+      }
       uint64_t gx = (uint64_t(m.n) + t[1] - 1) / t[1], gy = (uint64_t(m.m) + t[0] - 1) / t[0];
       SY_CHECK(gx <= kMaxGroups && gy <= kMaxGroups, "gemm", "expected at most ", kMaxGroups * t[0],
                " rows and columns on ", c.device, ", found ", m.m, "x", m.n);
-      const uint64_t gz = uint64_t(std::max<int64_t>(m.batch, 1));
-      SY_CHECK(gz <= kMaxGroups, "gemm", "expected at most ", kMaxGroups, " batched products on ",
-               c.device, ", found ", m.batch);
+      // A split's first pass: every part of K of every product.
+      const uint64_t gz = uint64_t(std::max<int64_t>(m.batch, 1)) * (flags & kPartials ? aux : 1);
+      SY_CHECK(gz <= kMaxGroups, "gemm", "expected at most ", kMaxGroups,
+               " batched products (times parts of K) on ", c.device, ", found ", gz);
       g[0] = uint32_t(std::max<uint64_t>(gx, 1));
       g[1] = uint32_t(std::max<uint64_t>(gy, 1));
       g[2] = uint32_t(gz);
@@ -392,10 +400,7 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
       if (o.off[1] % 16 == 0 && lda % 4 == 0 && (one || m.stride_a % 4 == 0)) fl |= 4u;
       if (o.off[2] % 16 == 0 && ldb % 4 == 0 && (one || m.stride_b % 4 == 0)) fl |= 8u;
       if (m.has_bias) fl |= 16u;
-      uint64_t big = ((uint64_t(m.n) + c.gemm[1] - 1) / c.gemm[1]) *
-                     ((uint64_t(m.m) + c.gemm[0] - 1) / c.gemm[0]);
-      if (big < 2 && c.gemm_small != c.gemm) fl |= kSmallTiles;
-      break;
+      break;  // the variant's flags are the planner's (vk_gemm.h)
     }
     case Kernel::conv2d:
     case Kernel::conv2d_backward_input:

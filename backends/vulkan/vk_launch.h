@@ -26,6 +26,10 @@ constexpr uint32_t kTallTiles = 2048;
 // the weight gradient of a first layer).
 constexpr uint32_t kNarrowTiles = 4096;
 constexpr uint32_t kGemmAccumulate = 32;  // gemm flag: add to C (a later part of a K split)
+constexpr uint32_t kLargeTiles = 65536;   // gemm flag: the large tile set (vk_gemm.h)
+// gemm flag: the GPU loop, the next K slice loaded into registers while the
+// current one is multiplied (shaders/gemm.comp's PREFETCH).
+constexpr uint32_t kGemmPrefetch = 131072;
 // A reduction split in two launches (plan_launches): the first writes
 // partial results to the scratch (kPartials), the second reads them back in
 // a fixed order and writes the output (kFinish). Launch flags, so each pass
@@ -83,6 +87,27 @@ struct LaunchConfig {
   bool tiled_transpose = true;
   std::array<uint32_t, 5> gemm = {64, 64, 16, 4, 4},
                           gemm_small = {32, 32, 16, 4, 4};  // BM BN BK TM TN
+  // GEMM variants (vk_gemm.h): the large set and whether the device takes
+  // it, the prefetching loop, and the facts split-K is chosen from: compute
+  // units (0: never split unless forced, as on CPU drivers) and how many
+  // workgroups of the medium, small and large set one of them holds.
+  std::array<uint32_t, 5> gemm_large = {128, 128, 16, 8, 8};
+  bool large_tiles = false;
+  bool gemm_prefetch = false;
+  uint32_t compute_units = 0;
+  std::array<uint32_t, 3> gemm_resident = {4, 8, 2};
+  // SWITCHYARD_VK_GEMM_VARIANT (a GemmSet; -1: chosen) and
+  // SWITCHYARD_VK_GEMM_SPLIT_K (0: chosen).
+  int gemm_forced_set = -1;
+  uint32_t gemm_forced_splits = 0;
+  // `switchyard tune`'s winners for this device and driver (vk_tune.cpp),
+  // taken over the model for exactly these shapes.
+  struct Tuned {
+    int64_t m, n, k, batch;
+    bool ta, tb;
+    uint32_t set, splits;
+  };
+  std::vector<Tuned> tuned;
   // The convolutions' transposed tiles: many pixels by few channels (a
   // product whose channel side is 32 or 64 wastes most of a square tile).
   // conv_tall: whether they may be used (the subgroup build fits them).
@@ -218,8 +243,14 @@ int64_t split_by_range(const LaunchConfig& c, const Instr& ins, std::vector<Inst
 // most k_part (> 0; gemm_k_part: the loop budget) that add to C after the
 // first (kGemmAccumulate): the first adds the bias, the last applies the
 // activation.
+// `flags`: the GEMM's variant (gemm_flags), on every launch.
 size_t split_gemm(const LaunchConfig& c, const Instr& ins, uint32_t at, int64_t k_part,
-                  std::vector<Launch>& out, std::vector<Instr>& parts);
+                  uint32_t flags, std::vector<Launch>& out, std::vector<Instr>& parts);
+// Whether every operand of the GEMM fits one binding (split_gemm makes no
+// blocks).
+bool gemm_fits_bindings(const LaunchConfig& c, const GemmParams& g, bool bias);
+// The K of each part of a GEMM split for the loop budget (0: never split).
+int64_t gemm_k_part(const LaunchConfig& c);
 
 // ---- launch geometry, shared by the translation and the planner ----------
 constexpr uint32_t kTile = 32;  // transpose.comp's tile side

@@ -14,6 +14,7 @@
 #include "switchyard/backend/custom.h"
 #include "switchyard/backend/files.h"
 #include "switchyard/settings.h"
+#include "vk_gemm.h"
 #include "vk_spirv.h"
 
 namespace switchyard::vk_impl {
@@ -280,8 +281,7 @@ VkResult Pipelines::create(uint64_t key, VkPipeline& pl, const char*& call) cons
   uint32_t nspec = 1;
   if (k == Kernel::gemm || conv_kernel(k)) {
     const uint32_t fl = uint32_t(key >> 32);
-    const auto& t = k == Kernel::gemm ? (fl & kSmallTiles ? c_.lc.gemm_small : c_.lc.gemm)
-                                      : conv_tiles(c_.lc, fl);
+    const auto& t = k == Kernel::gemm ? gemm_tiles(c_.lc, fl) : conv_tiles(c_.lc, fl);
     spec[0] = (t[0] / t[3]) * (t[1] / t[4]);
     for (uint32_t j = 0; j < 5; ++j) spec[nspec] = t[j], ids[nspec++] = j + 1;
   }

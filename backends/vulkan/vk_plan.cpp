@@ -9,6 +9,7 @@
 
 #include "switchyard/dtype.h"
 #include "switchyard/error.h"
+#include "vk_gemm.h"
 #include "vk_instance.h"
 #include "vk_launch.h"
 
@@ -227,22 +228,28 @@ uint64_t gemm_step_loops(const std::array<uint32_t, 5>& t, uint64_t wg) {
   return tile(BM) + tile(BN) + BK + 1;
 }
 
-// The K of each part of a split GEMM on this device (0: never split).
+}  // namespace
+
 int64_t gemm_k_part(const LaunchConfig& c) {
   if (c.loop_budget == 0) return 0;
   // Half the budget per part (measured with the default llvmpipe tiles: 98
   // iterations a step by this count, and a K of 669 steps was the first to
-  // come out wrong without vec4 loads, 993 with them).
+  // come out wrong without vec4 loads, 993 with them). Every set a GEMM may
+  // run on.
   int64_t part = INT64_MAX;
-  for (const auto* t : {&c.gemm, &c.gemm_small}) {
+  for (const auto* t : {&c.gemm, &c.gemm_small, &c.gemm_large}) {
+    if (t == &c.gemm_large && !c.large_tiles && c.gemm_forced_set != kLargeSet) continue;
     const uint64_t wg = uint64_t((*t)[0] / (*t)[3]) * ((*t)[1] / (*t)[4]);
-    const uint64_t steps = std::max<uint64_t>(1, c.loop_budget / 2 / gemm_step_loops(*t, wg));
+    // The prefetching loop's register loads and stores: up to 5 iterations
+    // for each of its vec4 slots, twice.
+    const uint64_t slots = ceil_div(uint64_t((*t)[0]) * (*t)[2] / 4, wg) +
+                           ceil_div(uint64_t((*t)[1]) * (*t)[2] / 4, wg);
+    const uint64_t step = gemm_step_loops(*t, wg) + (c.gemm_prefetch ? 10 * slots : 0);
+    const uint64_t steps = std::max<uint64_t>(1, c.loop_budget / 2 / step);
     part = std::min(part, int64_t(steps * (*t)[2]));
   }
   return part;
 }
-
-}  // namespace
 
 void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launch>& out,
                    std::vector<Instr>& parts) {
@@ -310,8 +317,21 @@ void plan_launches(const LaunchConfig& c, const Program& prog, std::vector<Launc
   };
   for (uint32_t at = 0; at < prog.instrs.size(); ++at) {
     const Instr& ins = prog.instrs[at];
-    if (ins.kernel == Kernel::gemm) {  // blocks within the storage range, parts of K
-      if (split_gemm(c, ins, at, k_part, out, parts) == 0) push(-1, at);
+    if (ins.kernel == Kernel::gemm) {
+      // Its variant; split-K as two passes through the scratch; else blocks
+      // within the storage range and parts of K within the loop budget.
+      const GemmParams g = params<Kernel::gemm>(ins.params);
+      const GemmChoice ch = choose_gemm(c, g);
+      const uint32_t fl = gemm_flags(c, ch);
+      if (ch.splits > 1) {
+        const uint64_t bytes = nonneg(g.m) * nonneg(g.n) * std::max<uint64_t>(1, nonneg(g.batch)) *
+                               ch.splits * sizeof(float);
+        const uint64_t off = region(bytes);
+        push(-1, at, fl | kPartials, ch.splits, off, bytes);
+        push(-1, at, fl | kFinish, ch.splits, off, bytes);
+      } else if (split_gemm(c, ins, at, k_part, fl, out, parts) == 0) {
+        push(-1, at, fl);
+      }
       continue;
     }
     const size_t first = parts.size();

@@ -263,19 +263,28 @@ int64_t split_by_range(const LaunchConfig& c, const Instr& ins, std::vector<Inst
 
 // ---- GEMM ------------------------------------------------------------------------
 
-size_t split_gemm(const LaunchConfig& c, const Instr& ins, uint32_t at, int64_t k_part,
-                  std::vector<Launch>& out, std::vector<Instr>& parts) {
-  const GemmParams g = params<Kernel::gemm>(ins.params);
-  const uint64_t M = nonneg(g.m), N = nonneg(g.n), K = nonneg(g.k);
-  const uint64_t B = std::max<uint64_t>(1, nonneg(g.batch));
-  if (M == 0 || N == 0) return 0;
-  const uint64_t lda = nonneg(g.lda ? g.lda : (g.trans_a ? g.m : g.k));
-  const uint64_t ldb = nonneg(g.ldb ? g.ldb : (g.trans_b ? g.k : g.n));
-  const uint64_t sa = nonneg(g.stride_a), sb = nonneg(g.stride_b), sc = nonneg(g.stride_c);
-  const bool bias = g.has_bias && ins.nargs > 3;
+namespace {
+
+// A GEMM's operands as they are stored: leading dimensions, batch strides.
+struct GemmLayout {
+  GemmParams g;
+  uint64_t M, N, K, B, lda, ldb, sa, sb, sc;
+  int nargs;  // 3, or 4 with a bias
+  explicit GemmLayout(const GemmParams& p, bool bias)
+      : g(p),
+        M(nonneg(p.m)),
+        N(nonneg(p.n)),
+        K(nonneg(p.k)),
+        B(std::max<uint64_t>(1, nonneg(p.batch))),
+        lda(nonneg(p.lda ? p.lda : (p.trans_a ? p.m : p.k))),
+        ldb(nonneg(p.ldb ? p.ldb : (p.trans_b ? p.k : p.n))),
+        sa(nonneg(p.stride_a)),
+        sb(nonneg(p.stride_b)),
+        sc(nonneg(p.stride_c)),
+        nargs(bias ? 4 : 3) {}
   // A block of bb products, mb rows, nb columns and kb of K: the elements
-  // each argument spans (C's rows are N apart).
-  auto span_of = [&](int a, uint64_t bb, uint64_t mb, uint64_t nb, uint64_t kb) -> uint64_t {
+  // argument a spans (C's rows are N apart).
+  uint64_t span(int a, uint64_t bb, uint64_t mb, uint64_t nb, uint64_t kb) const {
     kb = std::max<uint64_t>(kb, 1);
     switch (a) {
       case 0:
@@ -287,10 +296,34 @@ size_t split_gemm(const LaunchConfig& c, const Instr& ins, uint32_t at, int64_t 
       default:
         return g.bias_rows ? (bb - 1) * M + mb : nb;
     }
+  }
+};
+
+}  // namespace
+
+bool gemm_fits_bindings(const LaunchConfig& c, const GemmParams& g, bool bias) {
+  const GemmLayout L(g, bias);
+  const uint64_t room = binding_room(c) / 4;
+  if (!room || L.M == 0 || L.N == 0) return true;
+  for (int a = 0; a < L.nargs; ++a)
+    if (L.span(a, L.B, L.M, L.N, L.K) > room) return false;
+  return true;
+}
+
+size_t split_gemm(const LaunchConfig& c, const Instr& ins, uint32_t at, int64_t k_part,
+                  uint32_t flags, std::vector<Launch>& out, std::vector<Instr>& parts) {
+  const GemmParams g = params<Kernel::gemm>(ins.params);
+  const bool bias = g.has_bias && ins.nargs > 3;
+  const GemmLayout L(g, bias);
+  const uint64_t M = L.M, N = L.N, K = L.K, B = L.B;
+  if (M == 0 || N == 0) return 0;
+  const uint64_t lda = L.lda, ldb = L.ldb, sa = L.sa, sb = L.sb, sc = L.sc;
+  auto span_of = [&](int a, uint64_t bb, uint64_t mb, uint64_t nb, uint64_t kb) {
+    return L.span(a, bb, mb, nb, kb);
   };
   uint64_t bb = B, mb = M, nb = N, kb = std::max<uint64_t>(K, 1);
   auto span = [&](int a) { return span_of(a, bb, mb, nb, kb); };
-  const int nargs = bias ? 4 : 3;
+  const int nargs = L.nargs;
   const uint64_t room = binding_room(c) / 4;  // elements
   auto fits = [&] {
     for (int a = 0; a < nargs; ++a)
@@ -386,7 +419,8 @@ size_t split_gemm(const LaunchConfig& c, const Instr& ins, uint32_t at, int64_t 
                         4;
           }
           // aux: C's row stride when the block is narrower than C.
-          out.push_back({nullptr, z ? kGemmAccumulate : 0u, at, q.n < g.n ? uint32_t(N) : 0u});
+          out.push_back(
+              {nullptr, flags | (z ? kGemmAccumulate : 0u), at, q.n < g.n ? uint32_t(N) : 0u});
           out.back().part = int64_t(parts.size() - 1);
         }
   return made;

@@ -76,6 +76,16 @@ bool BackendDevice::fault_fired(FaultOp op) const {
   return std::atomic_ref<const bool>(fault_fired_[int(op)]).load();
 }
 
+void BackendDevice::tune_begin() {
+  throw Error(
+      detail::cat("[tune] expected a device with kernel variants to time (vulkan), found ", str()));
+}
+
+std::vector<std::string> BackendDevice::tune_finish(int) {
+  tune_begin();  // the same error
+  return {};
+}
+
 void BackendDevice::prepare_custom(const KernelSpec& spec, int64_t) {
   throw Error(detail::cat("[custom kernel ", spec.name,
                           "] expected a device that runs custom "

@@ -9,6 +9,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "switchyard/backend/kernels.h"
 #include "switchyard/backend/program.h"
@@ -154,6 +155,15 @@ class BackendDevice : public Device {
   virtual std::string custom_unavailable_reason() const {
     return "custom kernels are not supported on " + str();
   }
+  // `switchyard tune`: tune_begin() starts noting the shapes of the
+  // launches this device has variants of (Vulkan: its GEMMs) as Programs
+  // run; tune_finish() then times each shape's candidate variants (`reps`
+  // timed runs each, after a warm-up), keeps the fastest for this process,
+  // writes them where later processes on this device and driver read them,
+  // and returns a line per shape (the last names the file). The defaults
+  // throw: nothing to tune on this device.
+  virtual void tune_begin();
+  virtual std::vector<std::string> tune_finish(int reps);
 
  protected:
   Counters counters_;
