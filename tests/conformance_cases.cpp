@@ -629,7 +629,8 @@ std::vector<Case> cases_for(Kernel k) {
                {1000, 10},
                {5, 64},
                {4, 65},
-               {3, 2000}}) {  // (3 x 2000: CUDA's block per row; a row within 8 KiB)
+               {3, 2000},     // CUDA's block per row, float4s; a row within 8 KiB
+               {2, 1027}}) {  // CUDA's block per row, floats
         auto x = random_vec(size_t(R * C), uint32_t(R + C), -4.f, 4.f);
         std::vector<int32_t> lab(static_cast<size_t>(R));
         for (int64_t r = 0; r < R; ++r) lab[size_t(r)] = int32_t((r * 7) % C);

@@ -7,8 +7,10 @@
 // stride the row once, keeping a running max and sum of exp(x - max) (the
 // online softmax: the row is read once for both, then once to write), and
 // meet through shuffles. The grid is ceil(rows / 8) blocks, capped at 32
-// per SM, and loops. Softmax rows over 1,024 long and too few to fill the
-// GPU take a 256-thread block each instead.
+// per SM, and loops. Softmax rows (forward and backward) over 1,024 long
+// and too few to fill the GPU take a 256-thread block each instead. Where
+// every row of every argument starts on 16 bytes (cols a multiple of 4,
+// aligned tensors) softmax and its backward read and write float4s.
 // cross_entropy's mean over rows uses the same grid: each block sums its
 // warps' rows in double and writes one partial to env.scratch, and a
 // second, one-block kernel adds the partials in order (a grid of one block
@@ -19,6 +21,8 @@
 // wins, device-scope atomicCAS); that row's loss and gradient become NaN and
 // the host raises the error at the next synchronize.
 #include <cmath>
+#include <cstdint>
+#include <initializer_list>
 
 #include "cuda_math.cuh"
 
@@ -80,66 +84,140 @@ __device__ inline void row_stats(const float* x, int64_t cols, int lane, float& 
   for (int64_t r = int64_t(blockIdx.x) * kRowsPerBlock + (threadIdx.x >> 5); r < (rows); \
        r += int64_t(gridDim.x) * kRowsPerBlock)
 
+// Elements t, t + step, ... of a row of `cols`: f(value) for each, read as
+// float4s when V4 (cols a multiple of 4 and the row 16-byte aligned: one
+// 16-byte load per lane per step instead of four 4-byte ones).
+template <bool V4, class F>
+__device__ inline void row_read(const float* x, int64_t cols, int64_t t, int64_t step, F&& f) {
+  if constexpr (V4) {
+    const float4* x4 = reinterpret_cast<const float4*>(x);
+    for (int64_t q = t; q < cols / 4; q += step) {
+      const float4 v = x4[q];
+      f(v.x), f(v.y), f(v.z), f(v.w);
+    }
+  } else {
+    for (int64_t c = t; c < cols; c += step) f(x[c]);
+  }
+}
+
+// out[c] = f(a[c], b[c]) over the same elements (b may be a), float4 when V4.
+template <bool V4, class F>
+__device__ inline void row_map(float* out, const float* a, const float* b, int64_t cols, int64_t t,
+                               int64_t step, F&& f) {
+  if constexpr (V4) {
+    const float4 *a4 = reinterpret_cast<const float4*>(a), *b4 = reinterpret_cast<const float4*>(b);
+    float4* o4 = reinterpret_cast<float4*>(out);
+    for (int64_t q = t; q < cols / 4; q += step) {
+      const float4 u = a4[q], v = b4[q];
+      o4[q] = float4{f(u.x, v.x), f(u.y, v.y), f(u.z, v.z), f(u.w, v.w)};
+    }
+  } else {
+    for (int64_t c = t; c < cols; c += step) out[c] = f(a[c], b[c]);
+  }
+}
+
+// A row's softmax (or log-softmax) written from its (max, sum).
+template <bool V4>
+__device__ inline void softmax_write(float* y, const float* x, int64_t cols, int64_t t,
+                                     int64_t step, float m, float s, bool log_out) {
+  if (log_out) {
+    const float lse = m + logf(s);
+    row_map<V4>(y, x, x, cols, t, step, [lse](float v, float) { return v - lse; });
+  } else {
+    const float inv = 1.f / s;
+    row_map<V4>(y, x, x, cols, t, step, [m, inv](float v, float) { return expf(v - m) * inv; });
+  }
+}
+
+template <bool V4>
 __global__ void softmax_k(float* out, const float* in, int64_t rows, int64_t cols, bool log_out) {
-  int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31;
   SY_FOR_ROWS(r, rows) {
     const float* x = in + r * cols;
-    float* y = out + r * cols;
-    float m, s;
-    row_stats(x, cols, lane, m, s);
-    if (log_out) {
-      float lse = m + logf(s);
-      for (int64_t c = lane; c < cols; c += 32) y[c] = x[c] - lse;
-    } else {
-      float inv = 1.f / s;
-      for (int64_t c = lane; c < cols; c += 32) y[c] = expf(x[c] - m) * inv;
-    }
+    float m = -INFINITY, s = 0.f;
+    row_read<V4>(x, cols, lane, 32, [&](float v) { online_add(v, m, s); });
+    warp_online_merge(m, s);
+    softmax_write<V4>(out + r * cols, x, cols, lane, 32, m, s, log_out);
   }
 }
 
 // Long rows too few for a warp each to fill the GPU: a block per row, the
 // (max, sum) merged across its 8 warps in shared memory.
+template <bool V4>
 __global__ void softmax_block_k(float* out, const float* in, int64_t rows, int64_t cols,
                                 bool log_out) {
   __shared__ float wm[kRowsPerBlock], ws[kRowsPerBlock];
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
   for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
     const float* x = in + r * cols;
-    float* y = out + r * cols;
     float m = -INFINITY, s = 0.f;
-    for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) online_add(x[c], m, s);
+    row_read<V4>(x, cols, threadIdx.x, blockDim.x, [&](float v) { online_add(v, m, s); });
     warp_online_merge(m, s);
     if (lane == 0) wm[warp] = m, ws[warp] = s;
     __syncthreads();
     m = wm[0], s = ws[0];
     for (int w = 1; w < kRowsPerBlock; ++w) online_merge(m, s, wm[w], ws[w]);  // in order
-    if (log_out) {
-      const float lse = m + logf(s);
-      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) y[c] = x[c] - lse;
-    } else {
-      const float inv = 1.f / s;
-      for (int64_t c = threadIdx.x; c < cols; c += blockDim.x) y[c] = expf(x[c] - m) * inv;
-    }
+    softmax_write<V4>(out + r * cols, x, cols, threadIdx.x, blockDim.x, m, s, log_out);
     __syncthreads();  // wm, ws reused by the next row
   }
 }
 
+// The backward's row sum: sum(dy) for log-softmax, sum(dy * y) for softmax.
+template <bool V4>
+__device__ inline float backward_partial(const float* g, const float* yr, int64_t cols, int64_t t,
+                                         int64_t step, bool log_out) {
+  float s = 0.f;
+  if (log_out) {
+    row_read<V4>(g, cols, t, step, [&](float v) { s += v; });
+  } else if constexpr (V4) {
+    const float4 *g4 = reinterpret_cast<const float4*>(g),
+                 *y4 = reinterpret_cast<const float4*>(yr);
+    for (int64_t q = t; q < cols / 4; q += step) {
+      const float4 a = g4[q], b = y4[q];
+      s += a.x * b.x + a.y * b.y + a.z * b.z + a.w * b.w;
+    }
+  } else {
+    for (int64_t c = t; c < cols; c += step) s += g[c] * yr[c];
+  }
+  return s;
+}
+
+template <bool V4>
+__device__ inline void backward_write(float* d, const float* g, const float* yr, int64_t cols,
+                                      int64_t t, int64_t step, float s, bool log_out) {
+  if (log_out)
+    row_map<V4>(d, g, yr, cols, t, step, [s](float gv, float yv) { return gv - expf(yv) * s; });
+  else
+    row_map<V4>(d, g, yr, cols, t, step, [s](float gv, float yv) { return yv * (gv - s); });
+}
+
+template <bool V4>
 __global__ void softmax_backward_k(float* dx, const float* dy, const float* y, int64_t rows,
                                    int64_t cols, bool log_out) {
-  int lane = threadIdx.x & 31;
+  const int lane = threadIdx.x & 31;
   SY_FOR_ROWS(r, rows) {
     const float *g = dy + r * cols, *yr = y + r * cols;
-    float* d = dx + r * cols;
-    float s = 0.f;
-    if (log_out) {
-      for (int64_t c = lane; c < cols; c += 32) s += g[c];
-      s = warp_sum(s);
-      for (int64_t c = lane; c < cols; c += 32) d[c] = g[c] - expf(yr[c]) * s;
-    } else {
-      for (int64_t c = lane; c < cols; c += 32) s += g[c] * yr[c];
-      s = warp_sum(s);
-      for (int64_t c = lane; c < cols; c += 32) d[c] = yr[c] * (g[c] - s);
-    }
+    const float s = warp_sum(backward_partial<V4>(g, yr, cols, lane, 32, log_out));
+    backward_write<V4>(dx + r * cols, g, yr, cols, lane, 32, s, log_out);
+  }
+}
+
+// The backward's long rows too few to fill the GPU: a block per row, the
+// sum's warps added in order in shared memory.
+template <bool V4>
+__global__ void softmax_backward_block_k(float* dx, const float* dy, const float* y, int64_t rows,
+                                         int64_t cols, bool log_out) {
+  __shared__ float ws[kRowsPerBlock];
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5;
+  for (int64_t r = blockIdx.x; r < rows; r += gridDim.x) {
+    const float *g = dy + r * cols, *yr = y + r * cols;
+    float s = warp_sum(backward_partial<V4>(g, yr, cols, threadIdx.x, blockDim.x, log_out));
+    if (lane == 0) ws[warp] = s;
+    __syncthreads();
+    s = ws[0];
+    for (int w = 1; w < kRowsPerBlock; ++w) s += ws[w];  // in order
+    backward_write<V4>(dx + r * cols, g, yr, cols, threadIdx.x, blockDim.x, s, log_out);
+    __syncthreads();  // ws reused by the next row
   }
 }
 
@@ -245,6 +323,20 @@ unsigned row_blocks(int64_t rows, const LaunchEnv& env) {
 }
 constexpr int kRowThreads = kRowsPerBlock * 32;
 
+// Rows over 1,024 long and too few for the warps' blocks (8 rows each) to
+// fill the GPU: a block per row.
+bool block_per_row(int64_t rows, int64_t cols, const LaunchEnv& env) {
+  return cols > 1024 && rows < 2 * int64_t(env.max_blocks);
+}
+
+// Every row of every argument starts on 16 bytes: float4 loads and stores.
+bool rows_vec4(int64_t cols, std::initializer_list<const void*> ptrs) {
+  if (cols % 4) return false;
+  for (const void* q : ptrs)
+    if (reinterpret_cast<uintptr_t>(q) % 16) return false;
+  return true;
+}
+
 }  // namespace
 
 void launch(const SoftmaxParams& p, void* const* args, const LaunchEnv& env) {
@@ -253,12 +345,20 @@ void launch(const SoftmaxParams& p, void* const* args, const LaunchEnv& env) {
   const int64_t rows = p.rows, cols = p.cols;
   if (rows <= 0 || cols <= 0) return;
   // A warp per row; a block per row when rows are long (over 1,024) and
-  // too few for the warps' blocks (8 rows each) to fill the GPU.
-  if (cols > 1024 && rows < 2 * env.max_blocks) {
+  // too few for the warps' blocks (8 rows each) to fill the GPU. float4s
+  // where every row starts 16-byte aligned.
+  const bool v4 = rows_vec4(cols, {out, in});
+  if (block_per_row(rows, cols, env)) {
     const unsigned blocks = unsigned(rows < env.max_blocks ? rows : env.max_blocks);
-    SY_LAUNCH(softmax_block_k, blocks, kRowThreads, env.stream)(out, in, rows, cols, p.log);
+    if (v4) SY_LAUNCH(softmax_block_k<true>, blocks, kRowThreads, env.stream)
+    (out, in, rows, cols, p.log);
+    else SY_LAUNCH(softmax_block_k<false>, blocks, kRowThreads, env.stream)(out, in, rows, cols,
+                                                                            p.log);
+  } else if (v4) {
+    SY_LAUNCH(softmax_k<true>, row_blocks(rows, env), kRowThreads, env.stream)
+    (out, in, rows, cols, p.log);
   } else {
-    SY_LAUNCH(softmax_k, row_blocks(rows, env), kRowThreads, env.stream)
+    SY_LAUNCH(softmax_k<false>, row_blocks(rows, env), kRowThreads, env.stream)
     (out, in, rows, cols, p.log);
   }
   SY_CUDA_LAUNCHED("softmax");
@@ -270,8 +370,21 @@ void launch(const SoftmaxBackwardParams& p, void* const* args, const LaunchEnv& 
   const float* y = static_cast<const float*>(args[2]);
   const int64_t rows = p.rows, cols = p.cols;
   if (rows <= 0 || cols <= 0) return;
-  SY_LAUNCH(softmax_backward_k, row_blocks(rows, env), kRowThreads, env.stream)
-  (dx, dy, y, rows, cols, p.log);
+  // The forward's geometry: a warp per row, or a block per long row.
+  const bool v4 = rows_vec4(cols, {dx, dy, y});
+  if (block_per_row(rows, cols, env)) {
+    const unsigned blocks = unsigned(rows < env.max_blocks ? rows : env.max_blocks);
+    if (v4) SY_LAUNCH(softmax_backward_block_k<true>, blocks, kRowThreads, env.stream)
+    (dx, dy, y, rows, cols, p.log);
+    else SY_LAUNCH(softmax_backward_block_k<false>, blocks, kRowThreads, env.stream)(
+        dx, dy, y, rows, cols, p.log);
+  } else if (v4) {
+    SY_LAUNCH(softmax_backward_k<true>, row_blocks(rows, env), kRowThreads, env.stream)
+    (dx, dy, y, rows, cols, p.log);
+  } else {
+    SY_LAUNCH(softmax_backward_k<false>, row_blocks(rows, env), kRowThreads, env.stream)
+    (dx, dy, y, rows, cols, p.log);
+  }
   SY_CUDA_LAUNCHED("softmax_backward");
 }
 
