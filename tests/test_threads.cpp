@@ -338,3 +338,20 @@ TEST(CpuThreadPool, LongRowsOfABinaryOpAreSplitAndComputedOnce) {
       ASSERT_EQ(scaled[i], av[i] * 2.f) << r << ", " << j;
     }
 }
+
+// `switchyard devices` says how the CPU backend sizes its threads by work.
+TEST(CpuThreadPool, TheDeviceReportsItsThreadsAndTheirGrain) {
+  const auto& props = sy::cpu().info().properties;
+  std::string threads, by_work;
+  for (const auto& [k, v] : props) {
+    if (k == "threads") threads = v;
+    if (k == "threads_by_work") by_work = v;
+  }
+  EXPECT_NE(threads.find("cores="), std::string::npos) << threads;
+  EXPECT_NE(by_work.find(std::to_string(sy::cpu_impl::kElementGrain) + " elements"),
+            std::string::npos)
+      << by_work;
+  EXPECT_NE(by_work.find(std::to_string(sy::cpu_impl::kGemmSerialWork) + " multiply-adds"),
+            std::string::npos)
+      << by_work;
+}

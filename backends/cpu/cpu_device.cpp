@@ -48,7 +48,12 @@ DeviceInfo make_info(const std::string& backend = "cpu", int index = 0) {
   } catch (const Error& e) {  // a bad SWITCHYARD_CPU_THREADS: thrown again by the first kernel
     threads = "invalid SWITCHYARD_CPU_THREADS";
   }
-  info.properties = {{"threads", threads}, {"gemm", gemm_library()}};
+  info.properties = {
+      {"threads", threads},
+      {"gemm", gemm_library()},
+      {"threads_by_work",
+       detail::cat("a thread per ", kElementGrain, " elements (elementwise, rows, pooling); GEMMs ",
+                   "below ", kGemmSerialWork, " multiply-adds on one, larger ones split")}};
   return info;
 }
 

@@ -18,7 +18,7 @@
 namespace switchyard::cpu_impl {
 namespace {
 
-constexpr int64_t kGrain = 1 << 15;  // elements per chunk worth a thread wake-up
+constexpr int64_t kGrain = kElementGrain;  // elements per chunk worth a thread wake-up
 
 template <class F>
 void pfor(int64_t n, F&& f) {

@@ -96,7 +96,7 @@ void gemm(bool ta, bool tb, int64_t M, int64_t N, int64_t K, int64_t lda, int64_
   (void)single;
 #endif
   int threads = pool().active();
-  if (threads == 1 || M * N * std::max<int64_t>(K, 1) < (int64_t(1) << 18)) {
+  if (threads == 1 || M * N * std::max<int64_t>(K, 1) < kGemmSerialWork) {
     gemm_block(ta, tb, M, N, K, lda, ldb, alpha, A, B, bias, C, 0, M, 0, N);
     return;
   }

@@ -16,6 +16,14 @@
 
 namespace switchyard::cpu_impl {
 
+// Work per thread, by kernel kind (what `switchyard devices` reports):
+// elementwise, row and pooling kernels take a thread per kElementGrain
+// elements (a chunk worth a thread's wake-up); a GEMM below kGemmSerialWork
+// multiply-adds runs on the calling thread alone, a larger one splits the
+// larger side of C over the threads in multiples of 16.
+constexpr int64_t kElementGrain = int64_t(1) << 15;
+constexpr int64_t kGemmSerialWork = int64_t(1) << 18;
+
 class ThreadPool {
  public:
   explicit ThreadPool(int threads);
