@@ -195,9 +195,42 @@ std::string tensor_json(const std::string& name, const std::string& dtype, const
          ",\"data_offsets\":" + offsets + "}";
 }
 
+// 200,000 empty tensors: a header nlohmann-json's callback parser took
+// minutes over (it rescanned the object after every entry); now a linear
+// pass and a plain parse (bench_header_parse times 1M). Saved the same way:
+// ordered_json's operator[] made saving quadratic too.
+TEST(SafetensorsFiles, HeadersOfManyTensorsOpenAndSave) {
+  constexpr int n = 200000;
+  std::string h = "{";
+  for (int i = 0; i < n; ++i) {
+    if (i) h += ",";
+    h += tensor_json(std::string("t").append(std::to_string(i)), "F32", "[0]", "[0,0]");
+  }
+  h += "}";
+  const std::string path = temp_path("many.safetensors");
+  write_file(path, file_bytes(h));
+  sy::SafetensorsFile f(path);
+  ASSERT_EQ(f.entries().size(), size_t(n));
+  EXPECT_EQ(f.tensor("t123456", sy::cpu()).numel(), 0);
+  sy::NamedTensors ts;
+  for (int i = 0; i < 20000; ++i)
+    ts.push_back({std::string("w").append(std::to_string(i)), sy::zeros({0})});
+  sy::save_safetensors(path, ts);
+  EXPECT_EQ(sy::SafetensorsFile(path).entries().size(), 20000u);
+  std::remove(path.c_str());
+}
+
 TEST(SafetensorsFiles, HostileFilesAreClearErrors) {
   const std::string four(4, 'x'), eight(8, 'x');
   std::string deep = "{\"a\":" + std::string(100000, '[') + std::string(100000, ']') + "}";
+  // Counted while the text is read, before any entry is checked or built.
+  std::string many_names = "{";
+  for (int i = 0; i <= (1 << 20); ++i) {
+    many_names += i ? ",\"" : "\"";
+    many_names += std::to_string(i);
+    many_names += "\":{}";
+  }
+  many_names += "}";
   std::string huge_len(8, '\0');
   huge_len[0] = char(200);  // 200 bytes of header in a file of 10
   std::string over_cap(8, '\0');
@@ -211,6 +244,7 @@ TEST(SafetensorsFiles, HostileFilesAreClearErrors) {
       {"broken JSON", file_bytes("{\"a\":"), {"not valid JSON"}},
       {"non-UTF-8 name", file_bytes("{\"\xff\xfe\":{}}"), {"not valid JSON", "UTF-8"}},
       {"nesting bomb", file_bytes(deep), {"nested at most 3 deep"}},
+      {"more than 2^20 tensors", file_bytes(many_names), {"at most 1048576 tensors"}},
       {"duplicate names",
        file_bytes("{" + tensor_json("a", "U8", "[4]", "[0,4]") + "," +
                       tensor_json("a", "U8", "[4]", "[4,8]") + "}",
@@ -499,6 +533,12 @@ TEST(ModelFileErrors, PlainFilesUnknownTypesAndModulesWithoutASpecAreClear) {
   sy::save_safetensors(odd, {},
                        {{"switchyard.model", std::string(10000, '[') + std::string(10000, ']')}});
   expect_error([&] { sy::nn::load(odd); }, {"nests deeper"});
+  // A Sequential of 100,000 ReLUs: refused while the text is read (it used
+  // to take minutes in the parser, then build every module).
+  std::string many = R"({"version":1,"module":{"type":"Sequential","children":[)";
+  for (int i = 0; i < 100000; ++i) many += i ? R"(,{"type":"ReLU"})" : R"({"type":"ReLU"})";
+  sy::save_safetensors(odd, {}, {{"switchyard.model", many + "]}}"}});
+  expect_error([&] { sy::nn::load(odd); }, {"expected at most 65536 modules", "found more"});
   sy::save_safetensors(
       odd, {},
       {{"switchyard.model",

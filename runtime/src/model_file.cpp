@@ -5,6 +5,7 @@
 #include <nlohmann/json.hpp>
 #include <unordered_map>
 
+#include "json_check.h"
 #include "switchyard/error.h"
 #include "switchyard/nn.h"
 
@@ -16,6 +17,8 @@ namespace {
 constexpr const char* kModelKey = "switchyard.model";
 constexpr int kFormatVersion = 1;
 constexpr int kMaxDepth = 32;  // modules inside modules, in a file from anywhere
+// Modules in one file (a large transformer has a few thousand).
+constexpr size_t kMaxModules = size_t(1) << 16;
 
 struct Registry {
   std::mutex mu;
@@ -211,14 +214,22 @@ std::shared_ptr<Module> load(const std::string& path, Device& d) {
            "and call load_state_dict instead");
   nlohmann::json j;
   try {
-    // Refuse nesting bombs while parsing, before any deep value is built.
-    auto depth_cap = [&](int depth, nlohmann::json::parse_event_t, nlohmann::json&) {
-      if (depth > 3 * kMaxDepth)
-        throw Error(cat("[nn::load] '", path, "': the recorded architecture nests deeper than ",
-                        3 * kMaxDepth, " levels"));
-      return true;
+    // A linear pass first (json_check.h): nesting bombs and more modules
+    // than kMaxModules are refused before anything is built.
+    detail::JsonCheck check;
+    check.max_depth = 3 * kMaxDepth;
+    check.too_deep = [&](int) {
+      throw Error(cat("[nn::load] '", path, "': the recorded architecture nests deeper than ",
+                      3 * kMaxDepth, " levels"));
     };
-    j = nlohmann::json::parse(it->second, depth_cap);
+    size_t modules = 0;
+    check.on_key = [&](int, const std::string& k) {
+      if (k == "type" && ++modules > kMaxModules)
+        throw Error(cat("[nn::load] '", path, "': expected at most ", kMaxModules,
+                        " modules in the recorded architecture, found more"));
+    };
+    check.run(it->second);
+    j = nlohmann::json::parse(it->second);
   } catch (const nlohmann::json::exception& e) {
     throw Error(cat("[nn::load] '", path, "': the recorded architecture is not JSON: ", e.what()));
   }

@@ -10,8 +10,10 @@
 #include <nlohmann/json.hpp>
 #include <set>
 #include <unordered_map>
+#include <unordered_set>
 
 #include "graph.h"
+#include "json_check.h"
 #include "switchyard/backend/files.h"
 #include "switchyard/error.h"
 #include "switchyard/serialize.h"
@@ -44,6 +46,9 @@ size_t crc_digits_at(const std::string& h) {
 // The reference implementation's cap: a header is names and numbers, and a
 // larger one is a file built to exhaust memory.
 constexpr uint64_t kMaxHeaderBytes = 100'000'000;
+// Tensors a header may list (a checkpoint of the largest models has tens of
+// thousands; 100 MB of header holds about 1.5 million empty ones).
+constexpr size_t kMaxEntries = size_t(1) << 20;
 
 struct StoredType {
   const char* name;
@@ -172,21 +177,33 @@ void parse_header(SafetensorsFile::State& s, std::string_view header) {
     bad(path, "expected the JSON header to start with '{'");
   nlohmann::json j;
   try {
-    // The format nests three deep ({name: {shape: [...]}}); deeper is refused
-    // before it is built. Duplicate names would silently shadow each other.
-    std::set<std::string> names, fields;
-    auto check = [&](int depth, nlohmann::json::parse_event_t ev, nlohmann::json& v) {
-      using E = nlohmann::json::parse_event_t;
-      if ((ev == E::object_start || ev == E::array_start) && depth >= 3)
-        bad(path, "expected JSON nested at most 3 deep (the format's), found deeper nesting");
-      if (ev == E::object_start && depth == 1) fields.clear();
-      if (ev == E::key && depth == 1 && !names.insert(v.get<std::string>()).second)
-        bad(path, cat("expected unique tensor names, found '", v.get<std::string>(), "' twice"));
-      if (ev == E::key && depth == 2 && !fields.insert(v.get<std::string>()).second)
-        bad(path, cat("expected each field once, found '", v.get<std::string>(), "' twice"));
-      return true;
+    // First a linear pass over the text (json_check.h): the format nests
+    // three deep ({name: {shape: [...]}}), deeper is refused before anything
+    // is built; duplicate names would silently shadow each other; at most
+    // kMaxEntries tensors. Then the value itself.
+    std::unordered_set<std::string> names, fields;
+    detail::JsonCheck check;
+    check.max_depth = 3;
+    check.too_deep = [&](int) {
+      bad(path, "expected JSON nested at most 3 deep (the format's), found deeper nesting");
     };
-    j = nlohmann::json::parse(header.begin(), header.end(), check);
+    check.on_open = [&](int depth) {
+      if (depth == 1) fields.clear();
+    };
+    size_t tensors = 0;
+    check.on_key = [&](int depth, const std::string& k) {
+      if (depth == 1) {
+        if (!names.insert(k).second)
+          bad(path, cat("expected unique tensor names, found '", k, "' twice"));
+        if (k != "__metadata__" && ++tensors > kMaxEntries)
+          bad(path, cat("expected at most ", kMaxEntries, " tensors in the header, found more"));
+      }
+      if (depth == 2 && !fields.insert(k).second)
+        bad(path, cat("expected each field once, found '", k, "' twice"));
+    };
+    const std::string text(header);
+    check.run(text);
+    j = nlohmann::json::parse(text);
   } catch (const nlohmann::json::exception& e) {
     bad(path, cat("the header is not valid JSON: ", e.what()));
   }
@@ -382,9 +399,13 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
              "' twice");
     SY_CHECK(t.defined(), op, "expected a defined tensor for '", name, "'");
     const uint64_t bytes = uint64_t(t.numel()) * dtype_size(t.dtype());
-    header[name] = {{"dtype", stored_name(t.dtype())},
-                    {"shape", t.shape()},
-                    {"data_offsets", {at, at + bytes}}};
+    // Appended (names are unique: `seen`): ordered_json's operator[] looks
+    // each name up linearly, a quadratic save for many tensors.
+    header.get_ref<nlohmann::ordered_json::object_t&>().push_back(
+        {name,
+         {{"dtype", stored_name(t.dtype())},
+          {"shape", t.shape()},
+          {"data_offsets", {at, at + bytes}}}});
     at += bytes;
   }
   files::remove_stale_temporaries(path);  // what killed writers of this file left
