@@ -281,6 +281,12 @@ void Context::choose_tiles() {
   // lavapipe); GPUs the small set's.
   auto& narrow = lc.gemm_narrow;
   narrow = cpu_like ? std::array<uint32_t, 5>{32, 32, 16, 8, 4} : gemm_small;
+  // SWITCHYARD_VK_GEMM_VARIANT (below) runs the GPU sets on any device.
+  const char* variant = std::getenv("SWITCHYARD_VK_GEMM_VARIANT");
+  if (variant && *variant) {
+    gemm = {64, 64, 16, 4, 4};
+    gemm_small = {32, 32, 16, 4, 4};
+  }
   for (auto* t : {&gemm, &gemm_small, &tall, &narrow})
     while (((*t)[0] / (*t)[3]) * ((*t)[1] / (*t)[4]) > maxwg) (*t)[3] *= 2, (*t)[4] *= 2;
   // GEMM variants (vk_gemm.h): the large set, the prefetching loop and the
@@ -296,15 +302,13 @@ void Context::choose_tiles() {
   // SWITCHYARD_VK_GEMM_VARIANT=large|medium|small forces a GPU tile set and
   // the prefetching loop on any device (tests run each on lavapipe); =gpu
   // makes the choice a 132-unit NVIDIA GPU would.
-  if (const char* e = std::getenv("SWITCHYARD_VK_GEMM_VARIANT"); e && *e) {
-    const std::string v = e;
+  if (variant && *variant) {
+    const std::string v = variant;
     SY_CHECK(v == "large" || v == "medium" || v == "small" || v == "gpu", "vulkan",
              "expected SWITCHYARD_VK_GEMM_VARIANT=large, medium, small or gpu, found '", v, "'");
     facts.cpu_like = facts.integrated = false;
     facts.vendor = 0x10DE;
     facts.compute_units = 132;
-    gemm = {64, 64, 16, 4, 4};
-    gemm_small = {32, 32, 16, 4, 4};
     configure_gemm(lc, facts);
     SY_CHECK(lc.large_tiles || v != "large", "vulkan",
              "SWITCHYARD_VK_GEMM_VARIANT=large does not fit ", name(),

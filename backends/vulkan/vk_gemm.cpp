@@ -42,6 +42,12 @@ const std::array<uint32_t, 5>& set_tiles(const LaunchConfig& c, GemmSet s) {
   return s == kLargeSet ? c.gemm_large : s == kSmallSet ? c.gemm_small : c.gemm;
 }
 
+// Whether the device has set s: the large one where configure_gemm gave it,
+// the small one where it differs from the medium.
+bool usable(const LaunchConfig& c, GemmSet s) {
+  return (s != kLargeSet || c.large_tiles) && (s != kSmallSet || c.gemm_small != c.gemm);
+}
+
 // The most parts this GEMM may take: within the scratch and one binding,
 // the dispatch's z, the loop budget's part (every part must fit it: at
 // least ceil(K / k_part) parts, else none) and K's BK steps.
@@ -138,9 +144,6 @@ void configure_gemm(LaunchConfig& c, const GpuFacts& f) {
 GemmChoice choose_gemm(const LaunchConfig& c, const GemmParams& g) {
   GemmChoice best;
   const uint64_t M = nonneg(g.m), N = nonneg(g.n), K = nonneg(g.k);
-  auto usable = [&](GemmSet s) {
-    return (s != kLargeSet || c.large_tiles) && (s != kSmallSet || c.gemm_small != c.gemm);
-  };
   // A CPU driver's rule: the medium set, the small one for a product the
   // medium leaves in one tile (per product: a batch's products are tiles
   // of their own anyway).
@@ -164,7 +167,7 @@ GemmChoice choose_gemm(const LaunchConfig& c, const GemmParams& g) {
   for (const LaunchConfig::Tuned& t : c.tuned) {
     if (c.gemm_forced_splits) break;  // forced settings win over tuned ones
     if (t.m != g.m || t.n != g.n || t.k != g.k || t.batch != std::max<int64_t>(1, g.batch) ||
-        t.ta != g.trans_a || t.tb != g.trans_b || t.set > kLargeSet || !usable(GemmSet(t.set)))
+        t.ta != g.trans_a || t.tb != g.trans_b || t.set > kLargeSet || !usable(c, GemmSet(t.set)))
       continue;
     const uint64_t BK = set_tiles(c, GemmSet(t.set))[2];
     const SplitRoom r = split_room(c, g, BK);
@@ -176,7 +179,7 @@ GemmChoice choose_gemm(const LaunchConfig& c, const GemmParams& g) {
   double least = 0;
   bool any = false;
   for (GemmSet s : {kLargeSet, kMediumSet, kSmallSet}) {
-    if (!usable(s)) continue;
+    if (!usable(c, s)) continue;
     const uint64_t BK = set_tiles(c, s)[2];
     const SplitRoom r = split_room(c, g, BK);
     uint64_t hi = r.most;
@@ -202,7 +205,7 @@ GemmChoice choose_gemm(const LaunchConfig& c, const GemmParams& g) {
 std::vector<GemmChoice> gemm_candidates(const LaunchConfig& c, const GemmParams& g) {
   std::vector<GemmChoice> out;
   for (GemmSet s : {kLargeSet, kMediumSet, kSmallSet}) {
-    if ((s == kLargeSet && !c.large_tiles) || (s == kSmallSet && c.gemm_small == c.gemm)) continue;
+    if (!usable(c, s)) continue;
     const uint64_t BK = set_tiles(c, s)[2];
     const SplitRoom r = split_room(c, g, BK);
     uint64_t last = 0;
