@@ -249,11 +249,11 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
     r.epochs.push_back(s);
     if (!ckpt_dir.empty() && lead) {
       save_checkpoint(ckpt_dir, e, *model, *opt, settings);
-      nn::save(*model, ckpt_dir + "/model.safetensors");
+      nn::save(*model, ckpt_dir + "/model.safetensors", cfg.save_dtype);
     }
     if (epoch_done && lead) epoch_done(s);
   }
-  if (is_model_file(cfg.save) && lead) nn::save(*model, cfg.save);
+  if (is_model_file(cfg.save) && lead) nn::save(*model, cfg.save, cfg.save_dtype);
   r.final_loss = r.epochs.back().loss;
   r.test_acc = r.epochs.back().test_acc;
   r.train_samples_per_s = train_seconds > 0 ? double(r.train_samples) / train_seconds : 0;

@@ -29,6 +29,9 @@ struct TrainConfig {
   // `switchyard eval`). Anything else is a directory: a checkpoint after
   // every epoch (checkpoint.h) and the model as DIR/model.safetensors.
   std::string save;
+  // The dtype the model file's weights are stored in (f32, or bf16/f16 for
+  // a file half the size); checkpoints keep f32, so a resume is exact.
+  DType save_dtype = DType::f32;
   // A checkpoint directory to continue from (and to keep saving to, unless
   // `save` names another place): epochs run from the checkpoint's + 1 to
   // `epochs`, exactly as the uninterrupted run would.

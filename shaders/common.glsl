@@ -206,6 +206,66 @@ int i64_to_i32(ivec2 w) {
   return w.y == (w.x >> 31) ? w.x : (w.y < 0 ? -2147483647 - 1 : 2147483647);
 }
 
+// 16-bit floats (bf16, f16) live in 32-bit words, as u8 does: element j of
+// argument n is halfword (p.off[n] / 2 + j) of its binding, the low half of
+// a word first (little-endian, as the host). No 16-bit storage feature is
+// needed. The conversions are pointwise.h's, in integer operations, so every
+// device gives the CPU's bits: widening is exact, narrowing rounds to
+// nearest even, NaN stays a quiet NaN, f16 overflows to infinity at 65520.
+#define LOAD_U16(n, h) ((U(n)[(h) >> 1] >> (((h) & 1u) * 16u)) & 0xffffu)
+// Word w of argument n from the halves lo and hi; has_lo / has_hi say which
+// halves belong to the tensor written (a half of another tensor in the same
+// word is kept, atomically, as STORE_U8 keeps bytes).
+#define STORE_U16_PAIR(n, w, lo, hi, has_lo, has_hi)                \
+  if ((has_lo) && (has_hi)) {                                       \
+    U(n)[w] = (lo) | ((hi) << 16);                                  \
+  } else if (has_lo) {                                              \
+    atomicAnd(U(n)[w], 0xffff0000u);                                \
+    atomicOr(U(n)[w], (lo));                                        \
+  } else if (has_hi) {                                              \
+    atomicAnd(U(n)[w], 0x0000ffffu);                                \
+    atomicOr(U(n)[w], (hi) << 16);                                  \
+  }
+// A kernel writing count halves from halfword h0 goes a word at a time:
+// FOR_ITEMS(i, half_words(h0, count)) { uint w = (h0 >> 1) + i; int j =
+// int(2u * w) - int(h0); ... } has element j in the low half and j + 1 in
+// the high one (either may fall outside [0, count): HALF_IN).
+uint half_words(uint h0, uint count) { return ((h0 + count + 1u) >> 1) - (h0 >> 1); }
+#define HALF_IN(j, count) ((j) >= 0 && (j) < int(count))
+
+float bf16_to_f32(uint h) { return uintBitsToFloat(h << 16); }
+uint f32_to_bf16(float f) {
+  uint u = floatBitsToUint(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;  // quiet NaN
+  return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
+}
+float f16_to_f32(uint h) {
+  uint s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0u) return uintBitsToFloat(floatBitsToUint(float(m) * 5.9604644775390625e-8) | s);
+  if (e == 31u) return uintBitsToFloat(s | 0x7f800000u | (m << 13));
+  return uintBitsToFloat(s | ((e + 112u) << 23) | (m << 13));
+}
+uint f32_to_f16(float f) {
+  uint u = floatBitsToUint(f), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return s | 0x7e00u | ((a >> 13) & 0x3ffu);
+  if (a >= 0x477ff000u) return s | 0x7c00u;
+  if (a >= 0x38800000u) {
+    uint r = a - 0x38000000u;
+    return s | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13);
+  }
+  if (a < 0x33000000u) return s;
+  precise float x = uintBitsToFloat(a) * 16777216.0;
+  uint m = uint(x);
+  precise float rest = x - float(m);
+  if (rest > 0.5 || (rest == 0.5 && (m & 1u) == 1u)) ++m;
+  return s | m;
+}
+// dtype codes (DType's order): 0 f32, 1 i32, 2 u8, 3 i64, 4 bf16, 5 f16.
+#define DT_BF16 4
+#define DT_F16 5
+float half_to_f32(int dt, uint h) { return dt == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h); }
+uint f32_to_half(int dt, float f) { return dt == DT_BF16 ? f32_to_bf16(f) : f32_to_f16(f); }
+
 const float kGeluC = 0.7978845608028654;
 
 // tanh that stays finite for large |x| (some drivers compute it from exp).

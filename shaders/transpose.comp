@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // transpose: out[c, r] = in[r, c] for in of R rows and C cols of elem_size
-// bytes (8, 4, or 1 for u8; SPEC_OP = elem_size); TransposeParams.
+// bytes (8, 4, 2 for bf16/f16, or 1 for u8; SPEC_OP = elem_size);
+// TransposeParams.
 // Flag bit 1 (4- and 8-byte elements, R and C both at least 32): 32 x 32
 // tiles through shared memory, one workgroup per tile (grid-stride over
 // tiles): the tile is read along its rows and written along its columns,
@@ -48,6 +49,18 @@ void main() {
         }
       }
       barrier();  // the tile is rewritten for the next one
+    }
+    return;
+  }
+  if (SPEC_OP == 2) {  // a word of the output (two elements) per invocation
+    uint h0 = p.off[0] >> 1, h1 = p.off[1] >> 1;
+    FOR_ITEMS(i, half_words(h0, R * C)) {
+      uint w = (h0 >> 1) + i;
+      int j = int(2u * w) - int(h0);
+      bool has_lo = HALF_IN(j, R * C), has_hi = HALF_IN(j + 1, R * C);
+      uint lo = has_lo ? LOAD_U16(1, h1 + uint(j) % R * C + uint(j) / R) : 0u;
+      uint hi = has_hi ? LOAD_U16(1, h1 + uint(j + 1) % R * C + uint(j + 1) / R) : 0u;
+      STORE_U16_PAIR(0, w, lo, hi, has_lo, has_hi)
     }
     return;
   }

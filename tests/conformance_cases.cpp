@@ -108,6 +108,44 @@ std::vector<float> unary_input(int op, int64_t n, uint32_t seed) {
   return random_vec(size_t(n), seed, pos ? 0.1f : -3.f, 3.f);
 }
 
+const sy::DType kHalves[] = {sy::DType::bf16, sy::DType::f16};
+
+// f32 values that test a conversion to 16 bits: ties of both formats
+// (rounding to the even neighbour, down and up), f16's overflow threshold
+// (65519 rounds to 65504, 65520 to infinity), f16 subnormals and the tie
+// at half the smallest one, f32's largest finite (infinity in bf16), an f32
+// subnormal (a bf16 subnormal), signed zero, infinities and NaN; then
+// random values over f16's range.
+std::vector<float> conversion_values(int64_t n, bool finite) {
+  const float specials[] = {1.00390625f,
+                            1.01171875f,
+                            1.00048828125f,
+                            1.00146484375f,
+                            65519.f,
+                            65520.f,
+                            -65520.f,
+                            3e-6f,
+                            2.98023223876953125e-8f,
+                            2.9802326e-8f,
+                            6.1e-5f,
+                            1e30f,
+                            -0.f,
+                            3.4028235e38f,
+                            1e-40f,
+                            -2.5f,
+                            300.5f,
+                            INFINITY,
+                            -INFINITY,
+                            NAN};
+  // finite: values finite in both 16-bit formats too (|x| < 65504).
+  auto v = finite ? random_vec(size_t(n), 9, -65504.f, 65504.f)
+                  : random_vec(size_t(n), 9, -70000.f, 70000.f);
+  size_t k = 0;
+  for (float x : specials)
+    if (k < v.size() && (!finite || std::fabs(x) <= 65504.f)) v[k++] = x;
+  return v;
+}
+
 }  // namespace
 
 // ---- cases per kernel ---------------------------------------------------------------
@@ -135,6 +173,18 @@ std::vector<Case> cases_for(Kernel k) {
             make("i64 large negative " + sz({n}),
                  {out(sy::DType::i64, std::vector<double>(size_t(n), -25769803776.0))},
                  sy::FillParams{.n = n, .dtype = sy::DType::i64, .value = -25769803776.f}));
+        // 16-bit: rounded once; f16 overflows to infinity; and a tensor
+        // starting mid-word (its first and last words shared with others).
+        for (sy::DType t : kHalves)
+          for (float value : {2.7f, -70000.f})
+            for (uint64_t offset : {0, 2}) {
+              Case c = make(sy::detail::cat(sy::dtype_name(t), " ", value, " ", sz({n}),
+                                            offset ? " at a 2-byte offset" : ""),
+                            {out(t, std::vector<double>(size_t(n), round_half(value, t)))},
+                            sy::FillParams{.n = n, .dtype = t, .value = value});
+              c.offset = offset;
+              cs.push_back(c);
+            }
       }
       break;
     case Kernel::arange:
@@ -153,6 +203,18 @@ std::vector<Case> cases_for(Kernel k) {
         cs.push_back(
             make("i64 " + sz({n}), {out(sy::DType::i64, el)},
                  sy::ArangeParams{.n = n, .dtype = sy::DType::i64, .start = -5.f, .step = 3.f}));
+        for (sy::DType t : kHalves)
+          for (uint64_t offset : {0, 2}) {
+            std::vector<double> eh(static_cast<size_t>(n));
+            for (int64_t j = 0; j < n; ++j)
+              eh[size_t(j)] = round_half(double(-1.5f + float(j) * 0.3f), t);
+            Case c = make(sy::detail::cat(sy::dtype_name(t), " ", sz({n}),
+                                          offset ? " at a 2-byte offset" : ""),
+                          {out(t, eh)},
+                          sy::ArangeParams{.n = n, .dtype = t, .start = -1.5f, .step = 0.3f});
+            c.offset = offset;
+            cs.push_back(c);
+          }
       }
       break;
     case Kernel::rand_uniform:
@@ -277,6 +339,45 @@ std::vector<Case> cases_for(Kernel k) {
         }
         add("i64->f32 exact", outf(hard_f), i64(hard), DType::i64, DType::f32);
         cs.back().bound = 0;
+        // bf16 and f16, both ways, against round_half (exact).
+        const auto all = conversion_values(n, false), fin = conversion_values(n, true);
+        const std::vector<double> all_d(all.begin(), all.end()), fin_d(fin.begin(), fin.end());
+        auto each = [&](const std::vector<double>& x, auto f) {
+          std::vector<double> e(x.size());
+          for (size_t j = 0; j < x.size(); ++j) e[j] = f(x[j]);
+          return e;
+        };
+        const char* names[] = {"f32", "i32", "u8", "i64", "bf16", "f16"};
+        auto nm = [&](DType a, DType b) {
+          return std::string(names[int(a)]) + "->" + names[int(b)];
+        };
+        for (DType t : kHalves) {
+          const DType other = t == DType::bf16 ? DType::f16 : DType::bf16;
+          auto r = [t](double x) { return round_half(x, t); };
+          add(nm(DType::f32, t).c_str(), out(t, each(all_d, r)), f32(all), DType::f32, t);
+          add(nm(t, DType::f32).c_str(), outf(each(fin_d, r)), half_input(fin_d, t), t, DType::f32);
+          cs.back().bound = 0;
+          auto via = [&](double x) { return round_half(round_half(x, other), t); };
+          add(nm(other, t).c_str(), out(t, each(all_d, via)), half_input(all_d, other), other, t);
+          std::vector<double> id(iv.begin(), iv.end()), ld(lv.size()), bd(bv.begin(), bv.end());
+          for (size_t j = 0; j < lv.size(); ++j) ld[j] = double(float(lv[j]));
+          add(nm(DType::i32, t).c_str(), out(t, each(id, r)), i32(iv), DType::i32, t);
+          add(nm(DType::i64, t).c_str(), out(t, each(ld, r)), i64(lv), DType::i64, t);
+          add(nm(DType::u8, t).c_str(), out(t, each(bd, r)), u8(bv), DType::u8, t);
+          const std::vector<double> vd(v.begin(), v.end());  // within +-300: every int dtype
+          auto trunc_of = [&](double x) { return std::trunc(round_half(x, t)); };
+          add(nm(t, DType::i32).c_str(), out(DType::i32, each(vd, trunc_of)), half_input(vd, t), t,
+              DType::i32);
+          add(nm(t, DType::i64).c_str(), out(DType::i64, each(vd, trunc_of)), half_input(vd, t), t,
+              DType::i64);
+          const std::vector<double> bq = each(bd, [](double x) { return x + 0.25; });
+          add(nm(t, DType::u8).c_str(), out(DType::u8, each(bq, trunc_of)), half_input(bq, t), t,
+              DType::u8);
+          // Mid-word: both tensors start 2 bytes into their buffers.
+          add((nm(other, t) + " at a 2-byte offset").c_str(), out(t, each(all_d, via)),
+              half_input(all_d, other), other, t);
+          cs.back().offset = 2;
+        }
       }
       break;
     case Kernel::transpose:
@@ -306,6 +407,17 @@ std::vector<Case> cases_for(Kernel k) {
           }
         cs.push_back(make("i64 " + sz({R, C}), {out(sy::DType::i64, el), i64(l)},
                           sy::TransposeParams{.rows = R, .cols = C, .elem_size = 8}));
+        std::vector<double> h(v.begin(), v.end()), eh(h.size());
+        for (int64_t r = 0; r < R; ++r)
+          for (int64_t c = 0; c < C; ++c)
+            eh[size_t(c * R + r)] = round_half(h[size_t(r * C + c)], sy::DType::f16);
+        for (uint64_t offset : {0, 2}) {
+          Case c = make("f16 " + sz({R, C}) + (offset ? " at a 2-byte offset" : ""),
+                        {out(sy::DType::f16, eh), half_input(h, sy::DType::f16)},
+                        sy::TransposeParams{.rows = R, .cols = C, .elem_size = 2});
+          c.offset = offset;
+          cs.push_back(c);
+        }
       }
       break;
     case Kernel::pad:

@@ -65,6 +65,8 @@ static void test_library(void) {
         "dtype sizes");
   CHECK(sy_dtype_size((sy_dtype)9) == 0 && sy_dtype_name((sy_dtype)9) == NULL, "a bad dtype");
   CHECK(strcmp(sy_dtype_name(SY_I32), "i32") == 0, "dtype name %s", sy_dtype_name(SY_I32));
+  CHECK(strcmp(sy_dtype_name(SY_BF16), "bf16") == 0 && sy_dtype_size(SY_F16) == 2,
+        "16-bit dtypes: %s", sy_dtype_name(SY_BF16));
   CHECK(strcmp(sy_status_name(SY_ERROR_OUT_OF_MEMORY), "SY_ERROR_OUT_OF_MEMORY") == 0, "status");
   CHECK(strcmp(sy_status_name(SY_ERROR_DEVICE_LOST), "SY_ERROR_DEVICE_LOST") == 0, "status");
 }
@@ -160,6 +162,7 @@ static void test_tensors(sy_device* d) {
   int32_t i32[6] = {-7, 0, 1, 2147483647, -2147483647 - 1, 42};
   uint8_t u8[5] = {0, 1, 127, 128, 255};
   int64_t i64[3] = {(int64_t)1 << 40, -3, 9};
+  uint16_t halves[4] = {0x3f80, 0xc040, 0x7f80, 0x0001}; /* bf16 1, -3, inf; f16 2^-24 last */
   int64_t s35[2] = {3, 5}, s23[2] = {2, 3}, s5[1] = {5}, s3[1] = {3}, s04[2] = {0, 4};
   /* 2^55 bytes: beyond any address space, whatever the overcommit policy. */
   int64_t bad[2] = {2, -1}, huge[2] = {(int64_t)1 << 26, (int64_t)1 << 27};
@@ -171,6 +174,8 @@ static void test_tensors(sy_device* d) {
   round_trip(d, SY_I32, s23, 2, i32, 6);
   round_trip(d, SY_U8, s5, 1, u8, 5);
   round_trip(d, SY_I64, s3, 1, i64, 3);
+  round_trip(d, SY_BF16, s3, 1, halves, 3);
+  round_trip(d, SY_F16, s3, 1, halves + 1, 3);
   round_trip(d, SY_F32, NULL, 0, &scalar, 1); /* a scalar */
 
   OK(sy_tensor_create(d, SY_F32, s23, 2, NULL, &t)); /* zeros */

@@ -12,6 +12,7 @@
 #include <numeric>
 
 #include "conformance_cases.h"
+#include "conformance_util.h"
 #include "helpers.h"
 
 using sy::Kernel;
@@ -63,6 +64,18 @@ std::string run_case(sy::BackendDevice& dev, const Case& c) {
             if (!(std::abs(f[j] - h.expect[j]) <= std::abs(f[worst] - h.expect[worst]))) worst = j;
           err = sy::detail::cat("arg ", a, ": NSE ", e, " > ", c.bound, "; worst at ", worst, ": ",
                                 f[worst], " vs ", h.expect[worst]);
+        }
+      } else if (sy::is_half(h.dtype)) {  // exact: the reference rounds as the kernels must
+        for (size_t j = 0; j < n && err.empty(); ++j) {
+          uint16_t w;
+          std::memcpy(&w, got.data() + 2 * j, 2);
+          const double v = conformance::half_value(w, h.dtype);
+          const double e = h.expect[j];
+          const bool same =
+              std::isnan(e) ? std::isnan(v) : v == e && std::signbit(v) == std::signbit(e);
+          if (!same)
+            err = sy::detail::cat("arg ", a, ": ", sy::dtype_name(h.dtype), " element ", j, " is ",
+                                  v, " (bits ", w, "), expected ", h.expect[j]);
         }
       } else {
         for (size_t j = 0; j < n && err.empty(); ++j) {

@@ -89,6 +89,7 @@ struct TrainFlags {
   std::string trace;
   int losses = 0;       // first step losses to report
   std::string devices;  // --devices cpu,vulkan:0
+  std::string save_dtype = "f32";
 };
 
 // Leaves the process group however cmd_train ends.
@@ -144,6 +145,9 @@ int cmd_train(TrainFlags& f) {
   if (quiet) f.json = true;
   cfg.record_losses = std::max(cfg.record_losses, f.losses);
   cfg.hidden = f.hidden.empty() ? std::vector<int64_t>{} : sy::models::parse_sizes(f.hidden);
+  cfg.save_dtype = f.save_dtype == "bf16"  ? sy::DType::bf16
+                   : f.save_dtype == "f16" ? sy::DType::f16
+                                           : sy::DType::f32;
   const bool json = f.json, prof = (f.prof || !f.trace.empty()) && !quiet;  // rank 0's
   const std::string& trace = f.trace;
   bool tty = !json && sy::platform::stderr_is_terminal();
@@ -248,7 +252,10 @@ int cmd_train(TrainFlags& f) {
     line["resumed_from"] = r.resumed_from;
     line["first_epoch"] = r.first_epoch;
   }
-  if (!cfg.save.empty()) line["saved"] = cfg.save;
+  if (!cfg.save.empty()) {
+    line["saved"] = cfg.save;
+    line["save_dtype"] = sy::dtype_name(cfg.save_dtype);
+  }
   if (prof) line["kernel_launches"] = launches;
   if (f.losses > 0) {
     auto& l = line["first_losses"] = nlohmann::ordered_json::array();
@@ -468,6 +475,11 @@ int cli_main(int argc, char** argv, bool execute) {
   train->add_option("--save", tf.cfg.save,
                     "FILE.safetensors: save the final model there; DIR: a checkpoint after every "
                     "epoch, and DIR/model.safetensors");
+  train
+      ->add_option("--save-dtype", tf.save_dtype,
+                   "the model file's weights: f32, or bf16/f16 (half the size)")
+      ->check(CLI::IsMember({"f32", "bf16", "f16"}))
+      ->capture_default_str();
   train->add_option("--resume", tf.cfg.resume,
                     "continue from the newest good checkpoint in DIR (and keep saving there)");
 

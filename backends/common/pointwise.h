@@ -2,10 +2,11 @@
 // The pointwise math of the kernel table's Unary and Binary codes, written
 // once for the CPU backend and for the CUDA kernels (which see it as
 // __host__ __device__ functions), so the two cannot drift apart. The Vulkan
-// shaders restate it in GLSL (shaders/common.glsl). C++17, float only.
+// shaders restate it in GLSL (shaders/common.glsl). C++17; arithmetic in float.
 #pragma once
 #include <math.h>
 #include <stdint.h>
+#include <string.h>
 
 #include <type_traits>
 
@@ -110,18 +111,116 @@ SY_HOST_DEVICE float binary(Binary op, float a, float b) {
   return 0.f;
 }
 
+// ---- 16-bit floats ----------------------------------------------------------
+// bf16 and f16 elements as stored: 16-bit words. The conversions are written
+// with integer operations, so they give the same bits on every compiler and
+// device, whatever its float modes (flush-to-zero, F16C or not); the Vulkan
+// shaders restate them in common.glsl. Widening is exact; narrowing rounds
+// to nearest even, keeps NaN a (quiet) NaN, and f16 overflows to infinity
+// at 65520 and above (the IEEE conversion, as PyTorch and CUDA's __float2half_rn).
+struct bf16_t {
+  uint16_t bits;
+};
+struct f16_t {
+  uint16_t bits;
+};
+
+SY_HOST_DEVICE uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+SY_HOST_DEVICE float bits_float(uint32_t u) {
+  float f;
+  memcpy(&f, &u, 4);
+  return f;
+}
+
+SY_HOST_DEVICE float bf16_to_float(uint16_t h) { return bits_float(uint32_t(h) << 16); }
+SY_HOST_DEVICE uint16_t float_to_bf16(float f) {
+  const uint32_t u = float_bits(f);
+  if ((u & 0x7fffffffu) > 0x7f800000u) return uint16_t((u >> 16) | 0x40u);  // quiet NaN
+  return uint16_t((u + 0x7fffu + ((u >> 16) & 1u)) >> 16);
+}
+
+SY_HOST_DEVICE float f16_to_float(uint16_t h) {
+  const uint32_t s = uint32_t(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
+  if (e == 0) {  // zero or subnormal: m * 2^-24, exact in f32
+    const float v = float(m) * 5.9604644775390625e-8f;
+    return bits_float(float_bits(v) | s);
+  }
+  if (e == 31) return bits_float(s | 0x7f800000u | (m << 13));  // infinity, NaN
+  return bits_float(s | ((e + 112u) << 23) | (m << 13));
+}
+SY_HOST_DEVICE uint16_t float_to_f16(float f) {
+  const uint32_t u = float_bits(f), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+  if (a > 0x7f800000u) return uint16_t(s | 0x7e00u | ((a >> 13) & 0x3ffu));  // quiet NaN
+  if (a >= 0x477ff000u) return uint16_t(s | 0x7c00u);  // 65520 and up: infinity
+  if (a >= 0x38800000u) {  // normal in f16: rebias the exponent, round the 13 dropped bits
+    const uint32_t r = a - 0x38000000u;
+    return uint16_t(s | ((r + 0xfffu + ((r >> 13) & 1u)) >> 13));
+  }
+  // Subnormal or zero: |f| * 2^24 rounded to an even integer (the scaling is
+  // exact; 1024 is the smallest normal's encoding). f32 subnormals round to 0.
+  if (a < 0x33000000u) return uint16_t(s);  // below half the smallest subnormal
+  const float x = bits_float(a) * 16777216.f;
+  uint32_t m = uint32_t(x);
+  const float rest = x - float(m);
+  if (rest > 0.5f || (rest == 0.5f && (m & 1u))) ++m;
+  return uint16_t(s | m);
+}
+
+// f32's view of any element type, and the element rounded from f32.
+template <class T>
+SY_HOST_DEVICE float widen(T v) {
+  if constexpr (std::is_same_v<T, bf16_t>)
+    return bf16_to_float(v.bits);
+  else if constexpr (std::is_same_v<T, f16_t>)
+    return f16_to_float(v.bits);
+  else
+    return float(v);
+}
+
 // Element conversion for cast, fill and arange (CPU and CUDA; the Vulkan
 // shaders restate it in common.glsl): C++'s conversions, except that i64 ->
-// i32 and f32 -> i64 saturate at the target's limits.
+// i32 and f32 -> i64 saturate at the target's limits, and conversions to
+// and from bf16/f16 go through f32 (an integer rounds to f32 first, as
+// PyTorch's; a 16-bit float to an integer truncates its f32 value).
 template <class To, class From>
 SY_HOST_DEVICE To convert(From v) {
-  if constexpr (std::is_same_v<To, int32_t> && std::is_same_v<From, int64_t>) {
+  if constexpr (std::is_same_v<From, bf16_t> || std::is_same_v<From, f16_t>) {
+    return convert<To>(widen(v));
+  } else if constexpr (std::is_same_v<To, bf16_t>) {
+    return bf16_t{float_to_bf16(float(v))};
+  } else if constexpr (std::is_same_v<To, f16_t>) {
+    return f16_t{float_to_f16(float(v))};
+  } else if constexpr (std::is_same_v<To, int32_t> && std::is_same_v<From, int64_t>) {
     return v > INT32_MAX ? INT32_MAX : v < INT32_MIN ? INT32_MIN : int32_t(v);
   } else if constexpr (std::is_same_v<To, int64_t> && std::is_same_v<From, float>) {
     constexpr float kLimit = 9.2233720368547758e18f;  // 2^63
     return v >= kLimit ? INT64_MAX : v <= -kLimit ? INT64_MIN : int64_t(v);
   } else {
     return To(v);
+  }
+}
+
+// Calls f(T*{}) with the element type of dtype t (host code: the CPU
+// backend's and the CUDA launchers' switches over dtypes).
+template <class F>
+inline void with_element(DType t, F&& f) {
+  switch (t) {
+    case DType::f32:
+      return f(static_cast<float*>(nullptr));
+    case DType::i32:
+      return f(static_cast<int32_t*>(nullptr));
+    case DType::u8:
+      return f(static_cast<uint8_t*>(nullptr));
+    case DType::i64:
+      return f(static_cast<int64_t*>(nullptr));
+    case DType::bf16:
+      return f(static_cast<bf16_t*>(nullptr));
+    case DType::f16:
+      return f(static_cast<f16_t*>(nullptr));
   }
 }
 

@@ -160,41 +160,18 @@ void check_label(int32_t l, int64_t cols, int64_t row) {
 }
 
 void cast(const CastParams& p, void* out, const void* in) {
-  const DType from = p.from, to = p.to;
   const int64_t n = p.n;
-  auto conv = [&](auto* o) {
-    using T = std::remove_pointer_t<decltype(o)>;
-    for (int64_t k = 0; k < n; ++k) {
-      switch (from) {
-        case DType::f32:
-          o[k] = pointwise::convert<T>(as<const float>(const_cast<void*>(in))[k]);
-          break;
-        case DType::i32:
-          o[k] = T(as<const int32_t>(const_cast<void*>(in))[k]);
-          break;
-        case DType::u8:
-          o[k] = T(as<const uint8_t>(const_cast<void*>(in))[k]);
-          break;
-        case DType::i64:
-          o[k] = pointwise::convert<T>(as<const int64_t>(const_cast<void*>(in))[k]);
-          break;
-      }
-    }
-  };
-  switch (to) {
-    case DType::f32:
-      conv(as<float>(out));
-      break;
-    case DType::i32:
-      conv(as<int32_t>(out));
-      break;
-    case DType::u8:
-      conv(as<uint8_t>(out));
-      break;
-    case DType::i64:
-      conv(as<int64_t>(out));
-      break;
-  }
+  pointwise::with_element(p.to, [&](auto* to) {
+    using T = std::remove_pointer_t<decltype(to)>;
+    T* o = as<T>(out);
+    pointwise::with_element(p.from, [&](auto* from) {
+      using S = std::remove_pointer_t<decltype(from)>;
+      const S* x = as<const S>(const_cast<void*>(in));
+      pfor(n, [&](int64_t lo, int64_t hi) {
+        for (int64_t k = lo; k < hi; ++k) o[k] = pointwise::convert<T>(x[k]);
+      });
+    });
+  });
 }
 
 template <class T>
@@ -211,43 +188,19 @@ void transpose_t(int64_t R, int64_t C, T* out, const T* in) {
 // to the table without its run() here fails to compile.
 
 void run(const FillParams& p, void* const* a) {
-  switch (p.dtype) {
-    case DType::f32:
-      pfor(p.n, [&](int64_t lo, int64_t hi) {
-        std::fill(as<float>(a[0]) + lo, as<float>(a[0]) + hi, p.value);
-      });
-      break;
-    case DType::i32:
-      std::fill_n(as<int32_t>(a[0]), p.n, int32_t(p.value));
-      break;
-    case DType::u8:
-      std::memset(a[0], int(uint8_t(p.value)), size_t(p.n));
-      break;
-    case DType::i64:
-      std::fill_n(as<int64_t>(a[0]), p.n, pointwise::convert<int64_t>(p.value));
-      break;
-  }
+  pointwise::with_element(p.dtype, [&](auto* t) {
+    using T = std::remove_pointer_t<decltype(t)>;
+    const T v = pointwise::convert<T>(p.value);
+    pfor(p.n, [&](int64_t lo, int64_t hi) { std::fill(as<T>(a[0]) + lo, as<T>(a[0]) + hi, v); });
+  });
 }
 
 void run(const ArangeParams& p, void* const* a) {
-  auto fill = [&](auto* o) {
-    using T = std::remove_pointer_t<decltype(o)>;
+  pointwise::with_element(p.dtype, [&](auto* t) {
+    using T = std::remove_pointer_t<decltype(t)>;
+    T* o = as<T>(a[0]);
     for (int64_t j = 0; j < p.n; ++j) o[j] = pointwise::convert<T>(p.start + float(j) * p.step);
-  };
-  switch (p.dtype) {
-    case DType::f32:
-      fill(as<float>(a[0]));
-      break;
-    case DType::i32:
-      fill(as<int32_t>(a[0]));
-      break;
-    case DType::u8:
-      fill(as<uint8_t>(a[0]));
-      break;
-    case DType::i64:
-      fill(as<int64_t>(a[0]));
-      break;
-  }
+  });
 }
 
 void run(const RandUniformParams& p, void* const* a) {
@@ -287,6 +240,8 @@ void run(const CastParams& p, void* const* a) { cast(p, a[0], a[1]); }
 void run(const TransposeParams& p, void* const* a) {
   if (p.elem_size == 1)
     transpose_t(p.rows, p.cols, as<uint8_t>(a[0]), as<const uint8_t>(a[1]));
+  else if (p.elem_size == 2)
+    transpose_t(p.rows, p.cols, as<uint16_t>(a[0]), as<const uint16_t>(a[1]));
   else if (p.elem_size == 8)
     transpose_t(p.rows, p.cols, as<uint64_t>(a[0]), as<const uint64_t>(a[1]));
   else

@@ -101,89 +101,36 @@ void arange_as(void* out, int64_t n, float start, float step, const LaunchEnv& e
   (static_cast<T*>(out), n, start, step);
 }
 
-template <class To>
-void cast_from(DType from, To* out, const void* in, int64_t n, const LaunchEnv& env) {
-  unsigned g = blocks_for(n, env);
-  switch (from) {
-    case DType::f32:
-      SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, static_cast<const float*>(in), n);
-      break;
-    case DType::i32:
-      SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, static_cast<const int32_t*>(in), n);
-      break;
-    case DType::u8:
-      SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, static_cast<const uint8_t*>(in), n);
-      break;
-    case DType::i64:
-      SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, static_cast<const int64_t*>(in), n);
-      break;
-  }
-}
-
 }  // namespace
 
 void launch(const FillParams& p, void* const* args, const LaunchEnv& env) {
-  void* out = args[0];
-  const int64_t n = p.n;
-  if (n <= 0) return;
-  switch (p.dtype) {
-    case DType::f32:
-      fill_as<float>(out, n, p.value, env);
-      break;
-    case DType::i32:
-      fill_as<int32_t>(out, n, int32_t(p.value), env);
-      break;
-    case DType::u8:
-      fill_as<uint8_t>(out, n, uint8_t(p.value), env);
-      break;
-    case DType::i64:
-      fill_as<int64_t>(out, n, pointwise::convert<int64_t>(p.value), env);
-      break;
-  }
+  if (p.n <= 0) return;
+  pointwise::with_element(p.dtype, [&](auto* t) {
+    using T = std::remove_pointer_t<decltype(t)>;
+    fill_as<T>(args[0], p.n, pointwise::convert<T>(p.value), env);
+  });
   SY_CUDA_LAUNCHED("fill");
 }
 
 void launch(const ArangeParams& p, void* const* args, const LaunchEnv& env) {
-  void* out = args[0];
-  const int64_t n = p.n;
-  if (n <= 0) return;
-  switch (p.dtype) {
-    case DType::f32:
-      arange_as<float>(out, n, p.start, p.step, env);
-      break;
-    case DType::i32:
-      arange_as<int32_t>(out, n, p.start, p.step, env);
-      break;
-    case DType::u8:
-      arange_as<uint8_t>(out, n, p.start, p.step, env);
-      break;
-    case DType::i64:
-      arange_as<int64_t>(out, n, p.start, p.step, env);
-      break;
-  }
+  if (p.n <= 0) return;
+  pointwise::with_element(p.dtype, [&](auto* t) {
+    arange_as<std::remove_pointer_t<decltype(t)>>(args[0], p.n, p.start, p.step, env);
+  });
   SY_CUDA_LAUNCHED("arange");
 }
 
 void launch(const CastParams& p, void* const* args, const LaunchEnv& env) {
-  void* out = args[0];
-  const void* in = args[1];
   const int64_t n = p.n;
   if (n <= 0) return;
-  const DType from = p.from;
-  switch (p.to) {
-    case DType::f32:
-      cast_from(from, static_cast<float*>(out), in, n, env);
-      break;
-    case DType::i32:
-      cast_from(from, static_cast<int32_t*>(out), in, n, env);
-      break;
-    case DType::u8:
-      cast_from(from, static_cast<uint8_t*>(out), in, n, env);
-      break;
-    case DType::i64:
-      cast_from(from, static_cast<int64_t*>(out), in, n, env);
-      break;
-  }
+  const unsigned g = blocks_for(n, env);
+  pointwise::with_element(p.to, [&](auto* to) {
+    auto* out = static_cast<std::remove_pointer_t<decltype(to)>*>(args[0]);
+    pointwise::with_element(p.from, [&](auto* from) {
+      auto* in = static_cast<const std::remove_pointer_t<decltype(from)>*>(args[1]);
+      SY_LAUNCH(cast_k, g, kBlock, env.stream)(out, in, n);
+    });
+  });
   SY_CUDA_LAUNCHED("cast");
 }
 

@@ -2,7 +2,7 @@
 // Layout kernels: transpose, pad and expand.
 //
 // transpose: out[c, r] = in[r, c] for an R x C row-major matrix (R = rows,
-//   C = cols) of 8-, 4- or 1-byte elements (elem_size). 32 x 32 tiles staged
+//   C = cols) of 8-, 4-, 2- or 1-byte elements (elem_size). 32 x 32 tiles staged
 //   through shared memory (padded by one column against bank conflicts) so
 //   that reads and writes are both coalesced. Launch: 32 x 8 threads per
 //   block, each thread moving 4 elements of a tile; a 2-D grid of tiles,
@@ -64,6 +64,10 @@ void launch(const TransposeParams& p, void* const* args, const LaunchEnv& env) {
   if (p.elem_size == 1) {
     auto* o = static_cast<uint8_t*>(out);
     auto* i = static_cast<const uint8_t*>(in);
+    SY_LAUNCH(transpose_k, grid, block, env.stream)(o, i, R, C);
+  } else if (p.elem_size == 2) {
+    auto* o = static_cast<uint16_t*>(out);
+    auto* i = static_cast<const uint16_t*>(in);
     SY_LAUNCH(transpose_k, grid, block, env.stream)(o, i, R, C);
   } else if (p.elem_size == 8) {
     auto* o = static_cast<uint64_t*>(out);

@@ -583,9 +583,9 @@ int32_t spec_op(const Instr& ins) {
     case Kernel::arange:
       return int32_t(params<Kernel::arange>(p).dtype);
     case Kernel::cast: {
-      static_assert(kNumDTypes <= 4, "cast.comp decodes SPEC_OP as from * 4 + to");
+      static_assert(kNumDTypes <= 8, "cast.comp decodes SPEC_OP as from * 8 + to");
       const auto q = params<Kernel::cast>(p);
-      return int32_t(q.from) * 4 + int32_t(q.to);
+      return int32_t(q.from) * 8 + int32_t(q.to);
     }
     case Kernel::transpose:
       return int32_t(params<Kernel::transpose>(p).elem_size);

@@ -13,8 +13,9 @@ using namespace detail;
 
 Tensor& Tensor::requires_grad_(bool r) {
   SY_CHECK(defined(), "requires_grad_", "expected a defined tensor");
-  SY_CHECK(!r || dtype() == DType::f32, "requires_grad_",
-           "only f32 tensors can require gradients, found dtype ", dtype_name(dtype()));
+  SY_CHECK(!r || is_floating(dtype()), "requires_grad_",
+           "only floating-point tensors (f32, bf16, f16) can require gradients, found dtype ",
+           dtype_name(dtype()));
   SY_CHECK(impl_->grad_fn == nullptr || r, "requires_grad_",
            "cannot turn off requires_grad on a non-leaf tensor; use detach()");
   impl_->requires_grad = r;

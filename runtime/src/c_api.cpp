@@ -22,7 +22,8 @@ namespace sy = switchyard;
 // The C enums carry the C++ values.
 static_assert(SY_F32 == int(switchyard::DType::f32) && SY_I32 == int(switchyard::DType::i32) &&
               SY_U8 == int(switchyard::DType::u8) && SY_I64 == int(switchyard::DType::i64) &&
-              SY_I64 + 1 == switchyard::kNumDTypes);
+              SY_BF16 == int(switchyard::DType::bf16) && SY_F16 == int(switchyard::DType::f16) &&
+              SY_F16 + 1 == switchyard::kNumDTypes);
 static_assert(SY_DEVICE_CPU == int(switchyard::DeviceType::cpu) &&
               SY_DEVICE_INTEGRATED_GPU == int(switchyard::DeviceType::integrated_gpu) &&
               SY_DEVICE_DISCRETE_GPU == int(switchyard::DeviceType::discrete_gpu) &&

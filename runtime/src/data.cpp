@@ -31,28 +31,7 @@ TensorDataset::TensorDataset(Tensor data, Tensor targets) {
   auto host = [](const Tensor& t, std::vector<char>& out) {
     Tensor c = t.to(cpu());
     out.resize(size_t(c.numel()) * dtype_size(c.dtype()));
-    switch (c.dtype()) {
-      case DType::f32: {
-        auto v = c.to_vector<float>();
-        std::memcpy(out.data(), v.data(), out.size());
-        break;
-      }
-      case DType::i32: {
-        auto v = c.to_vector<int32_t>();
-        std::memcpy(out.data(), v.data(), out.size());
-        break;
-      }
-      case DType::u8: {
-        auto v = c.to_vector<uint8_t>();
-        std::memcpy(out.data(), v.data(), out.size());
-        break;
-      }
-      case DType::i64: {
-        auto v = c.to_vector<int64_t>();
-        std::memcpy(out.data(), v.data(), out.size());
-        break;
-      }
-    }
+    detail::copy_to_host(c, out.data());  // the elements' bytes, whatever the dtype
   };
   host(data, data_host_);
   host(targets, target_host_);

@@ -3,6 +3,7 @@
 // the registry of module types that nn::load builds from it.
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <unordered_map>
 
 #include "json_check.h"
@@ -193,7 +194,10 @@ std::shared_ptr<Module> build(const ModuleSpec& spec, Device& d) {
   return m;
 }
 
-void save(const Module& m, const std::string& path, const Metadata& metadata) {
+namespace {
+// dtype: the floating tensors' stored dtype; none keeps each tensor's own.
+void save_as(const Module& m, const std::string& path, std::optional<DType> dtype,
+             const Metadata& metadata) {
   auto spec = m.spec();
   SY_CHECK(spec, "nn::save",
            "expected a module whose architecture can be recorded (built-in layers, or a type "
@@ -201,7 +205,25 @@ void save(const Module& m, const std::string& path, const Metadata& metadata) {
   Metadata meta = metadata;
   meta["format"] = "pt";  // what PyTorch-side loaders look for
   meta[kModelKey] = nlohmann::json{{"version", kFormatVersion}, {"module", to_json(*spec)}}.dump();
-  save_safetensors(path, m.state_dict(), meta);
+  NamedTensors state = m.state_dict();
+  if (dtype) {
+    NoGradGuard no_grad;
+    for (auto& [name, t] : state)
+      if (is_floating(t.dtype())) t = t.to(*dtype);
+  }
+  save_safetensors(path, state, meta);
+}
+}  // namespace
+
+void save(const Module& m, const std::string& path, const Metadata& metadata) {
+  save_as(m, path, std::nullopt, metadata);
+}
+
+void save(const Module& m, const std::string& path, DType dtype, const Metadata& metadata) {
+  SY_CHECK(is_floating(dtype), "nn::save",
+           "expected a floating dtype to store the weights in (f32, bf16, f16), found ",
+           dtype_name(dtype));
+  save_as(m, path, dtype, metadata);
 }
 
 std::shared_ptr<Module> load(const std::string& path, Device& d) {

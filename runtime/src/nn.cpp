@@ -132,7 +132,10 @@ LoadResult load_into(const Module& m, const std::vector<std::pair<std::string, O
       continue;
     }
     const Offered& o = *it->second;
-    if (o.shape != p.shape() || o.dtype != p.dtype())
+    // A floating dtype loads into another (a bf16 file into f32 parameters,
+    // rounded or widened as a cast), as PyTorch's copy_.
+    const bool dtype_ok = o.dtype == p.dtype() || (is_floating(o.dtype) && is_floating(p.dtype()));
+    if (o.shape != p.shape() || !dtype_ok)
       wrong.push_back(cat("'", name, "': expected shape ", shape_str(p.shape()), " ",
                           dtype_name(p.dtype()), ", found ", shape_str(o.shape), " ",
                           dtype_name(o.dtype)));
@@ -164,7 +167,7 @@ LoadResult load_into(const Module& m, const std::vector<std::pair<std::string, O
   NoGradGuard no_grad;
   std::vector<std::pair<Tensor, Tensor>> sets;
   for (auto& [name, p] : params)
-    if (by_name.count(name)) sets.emplace_back(p, fetch(name, p.device()));
+    if (by_name.count(name)) sets.emplace_back(p, fetch(name, p.device()).to(p.dtype()));
   for (auto& [p, v] : sets) {
     Tensor target = p;  // shares the impl: keeps the parameter's identity
     target.set_data(v);

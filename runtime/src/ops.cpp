@@ -24,6 +24,26 @@ void check_f32(const char* op, const Tensor& t) {
            " for a tensor of shape ", shape_str(t.shape()));
 }
 
+std::optional<DType> half_inputs(std::initializer_list<const Tensor*> ts) {
+  bool any = false, mixed = false;
+  DType first = DType::f32;
+  bool seen = false;
+  for (const Tensor* t : ts) {
+    if (!t->defined() || !is_floating(t->dtype())) continue;
+    any = any || is_half(t->dtype());
+    if (seen && t->dtype() != first) mixed = true;
+    if (!seen) first = t->dtype(), seen = true;
+  }
+  if (!any) return std::nullopt;
+  return mixed ? DType::f32 : first;
+}
+
+Tensor widen(const Tensor& t) { return t.defined() && is_half(t.dtype()) ? t.to(DType::f32) : t; }
+
+Tensor narrow(const Tensor& t, DType d) {
+  return t.defined() && t.dtype() == DType::f32 && d != DType::f32 ? t.to(d) : t;
+}
+
 void check_same_device(const char* op, const Tensor& a, const Tensor& b) {
   SY_CHECK(node_of(a)->ctx == node_of(b)->ctx, op,
            "expected all tensors to be on the same device, found ", a.device().str(), " and ",
@@ -139,6 +159,7 @@ static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   check_defined("matmul", a);
   check_defined("matmul", b);
+  if (auto h = half_inputs({&a, &b})) return narrow(matmul(widen(a), widen(b), ta, tb), *h);
   if (!ta && !tb && (a.dim() != 2 || b.dim() != 2) && a.dim() >= 1 && b.dim() >= 1)
     return matmul_nd(a, b);
   Tensor out = gemm("matmul", a, b, ta, tb, nullptr);
@@ -167,6 +188,8 @@ namespace detail {
 // unary_backward on the output: y > 0 exactly where x > 0) ahead of the
 // layer's own.
 Tensor linear_act(const Tensor& x, const Tensor& w, const Tensor& b, bool relu) {
+  if (auto h = half_inputs({&x, &w, &b}))
+    return narrow(linear_act(widen(x), widen(w), widen(b), relu), *h);
   const char* op = relu ? "linear+relu" : "linear";
   if (x.dim() != 2) {
     Tensor y = linear(x, w, b);
@@ -257,6 +280,7 @@ static Tensor binary(const char* op, Binary code, const Tensor& a, const Tensor&
 }
 
 Tensor add(const Tensor& a, const Tensor& b) {
+  if (auto h = half_inputs({&a, &b})) return narrow(add(widen(a), widen(b)), *h);
   Tensor out = binary("add", Binary::add, a, b);
   Shape sa = a.shape(), sb = b.shape();
   return with_grad(out, "add", {a, b}, [sa, sb](const Tensor& g) {
@@ -265,6 +289,7 @@ Tensor add(const Tensor& a, const Tensor& b) {
 }
 
 Tensor sub(const Tensor& a, const Tensor& b) {
+  if (auto h = half_inputs({&a, &b})) return narrow(sub(widen(a), widen(b)), *h);
   Tensor out = binary("sub", Binary::sub, a, b);
   Shape sa = a.shape(), sb = b.shape();
   return with_grad(out, "sub", {a, b}, [sa, sb](const Tensor& g) {
@@ -273,6 +298,7 @@ Tensor sub(const Tensor& a, const Tensor& b) {
 }
 
 Tensor mul(const Tensor& a, const Tensor& b) {
+  if (auto h = half_inputs({&a, &b})) return narrow(mul(widen(a), widen(b)), *h);
   Tensor out = binary("mul", Binary::mul, a, b);
   Tensor ad = a.detach(), bd = b.detach();
   return with_grad(out, "mul", {a, b}, [ad, bd](const Tensor& g) {
@@ -281,6 +307,7 @@ Tensor mul(const Tensor& a, const Tensor& b) {
 }
 
 Tensor div(const Tensor& a, const Tensor& b) {
+  if (auto h = half_inputs({&a, &b})) return narrow(div(widen(a), widen(b)), *h);
   Tensor out = binary("div", Binary::div, a, b);
   Tensor ad = a.detach(), bd = b.detach();
   return with_grad(out, "div", {a, b}, [ad, bd](const Tensor& g) {
@@ -318,6 +345,8 @@ Tensor ge(const Tensor& a, float s) { return compare("ge", Binary::ge, a, s); }
 
 // y = scale * x + shift
 static Tensor affine(const char* op, const Tensor& x, float scale, float shift) {
+  if (x.defined() && is_half(x.dtype()))
+    return affine(op, x.to(DType::f32), scale, shift).to(x.dtype());
   check_f32(op, x);
   AffineParams p{.n = x.numel(), .scale = scale, .shift = shift};
   Tensor out = node({x}, x.shape(), DType::f32, p);
@@ -340,6 +369,7 @@ Tensor neg(const Tensor& a) { return affine("neg", a, -1.f, 0.f); }
 // Forward: y = f(x). Backward: dx = dy * f'(x, y) in one fused kernel.
 
 static Tensor unary(const char* op, Unary code, const Tensor& x) {
+  if (x.defined() && is_half(x.dtype())) return unary(op, code, x.to(DType::f32)).to(x.dtype());
   check_f32(op, x);
   Tensor y = node({x}, x.shape(), DType::f32, UnaryParams{.op = code, .n = x.numel()});
   Tensor xd = x.detach(), yd = y.detach();
@@ -364,6 +394,8 @@ Tensor abs(const Tensor& x) { return unary("abs", Unary::abs, x); }
 
 static Tensor reduce(const char* op, const Tensor& x0, int64_t axis, bool keepdim, float scale) {
   check_defined(op, x0);
+  if (is_half(x0.dtype()))  // accumulated in f32, the result rounded once
+    return reduce(op, x0.to(DType::f32), axis, keepdim, scale).to(x0.dtype());
   // Integer and u8 tensors (counts, masks) are summed in f32, exact below 2^24.
   const Tensor x = x0.dtype() == DType::f32 ? x0 : x0.to(DType::f32);
   int64_t a = norm_axis(op, x, axis);
@@ -410,6 +442,7 @@ Tensor mean(const Tensor& x) {
 }
 
 Tensor expand(const Tensor& x, const Shape& shape) {
+  if (x.defined() && is_half(x.dtype())) return expand(x.to(DType::f32), shape).to(x.dtype());
   check_f32("expand", x);
   check_shape("expand", shape, x.dtype());
   SY_CHECK(x.dim() <= int64_t(shape.size()), "expand", "cannot expand shape ", shape_str(x.shape()),
@@ -439,6 +472,7 @@ Tensor expand(const Tensor& x, const Shape& shape) {
 }
 
 Tensor sum_to(const Tensor& x, const Shape& shape) {
+  if (x.defined() && is_half(x.dtype())) return sum_to(x.to(DType::f32), shape).to(x.dtype());
   check_f32("sum_to", x);
   if (x.shape() == shape) return x;
   SY_CHECK(int64_t(shape.size()) <= x.dim(), "sum_to", "cannot sum shape ", shape_str(x.shape()),
@@ -463,6 +497,8 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 // x viewed as (rows, cols); normalized along cols.
 
 static Tensor softmax_op(const char* op, bool log, const Tensor& x, int64_t axis) {
+  if (x.defined() && is_half(x.dtype()))
+    return softmax_op(op, log, x.to(DType::f32), axis).to(x.dtype());
   check_f32(op, x);
   SY_CHECK(x.dim() >= 1, op, "expected at least 1 dimension, found a scalar");
   if (const int64_t a = norm_axis(op, x, axis); a != x.dim() - 1)
@@ -484,6 +520,8 @@ Tensor log_softmax(const Tensor& x, int64_t axis) {
 }
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels0) {
+  if (logits.defined() && is_half(logits.dtype()))
+    return cross_entropy(logits.to(DType::f32), labels0).to(logits.dtype());
   check_f32("cross_entropy", logits);
   check_defined("cross_entropy", labels0);
   check_same_device("cross_entropy", logits, labels0);
@@ -509,6 +547,8 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels0) {
 }
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
+  if (auto h = half_inputs({&input, &target}))
+    return narrow(mse_loss(widen(input), widen(target)), *h);
   check_f32("mse_loss", input);
   check_f32("mse_loss", target);
   SY_CHECK(input.shape() == target.shape(), "mse_loss",
@@ -519,6 +559,7 @@ Tensor mse_loss(const Tensor& input, const Tensor& target) {
 }
 
 Tensor argmax(const Tensor& x, int64_t axis) {
+  if (x.defined() && is_half(x.dtype())) return argmax(x.to(DType::f32), axis);
   check_f32("argmax", x);
   auto [rows, cols] = rows_cols("argmax", x, axis);
   SY_CHECK(cols > 0, "argmax", "expected a non-empty last axis, found shape ",
@@ -565,6 +606,8 @@ Tensor Tensor::ge(float s) const { return switchyard::ge(*this, s); }
 // ---- dropout, layer_norm (composed) -----------------------------------------
 
 Tensor dropout(const Tensor& x, float p, bool training) {
+  if (x.defined() && is_half(x.dtype()))
+    return dropout(x.to(DType::f32), p, training).to(x.dtype());
   check_f32("dropout", x);
   SY_CHECK(p >= 0.f && p <= 1.f, "dropout", "expected a probability p in [0, 1], found ", p);
   if (!training || p == 0.f) return x;
@@ -581,6 +624,8 @@ Tensor dropout(const Tensor& x, float p, bool training) {
 }
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
+  if (auto h = half_inputs({&x, &weight, &bias}))
+    return narrow(layer_norm(widen(x), widen(weight), widen(bias), eps), *h);
   check_f32("layer_norm", x);
   SY_CHECK(x.dim() >= 1, "layer_norm", "expected at least 1 dimension, found a scalar");
   SY_CHECK(eps > 0.f, "layer_norm", "expected eps > 0, found ", eps);

@@ -4,6 +4,7 @@
 #pragma once
 #include <functional>
 #include <initializer_list>
+#include <optional>
 #include <vector>
 
 #include "switchyard/backend/kernels.h"
@@ -14,6 +15,15 @@ namespace switchyard::detail {
 void check_defined(const char* op, const Tensor& t);
 void check_f32(const char* op, const Tensor& t);
 void check_same_device(const char* op, const Tensor& a, const Tensor& b);
+// bf16/f16 inputs of an op whose kernels read f32: the op runs on its inputs
+// widened to f32 (exact) and its floating result is rounded back to their
+// dtype when every floating input has it (PyTorch's promotion: bf16 with f32
+// or f16 gives f32). Casts are differentiable, so the backward runs too.
+// half_inputs is empty when no input is bf16/f16 (undefined ones are
+// skipped); narrow leaves integer results and a dtype of f32 alone.
+std::optional<DType> half_inputs(std::initializer_list<const Tensor*> ts);
+Tensor widen(const Tensor& t);
+Tensor narrow(const Tensor& t, DType d);
 // A node running kernel `p` on `in` (arguments 1.., argument 0 the result).
 Tensor node(std::initializer_list<Tensor> in, Shape shape, DType t, const KernelParams& p);
 // Records the backward of `out` when grad mode is on and an input needs it.

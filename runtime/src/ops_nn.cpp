@@ -43,6 +43,7 @@ Tensor gemm_node(std::initializer_list<Tensor> in, Shape out, GemmParams p) {
 Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
   const char* op = "transpose";
   check_defined(op, x);
+  if (is_half(x.dtype())) return transpose(x.to(DType::f32), d0, d1).to(x.dtype());
   SY_CHECK(x.dim() >= 1, op, "expected at least 1 dimension, found a scalar");
   int64_t a = norm_axis(op, x, d0), b = norm_axis(op, x, d1);
   if (a == b) return x;
@@ -75,6 +76,8 @@ Tensor transpose(const Tensor& x, int64_t d0, int64_t d1) {
 // ---- embedding ---------------------------------------------------------------------
 
 Tensor embedding(const Tensor& indices, const Tensor& weight) {
+  if (weight.defined() && is_half(weight.dtype()))
+    return embedding(indices, weight.to(DType::f32)).to(weight.dtype());
   const char* op = "embedding";
   check_defined(op, indices);
   check_f32(op, weight);
@@ -108,6 +111,18 @@ Tensor embedding(const Tensor& indices, const Tensor& weight) {
 // ---- cat -------------------------------------------------------------------------
 
 Tensor cat(const std::vector<Tensor>& ts, int64_t dim) {
+  {
+    bool any = false, same = true;
+    for (const Tensor& t : ts) {
+      any = any || (t.defined() && is_half(t.dtype()));
+      same = same && t.defined() && t.dtype() == ts.front().dtype();
+    }
+    if (any) {
+      std::vector<Tensor> wide;
+      for (const Tensor& t : ts) wide.push_back(widen(t));
+      return narrow(cat(wide, dim), same ? ts.front().dtype() : DType::f32);
+    }
+  }
   const char* op = "cat";
   SY_CHECK(!ts.empty(), op, "expected at least one tensor, found none");
   SY_CHECK(dim == 0, op, "only dim 0 is supported, found dim ", dim);
@@ -176,6 +191,7 @@ static Tensor bmm_t(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
+  if (auto h = half_inputs({&a, &b})) return narrow(bmm(widen(a), widen(b)), *h);
   const char* op = "bmm";
   check_f32(op, a);
   check_f32(op, b);
@@ -335,6 +351,8 @@ ConvAlgorithm conv_algorithm() {
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, Size2 padding,
               Size2 dilation, int64_t groups) {
+  if (auto h = half_inputs({&x, &w, &b}))
+    return narrow(conv2d(widen(x), widen(w), widen(b), stride, padding, dilation, groups), *h);
   const char* op = "conv2d";
   check_f32(op, x);
   check_f32(op, w);
@@ -474,6 +492,8 @@ PoolShape pool_shape(const char* op, const Tensor& x, Size2 kernel, Size2& strid
 // of (2, planes*OH*OW) words, since a node has one result: the first row is
 // the output, the second what the backward reads.
 Tensor max_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
+  if (x.defined() && is_half(x.dtype()))
+    return max_pool2d(x.to(DType::f32), kernel, stride, padding).to(x.dtype());
   const char* op = "max_pool2d";
   PoolShape s = pool_shape(op, x, kernel, stride, padding);
   const auto p = s.params<MaxPool2dParams>(kernel, stride, padding);
@@ -490,6 +510,8 @@ Tensor max_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding) {
 
 Tensor avg_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding,
                   bool count_include_pad) {
+  if (x.defined() && is_half(x.dtype()))
+    return avg_pool2d(x.to(DType::f32), kernel, stride, padding, count_include_pad).to(x.dtype());
   const char* op = "avg_pool2d";
   PoolShape s = pool_shape(op, x, kernel, stride, padding);
   auto p = s.params<AvgPool2dParams>(kernel, stride, padding);
@@ -503,6 +525,8 @@ Tensor avg_pool2d(const Tensor& x, Size2 kernel, Size2 stride, Size2 padding,
 }
 
 Tensor adaptive_avg_pool2d(const Tensor& x, Size2 output) {
+  if (x.defined() && is_half(x.dtype()))
+    return adaptive_avg_pool2d(x.to(DType::f32), output).to(x.dtype());
   const char* op = "adaptive_avg_pool2d";
   check_f32(op, x);
   SY_CHECK(x.dim() == 3 || x.dim() == 4, op, "expected input of shape (N, C, H, W) or (C, H, W), ",
@@ -553,6 +577,11 @@ Tensor batch_norm_fused(const Tensor& x, const Tensor& running_mean, const Tenso
   const char* op = pool > 0 ? (relu ? "batch_norm+relu+max_pool2d" : "batch_norm+max_pool2d")
                    : relu   ? "batch_norm+relu"
                             : "batch_norm";
+  if (auto h = half_inputs({&x, &weight, &bias})) {  // running statistics stay as they are (f32)
+    return narrow(batch_norm_fused(widen(x), running_mean, running_var, widen(weight), widen(bias),
+                                   training, momentum, eps, num_batches_tracked, relu, pool),
+                  *h);
+  }
   check_f32(op, x);
   SY_CHECK(x.dim() >= 2, op, "expected input of shape (N, C, ...), found ", shape_str(x.shape()));
   SY_CHECK(eps > 0.f, op, "expected eps > 0, found ", eps);

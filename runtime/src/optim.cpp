@@ -23,6 +23,10 @@ Optimizer::Optimizer(std::vector<Tensor> params) {
              "expected parameters that require grad, found one that does not");
     SY_CHECK(p.is_leaf(), "optimizer", "expected leaf tensors as parameters, found a result of ",
              "an op");
+    SY_CHECK(p.dtype() == DType::f32, "optimizer",
+             "expected f32 parameters (the optimizers update f32 weights; keep the model in f32 "
+             "and run its layers in bf16/f16), found a parameter of dtype ",
+             dtype_name(p.dtype()), " and shape ", shape_str(p.shape()));
   }
 }
 

@@ -60,8 +60,8 @@ struct StoredType {
 // Every dtype the format names (safetensors 0.4), with its element size so
 // that even a tensor we cannot convert gets its byte range checked.
 const StoredType kStored[] = {
-    {"F32", 4, DType::f32, true},      {"F16", 2, DType::f32, true},
-    {"BF16", 2, DType::f32, true},     {"F64", 8, DType::f32, true},
+    {"F32", 4, DType::f32, true},      {"F16", 2, DType::f16, true},
+    {"BF16", 2, DType::bf16, true},    {"F64", 8, DType::f32, true},
     {"I32", 4, DType::i32, true},      {"I16", 2, DType::i32, true},
     {"I8", 1, DType::i32, true},       {"U16", 2, DType::i32, true},
     {"I64", 8, DType::i64, true},      {"U32", 4, DType::i64, true},
@@ -86,29 +86,12 @@ const char* stored_name(DType t) {
       return "I64";
     case DType::u8:
       return "U8";
+    case DType::bf16:
+      return "BF16";
+    case DType::f16:
+      return "F16";
   }
   return "?";
-}
-
-float half_to_float(uint16_t h) {
-  const uint32_t sign = uint32_t(h & 0x8000) << 16;
-  uint32_t exp = (h >> 10) & 0x1f, man = h & 0x3ff;
-  uint32_t bits;
-  if (exp == 0x1f) {
-    bits = sign | 0x7f800000u | (man << 13);  // inf, NaN (payload kept)
-  } else if (exp != 0) {
-    bits = sign | ((exp + 112) << 23) | (man << 13);
-  } else if (man == 0) {
-    bits = sign;  // +-0
-  } else {        // subnormal: normalize
-    int e = -1;
-    do {
-      man <<= 1;
-      ++e;
-    } while (!(man & 0x400));
-    bits = sign | (uint32_t(112 - e) << 23) | ((man & 0x3ff) << 13);
-  }
-  return std::bit_cast<float>(bits);
 }
 
 template <class From>
@@ -124,12 +107,7 @@ void convert(const StoredType& st, const unsigned char* src, int64_t n, void* ds
   auto each = [&](auto out, auto f) {
     for (int64_t i = 0; i < n; ++i) out[i] = f(src + size_t(i) * st.size);
   };
-  if (name == "F16")
-    each(static_cast<float*>(dst), [](auto p) { return half_to_float(load_le<uint16_t>(p)); });
-  else if (name == "BF16")
-    each(static_cast<float*>(dst),
-         [](auto p) { return std::bit_cast<float>(uint32_t(load_le<uint16_t>(p)) << 16); });
-  else if (name == "F64")
+  if (name == "F64")
     each(static_cast<float*>(dst), [](auto p) { return float(load_le<double>(p)); });
   else if (name == "I16")
     each(static_cast<int32_t*>(dst), [](auto p) { return int32_t(load_le<int16_t>(p)); });

@@ -10,6 +10,8 @@
 #include <type_traits>
 
 #include "graph.h"
+#include "ops_internal.h"
+#include "pointwise.h"
 #include "switchyard/error.h"
 #include "switchyard/ops.h"
 
@@ -352,7 +354,15 @@ Tensor generator(const Shape& s, const Options& o, const char* op, Make make) {
 
 template <class P>
 Tensor random(const Shape& s, float a, float b, const Options& o, const char* op) {
-  SY_CHECK(o.dtype() == DType::f32, op, "expected dtype f32, found ", dtype_name(o.dtype()));
+  if (is_half(o.dtype())) {  // drawn in f32 and rounded: the f32 draw's values, to nearest even
+    Options f = o;
+    f.dtype(DType::f32).requires_grad(false);
+    Tensor t = random<P>(s, a, b, f, op).to(o.dtype());
+    if (o.requires_grad()) t.requires_grad_();
+    return t;
+  }
+  SY_CHECK(o.dtype() == DType::f32, op, "expected dtype f32, bf16 or f16, found ",
+           dtype_name(o.dtype()));
   // Each tensor draws from its own Philox stream.
   uint64_t seed = g_seed.load(), offset = g_offset.fetch_add(1);
   return generator(s, o, op, [&](int64_t n) {
@@ -437,7 +447,18 @@ static Tensor from_vec(const std::vector<T>& v, Shape s, Options o, DType t) {
            numel(s), " values for shape ", shape_str(s), ", found ", v.size());
   return from_data(v.data(), t, std::move(s), o.dtype(t));
 }
+// Floats make an f32 tensor, or a bf16/f16 one when the options say so
+// (rounded to nearest even here, before the upload).
 Tensor from_vector(const std::vector<float>& v, Shape s, Options o) {
+  if (o.has_dtype() && is_half(o.dtype())) {
+    const DType t = o.dtype();
+    SY_CHECK(int64_t(v.size()) == check_shape("from_vector", s, t), "from_vector", "expected ",
+             numel(s), " values for shape ", shape_str(s), ", found ", v.size());
+    std::vector<uint16_t> h(v.size());
+    for (size_t k = 0; k < v.size(); ++k)
+      h[k] = t == DType::bf16 ? pointwise::float_to_bf16(v[k]) : pointwise::float_to_f16(v[k]);
+    return from_data(h.data(), t, std::move(s), o);
+  }
   return from_vec(v, std::move(s), o, DType::f32);
 }
 Tensor from_vector(const std::vector<int32_t>& v, Shape s, Options o) {
@@ -526,11 +547,20 @@ bool Tensor::is_pinned() const {
   return n->kind == NodeKind::leaf && n->storage && n->storage->pin_ctx;
 }
 
+// A cast between floating dtypes passes gradients back (cast to the
+// input's dtype); casts to or from integers end the graph.
 Tensor Tensor::to(DType t) const {
   if (t == dtype()) return *this;
-  CastParams p{.n = numel(), .from = dtype(), .to = t};
-  auto lock = lock_graph(*this);
-  return wrap(make_node({node_of(*this)}, shape(), t, p));
+  const DType from = dtype();
+  CastParams p{.n = numel(), .from = from, .to = t};
+  Tensor out;
+  {
+    auto lock = lock_graph(*this);
+    out = wrap(make_node({node_of(*this)}, shape(), t, p));
+  }
+  if (!is_floating(from) || !is_floating(t)) return out;
+  return with_grad(out, "to", {*this},
+                   [from](const Tensor& g) { return std::vector<Tensor>{g.to(from)}; });
 }
 
 namespace detail {
@@ -561,13 +591,28 @@ Tensor copy_to(const Tensor& t, Device& d) {
 
 template <class T>
 std::vector<T> Tensor::to_vector() const {
-  constexpr DType want = std::is_same_v<T, float>     ? DType::f32
-                         : std::is_same_v<T, int32_t> ? DType::i32
-                         : std::is_same_v<T, int64_t> ? DType::i64
-                                                      : DType::u8;
-  SY_CHECK(dtype() == want, "to_vector", "expected a tensor of dtype ", dtype_name(want),
-           " for this element type, found dtype ", dtype_name(dtype()));
+  constexpr DType want = std::is_same_v<T, float>      ? DType::f32
+                         : std::is_same_v<T, int32_t>  ? DType::i32
+                         : std::is_same_v<T, int64_t>  ? DType::i64
+                         : std::is_same_v<T, uint16_t> ? DType::bf16
+                                                       : DType::u8;
   std::vector<T> out(static_cast<size_t>(numel()));
+  if constexpr (std::is_same_v<T, float>) {
+    if (is_half(dtype())) {  // widened here, exactly, after the download
+      std::vector<uint16_t> h(out.size());
+      copy_to_host(*this, h.data());
+      for (size_t k = 0; k < h.size(); ++k)
+        out[k] =
+            dtype() == DType::bf16 ? pointwise::bf16_to_float(h[k]) : pointwise::f16_to_float(h[k]);
+      return out;
+    }
+  }
+  SY_CHECK(dtype() == want || (std::is_same_v<T, uint16_t> && dtype() == DType::f16), "to_vector",
+           "expected a tensor of dtype ", dtype_name(want),
+           std::is_same_v<T, float>      ? " (or bf16, f16)"
+           : std::is_same_v<T, uint16_t> ? " or f16"
+                                         : "",
+           " for this element type, found dtype ", dtype_name(dtype()));
   copy_to_host(*this, out.data());
   return out;
 }
@@ -575,6 +620,7 @@ template std::vector<float> Tensor::to_vector<float>() const;
 template std::vector<int32_t> Tensor::to_vector<int32_t>() const;
 template std::vector<uint8_t> Tensor::to_vector<uint8_t>() const;
 template std::vector<int64_t> Tensor::to_vector<int64_t>() const;
+template std::vector<uint16_t> Tensor::to_vector<uint16_t>() const;
 
 float Tensor::item() const {
   SY_CHECK(numel() == 1, "item", "expected a tensor with one element, found shape ",
@@ -588,6 +634,9 @@ float Tensor::item() const {
       return float(to_vector<uint8_t>()[0]);
     case DType::i64:
       return float(to_vector<int64_t>()[0]);
+    case DType::bf16:
+    case DType::f16:
+      return to_vector<float>()[0];
   }
   return 0.f;
 }
@@ -691,9 +740,10 @@ std::ostream& operator<<(std::ostream& os, const Tensor& t) {
   // PyTorch summarizes (only those are read back).
   NoGradGuard no_grad;
   const int64_t n = t.numel();
-  // Integers are read as i64 (exact), floats as f32.
-  const bool ints = t.dtype() != DType::f32;
-  Tensor flat = t.reshape({n}).to(ints ? DType::i64 : DType::f32);
+  // Integers are read as i64 (exact), floats as f32 (bf16 and f16 widen exactly).
+  const bool ints = !is_floating(t.dtype());
+  Tensor flat = t.reshape({n});
+  if (ints) flat = flat.to(DType::i64);
   auto put = [&](int64_t b, int64_t e, bool lead) {
     auto write = [&](const auto& v) {
       for (size_t i = 0; i < v.size(); ++i) os << (lead || i ? ", " : "") << v[i];

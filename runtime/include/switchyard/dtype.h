@@ -12,10 +12,34 @@ namespace switchyard {
 // integer inputs (cross_entropy's labels, comparisons, sums) accept it.
 // Converting i64 to i32 saturates at the i32 limits (PyTorch wraps), so an
 // out-of-range label stays out of range.
-enum class DType : uint8_t { f32, i32, u8, i64 };
-constexpr int kNumDTypes = int(DType::i64) + 1;  // keep i64 last, or update this
+//
+// bf16 (bfloat16: f32's 8-bit exponent, 7 stored mantissa bits) and f16
+// (IEEE binary16: 5-bit exponent, 10 mantissa bits) are the two reduced
+// precisions. They are stored as 16-bit words and computed in f32: a kernel
+// reads them widened (exactly) and writes them rounded to nearest even.
+// Casts to them round to nearest even; NaN stays NaN; f16 overflows to
+// infinity past 65504 (as PyTorch, CUDA and the IEEE conversion).
+enum class DType : uint8_t { f32, i32, u8, i64, bf16, f16 };
+constexpr int kNumDTypes = int(DType::f16) + 1;  // keep f16 last, or update this
 
-inline size_t dtype_size(DType t) { return t == DType::u8 ? 1 : t == DType::i64 ? 8 : 4; }
+inline size_t dtype_size(DType t) {
+  switch (t) {
+    case DType::u8:
+      return 1;
+    case DType::bf16:
+    case DType::f16:
+      return 2;
+    case DType::i64:
+      return 8;
+    default:
+      return 4;
+  }
+}
+// The floating-point dtypes (gradients flow through them; casts between
+// them are differentiable).
+inline bool is_floating(DType t) { return t == DType::f32 || t == DType::bf16 || t == DType::f16; }
+// The 16-bit floating-point dtypes.
+inline bool is_half(DType t) { return t == DType::bf16 || t == DType::f16; }
 inline const char* dtype_name(DType t) {
   switch (t) {
     case DType::f32:
@@ -26,9 +50,17 @@ inline const char* dtype_name(DType t) {
       return "u8";
     case DType::i64:
       return "i64";
+    case DType::bf16:
+      return "bf16";
+    case DType::f16:
+      return "f16";
   }
   return "?";
 }
+
+// Shorthands, as torch::kBFloat16: sy::autocast guard(sy::bf16).
+inline constexpr DType bf16 = DType::bf16;
+inline constexpr DType f16 = DType::f16;
 
 using Shape = std::vector<int64_t>;
 

@@ -73,8 +73,9 @@ class Module {
   // their identity (an optimizer built before still updates them). Strict:
   // any missing or unexpected name is an error, listed all in one message.
   // Not strict: those are returned instead. A wrong shape or dtype is an
-  // error either way (dtypes convert as the file reader does: a file's F16
-  // weights load into f32 parameters). Nothing is changed when it throws.
+  // error either way (floating dtypes convert, as PyTorch's copy_: a file's
+  // bf16 or f16 weights load into f32 parameters, widened exactly; an
+  // integer tensor must match). Nothing is changed when it throws.
   LoadResult load_state_dict(const NamedTensors& state, bool strict = true);
   // From a safetensors file, each tensor read from the mapping straight into
   // its parameter's device memory.
@@ -327,6 +328,11 @@ class Sequential : public Module {
 // "switchyard.model", so that load() needs the file alone. `metadata` adds
 // entries of the caller's. Throws when a module has no spec().
 void save(const Module& m, const std::string& path, const Metadata& metadata = {});
+// The same, with the floating-point tensors (parameters and float buffers)
+// stored in `dtype` (bf16 or f16 halve the file; rounded to nearest even);
+// integer buffers are kept. load() reads such a file into the module's own
+// dtypes.
+void save(const Module& m, const std::string& path, DType dtype, const Metadata& metadata = {});
 // The model in `path`, built from its recorded architecture, with its
 // weights read straight onto `d`.
 std::shared_ptr<Module> load(const std::string& path, Device& d = cpu());

@@ -26,7 +26,7 @@ using Metadata = std::map<std::string, std::string>;
 // Writes `tensors` (in this order; names unique and non-empty) and
 // `metadata` to `path` atomically: a crash or a kill leaves the old file or
 // the new one, never a torn file. Tensors on any device are read back;
-// their dtypes are stored as F32, I32, I64 and U8. The metadata gains
+// their dtypes are stored as F32, BF16, F16, I32, I64 and U8. The metadata gains
 // "switchyard.crc32", the data's checksum (see SafetensorsFile::verify).
 void save_safetensors(const std::string& path, const NamedTensors& tensors,
                       const Metadata& metadata = {});
@@ -35,8 +35,9 @@ void save_safetensors(const std::string& path, const NamedTensors& tensors,
 // asked, straight from the mapping into the target device's memory (no host
 // copy for the dtypes Switchyard has). Files over 4 GiB work.
 //
-// Stored dtypes map to Switchyard's: F32, F16, BF16 and F64 give f32 (F64
-// rounds); I32, I16, I8 and U16 give i32; I64 and U32 give i64; U8 and
+// Stored dtypes map to Switchyard's: F32 gives f32, BF16 bf16 and F16 f16
+// (kept as stored, not widened); F64 gives f32 (rounded); I32, I16, I8 and
+// U16 give i32; I64 and U32 give i64; U8 and
 // BOOL give u8. Others (U64, F8 types, complex) are an error naming them.
 class SafetensorsFile {
  public:

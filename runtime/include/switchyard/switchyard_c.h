@@ -74,6 +74,8 @@ typedef enum sy_dtype {
   SY_I32 = 1,
   SY_U8 = 2,
   SY_I64 = 3,
+  SY_BF16 = 4,               /* bfloat16, 16-bit words; computed in f32 */
+  SY_F16 = 5,                /* IEEE binary16, 16-bit words; computed in f32 */
   SY_DTYPE_MAX_ = 0x7fffffff /* keeps the enum 32-bit; not a dtype */
 } sy_dtype;
 

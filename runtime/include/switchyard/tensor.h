@@ -88,7 +88,9 @@ class Tensor {
   // Reading values back (evaluates pending work).
   float item() const;
   template <class T>
-  std::vector<T> to_vector() const;  // T matching dtype: float, int32_t, uint8_t, int64_t
+  // T matching dtype: float (f32, and bf16/f16 widened exactly), int32_t,
+  // uint8_t, int64_t; uint16_t gives a bf16/f16 tensor's stored words.
+  std::vector<T> to_vector() const;
 
   // Views share storage; transpose and contiguous copies do not.
   Tensor reshape(Shape s) const;  // one dim may be -1
