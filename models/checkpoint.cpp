@@ -51,7 +51,8 @@ NamedTensors with_prefix(const std::string& prefix, const NamedTensors& ts) {
 bool has_checkpoints(const std::string& dir) { return !epochs_in(dir).empty(); }
 
 void save_checkpoint(const std::string& dir, int epoch, const nn::Module& model,
-                     const optim::Optimizer& opt, const std::string& settings) {
+                     const optim::Optimizer& opt, const std::string& settings,
+                     const GradScaler* scaler) {
   std::error_code ec;
   fs::create_directories(dir, ec);
   SY_CHECK(!ec, "checkpoint", "cannot create the directory '", dir, "': ", ec.message());
@@ -59,6 +60,8 @@ void save_checkpoint(const std::string& dir, int epoch, const nn::Module& model,
   files::remove_stale_temporaries(path);
   NamedTensors all = with_prefix("model.", model.state_dict());
   for (auto& t : with_prefix("optimizer.", opt.state_dict())) all.push_back(t);
+  if (scaler)
+    for (auto& t : with_prefix("scaler.", scaler->state_dict())) all.push_back(t);
   const RandomState rng = random_state();
   nlohmann::ordered_json info = {{"version", kVersion},
                                  {"epoch", epoch},
@@ -72,7 +75,7 @@ void save_checkpoint(const std::string& dir, int epoch, const nn::Module& model,
 }
 
 Resumed load_checkpoint(const std::string& dir, nn::Module& model, optim::Optimizer& opt,
-                        const std::string& settings) {
+                        const std::string& settings, GradScaler* scaler) {
   const char* op = "resume";
   std::error_code ec;
   SY_CHECK(fs::is_directory(dir, ec), op, "expected a checkpoint directory, found nothing at '",
@@ -87,7 +90,7 @@ Resumed load_checkpoint(const std::string& dir, nn::Module& model, optim::Optimi
     nlohmann::json have;
     int64_t steps = 0;
     RandomState rng;
-    NamedTensors model_state, opt_state;
+    NamedTensors model_state, opt_state, scaler_state;
     try {
       SafetensorsFile f(path);
       SY_CHECK(f.verify(), op, "'", path, "': expected a checksum (switchyard.crc32), found none");
@@ -109,6 +112,8 @@ Resumed load_checkpoint(const std::string& dir, nn::Module& model, optim::Optimi
           model_state.emplace_back(e.name.substr(6), f.tensor(e.name));
         else if (e.name.rfind("optimizer.", 0) == 0)
           opt_state.emplace_back(e.name.substr(10), f.tensor(e.name));
+        else if (e.name.rfind("scaler.", 0) == 0)
+          scaler_state.emplace_back(e.name.substr(7), f.tensor(e.name));
       }
     } catch (const Error& e) {  // damaged: fall back to the one before
       r.skipped.push_back(e.what());
@@ -128,8 +133,13 @@ Resumed load_checkpoint(const std::string& dir, nn::Module& model, optim::Optimi
     // Both loads check everything before they change anything; a state that
     // does not fit (a file that passed its checksum, so not damage) is an
     // error, after which the run stops.
+    SY_CHECK(!scaler || !scaler_state.empty(), op, "'", path,
+             "': expected the GradScaler's state (scaler.*) of an fp16 run, found none");
+    GradScaler loaded = scaler ? *scaler : GradScaler();  // checked before the model changes
+    if (scaler) loaded.load_state_dict(scaler_state);
     model.load_state_dict(model_state);
     opt.load_state_dict(opt_state, steps);
+    if (scaler) *scaler = loaded;
     set_random_state(rng);
     r.epoch = epoch;
     r.path = path;

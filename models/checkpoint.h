@@ -7,6 +7,7 @@
 #include <string>
 #include <vector>
 
+#include "switchyard/amp.h"
 #include "switchyard/nn.h"
 #include "switchyard/optim.h"
 
@@ -15,9 +16,11 @@ namespace switchyard::models {
 // Writes DIR/checkpoint-<epoch>.safetensors (creating DIR), then removes
 // checkpoints older than the previous one and temporaries that killed runs
 // left. `settings` is a JSON object of the run's settings that a resume
-// must match.
+// must match. An fp16 run's GradScaler state (scale, growth tracker) is
+// saved with it.
 void save_checkpoint(const std::string& dir, int epoch, const nn::Module& model,
-                     const optim::Optimizer& opt, const std::string& settings);
+                     const optim::Optimizer& opt, const std::string& settings,
+                     const GradScaler* scaler = nullptr);
 
 // Whether `dir` holds checkpoint files.
 bool has_checkpoints(const std::string& dir);
@@ -33,6 +36,6 @@ struct Resumed {
 // skipped and reported in Resumed::skipped. Throws when there is none, or
 // when the checkpoint's settings differ from `settings` (listing each).
 Resumed load_checkpoint(const std::string& dir, nn::Module& model, optim::Optimizer& opt,
-                        const std::string& settings);
+                        const std::string& settings, GradScaler* scaler = nullptr);
 
 }  // namespace switchyard::models

@@ -7,11 +7,13 @@
 #include <cstdio>
 #include <memory>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <tuple>
 
 #include "checkpoint.h"
 #include "cnn.h"
 #include "mlp.h"
+#include "switchyard/amp.h"
 #include "switchyard/backend/device.h"
 #include "switchyard/distributed.h"
 #include "switchyard/error.h"
@@ -61,6 +63,7 @@ static std::string settings_json(const TrainConfig& c, const std::vector<int64_t
   if (c.model != "mlp")
     j = {{"model", c.model},   {"batch", c.batch}, {"opt", c.opt},
          {"lr", double(c.lr)}, {"seed", c.seed},   {"limit", c.limit}};
+  if (c.precision != "fp32") j["precision"] = c.precision;  // fp32 runs' checkpoints unchanged
   return j.dump();
 }
 
@@ -132,6 +135,19 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
              "--distributed does it), found no process group");
     SY_CHECK(!dp, "train", "expected either devices (DataParallel) or distributed, found both");
   }
+  SY_CHECK(cfg.precision == "fp32" || cfg.precision == "bf16" || cfg.precision == "fp16", "train",
+           "expected precision fp32, bf16 or fp16, found '", cfg.precision, "'");
+  // DataParallel under autocast is not tested yet (its replicas' graphs are
+  // built on this thread, their evaluation on others).
+  SY_CHECK(cfg.precision == "fp32" || !dp, "train", "expected precision fp32 with --devices ",
+           "(DataParallel), found ", cfg.precision, "; use one device or --distributed");
+  // The autocast dtype; f32 for none (std::optional<DType> here trips
+  // GCC 12's -Wmaybe-uninitialized).
+  const DType low = cfg.precision == "bf16"   ? DType::bf16
+                    : cfg.precision == "fp16" ? DType::f16
+                                              : DType::f32;
+  std::optional<GradScaler> scaler;
+  if (cfg.precision == "fp16") scaler.emplace();
   Device& dev = dp ? dp->output_device() : dist ? rank_device(cfg.device) : device(cfg.device);
   if (!dp) model->to(dev);  // DataParallel holds it on its first device
   auto opt = make_optimizer(cfg.opt, model->parameters(), cfg.lr);
@@ -150,7 +166,7 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
   r.device = dev.str();
   const std::string settings = settings_json(cfg, sizes);
   if (!cfg.resume.empty()) {
-    Resumed from = load_checkpoint(cfg.resume, *model, *opt, settings);
+    Resumed from = load_checkpoint(cfg.resume, *model, *opt, settings, scaler ? &*scaler : nullptr);
     SY_CHECK(from.epoch < cfg.epochs, "resume", "'", from.path, "' finished epoch ", from.epoch,
              "; expected --epochs above it, found ", cfg.epochs);
     r.first_epoch = from.epoch + 1;
@@ -186,6 +202,7 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
   r.step_launches.assign(size_t(kNumKernels), 0);
   r.step_bytes.assign(size_t(kNumKernels), 0);
   r.step_flops.assign(size_t(kNumKernels), 0);
+  if (counted) counted->reset_peak();
   for (int e = r.first_epoch; e <= cfg.epochs; ++e) {
     auto t0 = clock::now();
     double loss_sum = 0;
@@ -197,9 +214,20 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
       const Counters c0 = count ? counted->counters() : Counters{};
       Tensor x = dp ? batch.data : batch.data.to(dev, true), y = batch.target.to(dev, true);
       opt->zero_grad();
-      Tensor loss = cross_entropy((*net)(x), y);
-      loss.backward();
-      opt->step();
+      Tensor loss;
+      {
+        std::optional<autocast> ac;
+        if (low != DType::f32) ac.emplace(low);
+        loss = cross_entropy((*net)(x), y);  // f32 under autocast (its f32 list)
+      }
+      if (scaler) {
+        scaler->scale(loss).backward();
+        scaler->step(*opt);  // skipped when a gradient overflowed
+        scaler->update();
+      } else {
+        loss.backward();
+        opt->step();
+      }
       float l = loss.item();  // the step's single submission happens here
       if (count) {
         const Counters& c1 = counted->counters();
@@ -245,16 +273,22 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
     s.samples_per_s = secs > 0 ? double(seen) / secs : 0;
     // Every rank evaluates (rank 0 reports): none runs ahead into the next
     // epoch's collectives while another evaluates, whatever it takes.
-    s.test_acc = evaluate(*model, test, dev).accuracy;
+    {
+      std::optional<autocast> ac;
+      if (low != DType::f32) ac.emplace(low);
+      s.test_acc = evaluate(*model, test, dev).accuracy;
+    }
     r.epochs.push_back(s);
     if (!ckpt_dir.empty() && lead) {
-      save_checkpoint(ckpt_dir, e, *model, *opt, settings);
+      save_checkpoint(ckpt_dir, e, *model, *opt, settings, scaler ? &*scaler : nullptr);
       nn::save(*model, ckpt_dir + "/model.safetensors", cfg.save_dtype);
     }
     if (epoch_done && lead) epoch_done(s);
   }
   if (is_model_file(cfg.save) && lead) nn::save(*model, cfg.save, cfg.save_dtype);
   r.final_loss = r.epochs.back().loss;
+  if (counted) r.peak_device_bytes = double(counted->counters().peak_bytes_in_use);
+  if (scaler) r.skipped_steps = scaler->skipped_steps(), r.loss_scale = scaler->get_scale();
   r.test_acc = r.epochs.back().test_acc;
   r.train_samples_per_s = train_seconds > 0 ? double(r.train_samples) / train_seconds : 0;
   if (dp) {

@@ -29,6 +29,10 @@ struct TrainConfig {
   // `switchyard eval`). Anything else is a directory: a checkpoint after
   // every epoch (checkpoint.h) and the model as DIR/model.safetensors.
   std::string save;
+  // Mixed precision: fp32, bf16 (forward under sy::autocast(bf16)) or fp16
+  // (autocast(f16) and a GradScaler). Parameters and optimizer state stay
+  // f32; evaluation runs under the same autocast.
+  std::string precision = "fp32";
   // The dtype the model file's weights are stored in (f32, or bf16/f16 for
   // a file half the size); checkpoints keep f32, so a resume is exact.
   DType save_dtype = DType::f32;
@@ -77,6 +81,12 @@ struct TrainResult {
   double comm_seconds = 0;          // moving parameters, gradients, activations
   double exposed_comm_seconds = 0;  // of which not hidden behind compute
   double bytes_per_step = 0;        // between devices or ranks, per step
+  // The training device's peak memory in use (Counters::peak_bytes_in_use,
+  // from the first step on; not measured for DataParallel).
+  double peak_device_bytes = 0;
+  // fp16: steps the GradScaler skipped (inf or NaN gradients), its last scale.
+  int64_t skipped_steps = 0;
+  float loss_scale = 0;
 };
 
 // Accuracy and mean cross-entropy of `model` on `ds` (batches of 1000, in

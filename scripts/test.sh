@@ -29,7 +29,7 @@ step "Release build and ctest done"
 [[ $mode == --quick ]] && exit 0
 
 SAN_SUITES=(test_data test_errors test_scheduler test_threads test_files test_serialize test_autograd test_device
-            test_faults test_ops test_grad test_gpu test_vulkan test_vk_debug test_parallel test_custom)
+            test_faults test_ops test_grad test_gpu test_vulkan test_vk_debug test_parallel test_custom test_half)
 run_suites() {  # run_suites BUILD_DIR: each suite binary whole (one process each)
   for s in "${SAN_SUITES[@]}"; do
     echo "-- $s"

@@ -17,6 +17,8 @@ void load(Op p, uint k, out float fv, out int iv, out ivec2 lv) {
   else { fv = half_to_f32(from, LOAD_U16(1, (p.off[1] >> 1) + k)); iv = int(fv); lv = i64_from_float(fv); }
 }
 uint load_half(Op p, uint k) {
+  if (from == 0) return f32_bits_to_half(to, U(1)[O(1) + k]);  // bits to bits
+  if (from >= DT_BF16) return f32_bits_to_half(to, half_to_f32_bits(from, LOAD_U16(1, (p.off[1] >> 1) + k)));
   float fv;
   int iv;
   ivec2 lv;
@@ -41,6 +43,10 @@ void main() {
     float fv = 0.0;
     int iv = 0;
     ivec2 lv = ivec2(0);
+    if (from >= DT_BF16 && to == 0) {  // widening: bits to bits (infinities, NaN as they are)
+      U(0)[O(0) + k] = half_to_f32_bits(from, LOAD_U16(1, (p.off[1] >> 1) + k));
+      continue;
+    }
     load(p, k, fv, iv, lv);
     if (to == 0) F(0)[O(0) + k] = fv;
     else if (to == 1) I(0)[O(0) + k] = iv;

@@ -233,20 +233,26 @@ int i64_to_i32(ivec2 w) {
 uint half_words(uint h0, uint count) { return ((h0 + count + 1u) >> 1) - (h0 >> 1); }
 #define HALF_IN(j, count) ((j) >= 0 && (j) < int(count))
 
+uint bf16_to_f32_bits(uint h) { return h << 16; }
 float bf16_to_f32(uint h) { return uintBitsToFloat(h << 16); }
-uint f32_to_bf16(float f) {
-  uint u = floatBitsToUint(f);
+// Narrowing from f32 bits (a kernel that only converts reads them through
+// the integer view: no float mode can flush a subnormal on the way).
+uint f32_bits_to_bf16(uint u) {
   if ((u & 0x7fffffffu) > 0x7f800000u) return (u >> 16) | 0x40u;  // quiet NaN
   return (u + 0x7fffu + ((u >> 16) & 1u)) >> 16;
 }
-float f16_to_f32(uint h) {
+uint f32_to_bf16(float f) { return f32_bits_to_bf16(floatBitsToUint(f)); }
+// The f32 bits of an f16 (widening moves infinities and NaNs as bits: a
+// kernel that only converts stores them through the integer view).
+uint f16_to_f32_bits(uint h) {
   uint s = (h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, m = h & 0x3ffu;
-  if (e == 0u) return uintBitsToFloat(floatBitsToUint(float(m) * 5.9604644775390625e-8) | s);
-  if (e == 31u) return uintBitsToFloat(s | 0x7f800000u | (m << 13));
-  return uintBitsToFloat(s | ((e + 112u) << 23) | (m << 13));
+  if (e == 0u) return floatBitsToUint(float(m) * 5.9604644775390625e-8) | s;
+  if (e == 31u) return s | 0x7f800000u | (m << 13);
+  return s | ((e + 112u) << 23) | (m << 13);
 }
-uint f32_to_f16(float f) {
-  uint u = floatBitsToUint(f), s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
+float f16_to_f32(uint h) { return uintBitsToFloat(f16_to_f32_bits(h)); }
+uint f32_bits_to_f16(uint u) {
+  uint s = (u >> 16) & 0x8000u, a = u & 0x7fffffffu;
   if (a > 0x7f800000u) return s | 0x7e00u | ((a >> 13) & 0x3ffu);
   if (a >= 0x477ff000u) return s | 0x7c00u;
   if (a >= 0x38800000u) {
@@ -260,11 +266,14 @@ uint f32_to_f16(float f) {
   if (rest > 0.5 || (rest == 0.5 && (m & 1u) == 1u)) ++m;
   return s | m;
 }
+uint f32_to_f16(float f) { return f32_bits_to_f16(floatBitsToUint(f)); }
 // dtype codes (DType's order): 0 f32, 1 i32, 2 u8, 3 i64, 4 bf16, 5 f16.
 #define DT_BF16 4
 #define DT_F16 5
-float half_to_f32(int dt, uint h) { return dt == DT_BF16 ? bf16_to_f32(h) : f16_to_f32(h); }
+uint half_to_f32_bits(int dt, uint h) { return dt == DT_BF16 ? bf16_to_f32_bits(h) : f16_to_f32_bits(h); }
+float half_to_f32(int dt, uint h) { return uintBitsToFloat(half_to_f32_bits(dt, h)); }
 uint f32_to_half(int dt, float f) { return dt == DT_BF16 ? f32_to_bf16(f) : f32_to_f16(f); }
+uint f32_bits_to_half(int dt, uint u) { return dt == DT_BF16 ? f32_bits_to_bf16(u) : f32_bits_to_f16(u); }
 
 const float kGeluC = 0.7978845608028654;
 
@@ -282,6 +291,8 @@ float unary_apply(int op, float x) {
     case U_SQRT: return sqrt(x);
     case U_SQUARE: return x * x;
     case U_ABS: return abs(x);
+    // On the bits: a driver may assume no infinities or NaNs in float math.
+    case U_NONFINITE: return (floatBitsToUint(x) & 0x7f800000u) == 0x7f800000u ? 1.0 : 0.0;
   }
   return x;
 }

@@ -57,17 +57,41 @@ shared vec4 Bs[BK * BN / 4];  // Bs[k * BN/4 + n/4] holds columns n..n+3 of row 
 const uint NA = (BM * BK / 4u + WG - 1u) / WG;
 const uint NB = (BN * BK / 4u + WG - 1u) / WG;
 
+// 16-bit A and B (flag kGemmHalf; f16 with kGemmF16, else bf16): elements
+// are halves of 32-bit words, widened as they are loaded (exact); the sums
+// stay f32. Element indices then count halves from the binding's start.
+#define HALF_AB ((SPEC_FLAGS & 262144u) != 0u)
+#define HALF_DT ((SPEC_FLAGS & 524288u) != 0u ? DT_F16 : DT_BF16)
+
 // Four consecutive values of a matrix row starting at `src` (elements),
 // zero past `limit` values left in the row; vec4 when aligned.
 vec4 load4_a(uint src, uint left, bool vec) {
-  if (vec && left >= 4u) return V(1)[src / 4u];
   vec4 v = vec4(0.0);
+  if (HALF_AB) {
+    if (left >= 4u && (src & 1u) == 0u) {  // two whole words
+      uvec2 w = uvec2(U(1)[src >> 1], U(1)[(src >> 1) + 1u]);
+      return vec4(half_to_f32(HALF_DT, w.x & 0xffffu), half_to_f32(HALF_DT, w.x >> 16),
+                  half_to_f32(HALF_DT, w.y & 0xffffu), half_to_f32(HALF_DT, w.y >> 16));
+    }
+    for (uint j = 0u; j < min(left, 4u); ++j) v[j] = half_to_f32(HALF_DT, LOAD_U16(1, src + j));
+    return v;
+  }
+  if (vec && left >= 4u) return V(1)[src / 4u];
   for (uint j = 0u; j < min(left, 4u); ++j) v[j] = F(1)[src + j];
   return v;
 }
 vec4 load4_b(uint src, uint left, bool vec) {
-  if (vec && left >= 4u) return V(2)[src / 4u];
   vec4 v = vec4(0.0);
+  if (HALF_AB) {
+    if (left >= 4u && (src & 1u) == 0u) {  // two whole words
+      uvec2 w = uvec2(U(2)[src >> 1], U(2)[(src >> 1) + 1u]);
+      return vec4(half_to_f32(HALF_DT, w.x & 0xffffu), half_to_f32(HALF_DT, w.x >> 16),
+                  half_to_f32(HALF_DT, w.y & 0xffffu), half_to_f32(HALF_DT, w.y >> 16));
+    }
+    for (uint j = 0u; j < min(left, 4u); ++j) v[j] = half_to_f32(HALF_DT, LOAD_U16(2, src + j));
+    return v;
+  }
+  if (vec && left >= 4u) return V(2)[src / 4u];
   for (uint j = 0u; j < min(left, 4u); ++j) v[j] = F(2)[src + j];
   return v;
 }
@@ -119,8 +143,8 @@ void main() {
     kb = min(K, part * kp);
     K = min(K - kb, kp);
   }
-  uint ao = O(1) + z * uint(prm.stride_a) + (ta ? kb * lda : kb);
-  uint bo = O(2) + z * uint(prm.stride_b) + (tb ? kb : kb * ldb);
+  uint ao = (HALF_AB ? p.off[1] >> 1 : O(1)) + z * uint(prm.stride_a) + (ta ? kb * lda : kb);
+  uint bo = (HALF_AB ? p.off[2] >> 1 : O(2)) + z * uint(prm.stride_b) + (tb ? kb : kb * ldb);
   uint co = O(0) + z * uint(prm.stride_c);
 
   vec4 acc[TM][TN / 4u];

@@ -18,6 +18,7 @@ float grad(int op, float x, float y) {
     case U_SQRT: return 0.5 / y;
     case U_SQUARE: return 2.0 * x;
     case U_ABS: return x > 0.0 ? 1.0 : (x < 0.0 ? -1.0 : 0.0);
+    case U_NONFINITE: return 0.0;
   }
   return 1.0;
 }

@@ -109,6 +109,10 @@ inline std::string sz(std::initializer_list<int64_t> dims) {
   return s;
 }
 
+// Cases of fill, arange, cast and transpose (conformance_cases_element.cpp).
+std::vector<Case> element_cases(sy::Kernel k);
+// gemm with bf16 and f16 A and B (GemmParams::ab_dtype; the same file).
+std::vector<Case> half_gemm_cases();
 // Cases of swap_axes, the convolutions, the pooling and the per-channel kernels.
 std::vector<Case> layer_cases(sy::Kernel k);
 // Cases of the optimizers' kernels (conformance_cases_optim.cpp).

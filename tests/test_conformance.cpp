@@ -32,10 +32,20 @@ std::string run_case(sy::BackendDevice& dev, const Case& c) {
   p.id = ++id;
   p.num_slots = uint32_t(c.args.size());
   sy::Instr ins = c.ins;
+  // A 16-bit argument gets guard bytes around it (the bytes before a view's
+  // offset, 4 after its end), filled with a pattern checked after the run:
+  // a kernel storing whole words where a word is shared would change them.
+  constexpr uint8_t kGuard = 0xa5;
+  auto guarded = [&](size_t a) { return sy::is_half(c.args[a].dtype); };
   for (size_t a = 0; a < c.args.size(); ++a) {
-    size_t bytes = std::max<size_t>(c.args[a].bytes.size(), 4) + c.offset;
+    const size_t n = c.args[a].bytes.size();
+    size_t bytes = std::max<size_t>(n, 4) + c.offset + (guarded(a) ? 4 : 0);
     bufs.push_back(dev.allocate(bytes));
-    dev.upload(bufs.back(), c.offset, c.args[a].bytes.data(), c.args[a].bytes.size());
+    if (guarded(a)) {
+      const std::vector<uint8_t> guard(bytes, kGuard);
+      dev.upload(bufs.back(), 0, guard.data(), bytes);
+    }
+    dev.upload(bufs.back(), c.offset, c.args[a].bytes.data(), n);
     bind.push_back({bufs.back(), c.offset});
     const sy::Arg arg{uint32_t(a), 0, c.args[a].bytes.size()};
     if (ins.nmore)
@@ -47,6 +57,17 @@ std::string run_case(sy::BackendDevice& dev, const Case& c) {
   std::string err;
   try {
     dev.execute(p, bind);
+    for (size_t a = 0; a < c.args.size() && err.empty(); ++a) {
+      if (!guarded(a)) continue;
+      const size_t n = c.args[a].bytes.size();
+      std::vector<uint8_t> all(n + c.offset + 4);
+      dev.download(bufs[a], 0, all.data(), all.size());
+      dev.synchronize();
+      for (size_t j = 0; j < all.size() && err.empty(); ++j)
+        if ((j < c.offset || j >= c.offset + n) && all[j] != kGuard)
+          err = sy::detail::cat("arg ", a, ": guard byte ", j, " (the tensor is bytes ", c.offset,
+                                "..", c.offset + n, ") changed to ", int(all[j]));
+    }
     for (size_t a = 0; a < c.args.size() && err.empty(); ++a) {
       const HostArg& h = c.args[a];
       if (h.expect.empty()) continue;
@@ -109,16 +130,28 @@ TEST_P(Conformance, KernelMatchesDoublePrecisionReference) {
   if (!dev.supports(k)) GTEST_SKIP() << sy::kernel_name(k) << " is not a kernel of " << dev.str();
   auto cases = cases_for(k);
   ASSERT_FALSE(cases.empty()) << "no conformance cases for kernel " << sy::kernel_name(k);
-  int failed = 0;
+  int failed = 0, not_read = 0;
   for (const Case& c : cases) {
+    // 16-bit gemm operands where the backend's gemm reads only f32 (the
+    // ops widen them there first): counted and printed, not run.
+    if (c.ins.kernel == Kernel::gemm &&
+        !dev.gemm_reads(sy::params<Kernel::gemm>(c.ins.params).ab_dtype)) {
+      ++not_read;
+      continue;
+    }
     std::string err = run_case(dev, c);
     if (!err.empty()) {
       ++failed;
       ADD_FAILURE() << sy::kernel_name(k) << " [" << c.name << "] on " << dev.str() << ": " << err;
     }
   }
-  std::printf("%s on %s: %zu cases, %d failed\n", sy::kernel_name(k), dev.str().c_str(),
-              cases.size(), failed);
+  std::printf("%s on %s: %zu cases, %d failed%s\n", sy::kernel_name(k), dev.str().c_str(),
+              cases.size() - size_t(not_read), failed,
+              not_read ? sy::detail::cat(" (", not_read,
+                                         " with 16-bit operands not run: this backend's gemm "
+                                         "reads f32, the ops widen them first)")
+                             .c_str()
+                       : "");
 }
 
 #ifdef SWITCHYARD_TEST_CUDA_EMU

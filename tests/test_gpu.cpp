@@ -248,9 +248,11 @@ TEST_P(GpuDevice, TrainingMatchesTheCpuStepForStep) {
 TEST_P(GpuDevice, CnnTrainingMatchesTheCpuStepForStep) {
   sy::BackendDevice& d = D();
   // The host emulation of CUDA runs each CUDA thread as a fiber and cuBLAS
-  // in double: 5 steps of 64 (about 20 s here).
+  // in double: 5 steps of 64 (about 20 s here). Elsewhere 12 steps of 128
+  // (20 made this the suite's longest test on lavapipe; batches of 64 drift
+  // apart by over 1% in 20 steps, batch norm's statistics being noisier).
   const bool emu = d.str().rfind("cudaemu", 0) == 0;
-  const size_t steps = emu ? 5 : 20;
+  const size_t steps = emu ? 5 : 12;
   for (const char* opt : {"sgd", "adam"}) {
     SCOPED_TRACE(opt);
     sy::models::TrainConfig cfg;
@@ -260,7 +262,7 @@ TEST_P(GpuDevice, CnnTrainingMatchesTheCpuStepForStep) {
     cfg.epochs = 1;
     cfg.batch = emu ? 64 : 128;
     cfg.limit = cfg.batch * int64_t(steps);
-    cfg.test_limit = emu ? 500 : 2000;
+    cfg.test_limit = emu ? 500 : 1000;
     cfg.record_losses = int(steps);
     cfg.device = "cpu";
     auto cpu = sy::models::train_fashion_mnist(cfg);

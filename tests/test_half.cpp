@@ -1,17 +1,24 @@
 // SPDX-License-Identifier: MIT
 // bf16 and f16 tensors through the public API, on every device: casts of
 // every 16-bit value, rounding, creation, printing, ops (computed in f32,
-// rounded once), type promotion, gradients through casts, and the errors.
+// rounded once), type promotion, gradients through casts, autocast,
+// GradScaler, 16-bit safetensors and model files, and the errors.
 // Tolerances: an op's bf16 (f16) result is its f32 value rounded once, so
 // it is within half an ulp of the double reference: a normalized squared
 // error below 2^-16 for bf16 (8 significant bits) and 2^-22 for f16 (11),
 // plus f32's own error, far below either.
+#include <unistd.h>
+
 #include <cmath>
 #include <cstring>
+#include <filesystem>
 #include <sstream>
 
+#include "checkpoint.h"
 #include "conformance_util.h"
 #include "helpers.h"
+#include "mlp.h"
+#include "switchyard/amp.h"
 
 using conformance::half_value;
 using conformance::round_half;
@@ -21,6 +28,12 @@ using sy::Tensor;
 namespace {
 
 constexpr DType kHalves[] = {DType::bf16, DType::f16};
+
+std::string temp_path(const std::string& name) {
+  auto dir = std::filesystem::temp_directory_path() / ("sy_half_" + std::to_string(::getpid()));
+  std::filesystem::create_directories(dir);
+  return (dir / name).string();
+}
 
 double tolerance(DType t) { return t == DType::bf16 ? std::ldexp(1, -16) : std::ldexp(1, -22); }
 
@@ -70,11 +83,19 @@ TEST_P(Half, EveryValueWidensExactlyAndNarrowsBack) {
 // f32 -> 16 bits rounds to nearest even on the device and on the host
 // (from_vector with a 16-bit dtype) alike.
 TEST_P(Half, NarrowingRoundsToNearestEvenOnTheDeviceAndTheHost) {
-  std::vector<float> v = {
-      1.00390625f, 1.01171875f, 1.00048828125f, 1.00146484375f,          65519.f,
-      65520.f,     -65520.f,    3e-6f,          2.98023223876953125e-8f, 2.9802326e-8f,
-      6.1e-5f,     1e30f,       -0.f,           3.4028235e38f,           1e-40f,
-      -2.5f,       0.1f};
+  std::vector<float> v = {1.00390625f,    1.01171875f,   1.00048828125f,
+                          1.00146484375f, 65519.f,       65520.f,
+                          -65520.f,       3e-6f,         2.98023223876953125e-8f,
+                          2.9802326e-8f,  6.1e-5f,       1e30f,
+                          -0.f,           3.4028235e38f, 1e-40f,
+                          -2.5f,          0.1f,          INFINITY,
+                          -INFINITY};
+  // NaNs: quiet and signalling, both signs, payloads in high and low bits.
+  for (uint32_t bits : {0x7fc00000u, 0xffc00000u, 0x7fa00001u, 0x7f800001u, 0xff812345u}) {
+    float f;
+    std::memcpy(&f, &bits, 4);
+    v.push_back(f);
+  }
   const auto r = random_vec(1000, 11, -70000.f, 70000.f);
   v.insert(v.end(), r.begin(), r.end());
   const int64_t n = int64_t(v.size());
@@ -82,10 +103,15 @@ TEST_P(Half, NarrowingRoundsToNearestEvenOnTheDeviceAndTheHost) {
     const auto dev = bits_of(sy::from_vector(v, {n}, D()).to(t));
     const auto host = bits_of(sy::from_vector(v, {n}, sy::Options(D()).dtype(t)));
     for (size_t j = 0; j < v.size(); ++j) {
+      // The device's bits are the host's (pointwise.h), NaN payloads too.
+      ASSERT_EQ(dev[j], host[j]) << sy::dtype_name(t) << " of " << v[j] << " (word " << j << ")";
+      if (std::isnan(v[j])) {
+        ASSERT_TRUE(std::isnan(half_value(dev[j], t))) << v[j];
+        continue;
+      }
       const double want = round_half(v[j], t);
       ASSERT_EQ(half_value(dev[j], t), want) << sy::dtype_name(t) << " of " << v[j];
       ASSERT_EQ(std::signbit(half_value(dev[j], t)), std::signbit(want)) << v[j];
-      ASSERT_EQ(dev[j], host[j]) << sy::dtype_name(t) << " of " << v[j];
     }
   }
 }
@@ -209,6 +235,228 @@ TEST_P(Half, ErrorsNameTheDtypes) {
                {"[requires_grad_]", "floating-point tensors (f32, bf16, f16)", "i32"});
   expect_error([&] { sy::zeros({2}, sy::Options(D()).dtype(DType::bf16)).to_vector<int32_t>(); },
                {"[to_vector]", "expected a tensor of dtype i32", "found dtype bf16"});
+}
+
+// autocast: GEMM-like ops in the low dtype, the f32 list in f32, the rest
+// in their inputs' dtype; scopes nest and end.
+TEST_P(Half, AutocastRunsEachOpInItsListsDtype) {
+  const Tensor x = sy::randn({4, 6}, D()), w = sy::randn({3, 6}, D()), b = sy::randn({3}, D());
+  const sy::Tensor labels = sy::from_vector(std::vector<int32_t>{0, 1, 2, 1}, {4}, D());
+  for (DType t : kHalves) {
+    sy::autocast guard(t);
+    ASSERT_EQ(sy::autocast_dtype(), t);
+    const Tensor y = sy::linear(x, w, b);
+    EXPECT_EQ(y.dtype(), t);
+    EXPECT_EQ(sy::matmul(x, w, false, true).dtype(), t);
+    EXPECT_EQ(sy::relu(y).dtype(), t);
+    EXPECT_EQ(sy::softmax(y, 1).dtype(), DType::f32);
+    EXPECT_EQ(sy::cross_entropy(y, labels).dtype(), DType::f32);
+    EXPECT_EQ(sy::sum(y).dtype(), DType::f32);
+    EXPECT_EQ(sy::exp(y).dtype(), DType::f32);
+    EXPECT_EQ((y + sy::zeros({4, 3}, D())).dtype(), DType::f32) << "promoted";
+    const Tensor img = sy::randn({2, 3, 4, 4}, D()).to(t), c3 = sy::ones({3}, D());
+    EXPECT_EQ(
+        sy::batch_norm(img, sy::zeros({3}, D()), c3, c3, sy::zeros({3}, D()), true, 0.1f, 1e-5f)
+            .dtype(),
+        t)
+        << "batch norm keeps its input's dtype";
+    {
+      sy::autocast off(t, false);
+      EXPECT_FALSE(sy::autocast_dtype().has_value());
+      EXPECT_EQ(sy::linear(x, w, b).dtype(), DType::f32);
+    }
+    EXPECT_EQ(sy::autocast_dtype(), t);
+    // The same values as casting by hand: the weights rounded, f32 accumulation.
+    const Tensor by_hand = sy::linear(x.to(t), w.to(t), b.to(t));
+    EXPECT_EQ(y.to_vector<float>(), by_hand.to_vector<float>());
+  }
+  EXPECT_FALSE(sy::autocast_dtype().has_value());
+  EXPECT_EQ(sy::linear(x, w, b).dtype(), DType::f32);
+  expect_error([] { sy::autocast bad(DType::i32); }, {"[autocast]", "bf16 or f16", "i32"});
+}
+
+// Training under autocast: f32 master weights get f32 gradients, equal to
+// those of the same casts written by hand (backward outside autocast).
+TEST_P(Half, AutocastBackwardGivesF32GradientsOfTheMasterWeights) {
+  sy::manual_seed(7);
+  const Tensor x = sy::randn({5, 8}, D());
+  const Tensor labels = sy::from_vector(std::vector<int32_t>{0, 3, 1, 2, 3}, {5}, D());
+  for (DType t : kHalves) {
+    Tensor w = sy::randn({4, 8}, sy::Options(D()).requires_grad());
+    Tensor loss;
+    {
+      sy::autocast guard(t);
+      loss = sy::cross_entropy(sy::linear(x, w), labels);
+    }
+    EXPECT_EQ(loss.dtype(), DType::f32);
+    loss.backward();
+    EXPECT_EQ(w.grad().dtype(), DType::f32);
+    const Tensor g = w.grad();
+    w.zero_grad();
+    {  // backward() inside the scope: the same (it runs outside autocast)
+      sy::autocast guard(t);
+      sy::cross_entropy(sy::linear(x, w), labels).backward();
+    }
+    EXPECT_EQ(g.to_vector<float>(), w.grad().to_vector<float>()) << sy::dtype_name(t);
+    w.zero_grad();
+    sy::cross_entropy(sy::linear(x.to(t), w.to(t)).to(DType::f32), labels).backward();
+    EXPECT_EQ(g.to_vector<float>(), w.grad().to_vector<float>()) << sy::dtype_name(t);
+  }
+}
+
+// GradScaler: an overflow skips the step and halves the scale; finite
+// steps step, and the scale grows after growth_interval of them.
+TEST_P(Half, GradScalerSkipsOverflowsBacksOffAndGrows) {
+  Tensor w = sy::from_vector(std::vector<float>{1.f, -2.f}, {2}, sy::Options(D()).requires_grad());
+  sy::optim::SGD opt({w}, 0.5f);
+  sy::GradScaler scaler({.init_scale = 4.f, .growth_interval = 2});
+  auto step = [&](float k) {  // loss = k * sum(w^2), gradient 2 k w
+    opt.zero_grad();
+    scaler.scale(sy::mul(sy::sum(sy::mul(w, w)), k)).backward();
+    const bool stepped = scaler.step(opt);
+    scaler.update();
+    return stepped;
+  };
+  EXPECT_TRUE(step(1.f));  // gradient (2, -4), unscaled exactly: w - 0.5 g
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{0.f, 0.f}));
+  w = sy::from_vector(std::vector<float>{1.f, -2.f}, {2}, sy::Options(D()).requires_grad());
+  sy::optim::SGD opt2({w}, 0.5f);
+  sy::GradScaler s2({.init_scale = 4.f, .growth_interval = 2});
+  auto step2 = [&](float k) {
+    opt2.zero_grad();
+    s2.scale(sy::mul(sy::sum(sy::mul(w, w)), k)).backward();
+    const bool stepped = s2.step(opt2);
+    s2.update();
+    return stepped;
+  };
+  EXPECT_FALSE(step2(6e37f));  // loss 3e38 is finite; times the scale 4 it overflows
+  EXPECT_TRUE(s2.found_inf());
+  EXPECT_EQ(s2.get_scale(), 2.f);
+  EXPECT_EQ(s2.skipped_steps(), 1);
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{1.f, -2.f})) << "a skipped step changed w";
+  EXPECT_TRUE(step2(0.25f));  // gradient (0.5, -1)
+  EXPECT_EQ(w.to_vector<float>(), (std::vector<float>{0.75f, -1.5f}));
+  EXPECT_EQ(s2.get_scale(), 2.f);
+  EXPECT_TRUE(step2(0.f));
+  EXPECT_EQ(s2.get_scale(), 4.f) << "two finite steps: grown";
+  EXPECT_EQ(s2.growth_tracker(), 0);
+  // NaN is caught too.
+  EXPECT_FALSE(step2(NAN));
+  EXPECT_EQ(s2.get_scale(), 2.f);
+  // State for checkpoints.
+  sy::GradScaler s3;
+  s3.load_state_dict(s2.state_dict());
+  EXPECT_EQ(s3.get_scale(), 2.f);
+  expect_error(
+      [&] {
+        s3.load_state_dict({{"scale", sy::full({}, -1.f)}});
+      },
+      {"[GradScaler.load_state_dict]", "positive scale"});
+  EXPECT_EQ(s3.get_scale(), 2.f) << "a refused state changed the scaler";
+  // Two optimizers, one scaler: each unscaled once, one overflow skips only
+  // its own step, and the update backs off; a second step() is an error.
+  Tensor u = sy::from_vector(std::vector<float>{1.f}, {1}, sy::Options(D()).requires_grad());
+  Tensor v = sy::from_vector(std::vector<float>{1.f}, {1}, sy::Options(D()).requires_grad());
+  sy::optim::SGD ou({u}, 0.5f), ov({v}, 0.5f);
+  sy::GradScaler s4({.init_scale = 8.f});
+  s4.scale(sy::add(sy::sum(sy::mul(u, u)), sy::mul(sy::sum(v), 6e37f))).backward();
+  EXPECT_TRUE(s4.step(ou));   // u's gradient 2 * 8 = 16, unscaled 2: u = 0
+  EXPECT_FALSE(s4.step(ov));  // v's 6e37 * 8 overflows
+  expect_error([&] { s4.step(ou); }, {"[GradScaler.step]", "one step() per optimizer"});
+  s4.update();
+  EXPECT_EQ(u.to_vector<float>(), std::vector<float>{0.f});
+  EXPECT_EQ(v.to_vector<float>(), std::vector<float>{1.f});
+  EXPECT_TRUE(s4.found_inf());
+  EXPECT_EQ(s4.get_scale(), 4.f);
+}
+
+// An fp16 run's checkpoint holds the scaler's state; resuming restores it,
+// and a checkpoint without it is refused before anything changes.
+TEST_P(Half, CheckpointsKeepTheGradScalersState) {
+  auto model = sy::models::mlp({4, 3}, sy::models::Activation::relu, D());
+  sy::optim::SGD opt(model->parameters(), 0.1f);
+  sy::GradScaler scaler({.init_scale = 1024.f, .growth_interval = 3});
+  for (float k : {1.f, 1e38f, 1.f}) {  // clean, overflow (back off), clean
+    opt.zero_grad();
+    const Tensor y = (*model)(sy::ones({2, 4}, D()));
+    scaler.scale(sy::mul(sy::sum(y), k)).backward();
+    scaler.step(opt);
+    scaler.update();
+  }
+  ASSERT_EQ(scaler.get_scale(), 512.f);
+  ASSERT_EQ(scaler.growth_tracker(), 1);
+  const std::string dir = temp_path("ckpt_" + device_param_name(GetParam()));
+  std::filesystem::remove_all(dir);
+  sy::models::save_checkpoint(dir, 1, *model, opt, "{}", &scaler);
+  sy::GradScaler fresh;
+  sy::models::load_checkpoint(dir, *model, opt, "{}", &fresh);
+  EXPECT_EQ(fresh.get_scale(), 512.f);
+  EXPECT_EQ(fresh.growth_tracker(), 1);
+  const std::string plain = temp_path("ckpt_plain_" + device_param_name(GetParam()));
+  std::filesystem::remove_all(plain);
+  sy::models::save_checkpoint(plain, 1, *model, opt, "{}");
+  expect_error([&] { sy::models::load_checkpoint(plain, *model, opt, "{}", &fresh); },
+               {"expected the GradScaler's state"});
+  EXPECT_EQ(fresh.get_scale(), 512.f);
+  std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
+// bf16 and f16 tensors are saved as BF16 and F16 (2 bytes each) and read
+// back bit for bit, on every device.
+TEST_P(Half, SixteenBitTensorsRoundTripAsStored) {
+  sy::Device& d = D();
+  const std::string path = temp_path("half_" + device_param_name(GetParam()) + ".safetensors");
+  const std::vector<float> v = {1.5f, -0.1f, 65504.f, 3e-6f, 1e20f, -0.f};
+  const Tensor b = sy::from_vector(v, {2, 3}, sy::Options(d).dtype(sy::DType::bf16));
+  const Tensor h = sy::from_vector(v, {6}, sy::Options(d).dtype(sy::DType::f16));
+  sy::save_safetensors(path, {{"b", b}, {"h", h}});
+  EXPECT_EQ(std::filesystem::file_size(path) % 8, 0u);
+  sy::SafetensorsFile f(path);
+  EXPECT_EQ(f.find("b")->dtype, "BF16");
+  EXPECT_EQ(f.find("h")->dtype, "F16");
+  EXPECT_EQ(f.find("b")->end - f.find("b")->begin, 12u);
+  for (auto* target : {&d, &sy::cpu()}) {
+    const Tensor b2 = f.tensor("b", *target), h2 = f.tensor("h", *target);
+    EXPECT_EQ(b2.dtype(), sy::DType::bf16);
+    EXPECT_EQ(b2.shape(), (sy::Shape{2, 3}));
+    EXPECT_EQ(b2.to_vector<uint16_t>(), b.to_vector<uint16_t>());  // bits: -0 stays -0
+    EXPECT_EQ(h2.to_vector<uint16_t>(), h.to_vector<uint16_t>());
+    EXPECT_EQ(h2.to_vector<float>()[2], 65504.f);
+  }
+  std::filesystem::remove(path);
+}
+
+// A model saved in bf16 or f16 is a file about half the size, and loads
+// into the f32 model as its weights rounded (then widened exactly).
+TEST_P(Half, ModelFilesInSixteenBitsAreHalfTheSizeAndLoad) {
+  sy::Device& d = D();
+  sy::manual_seed(3);
+  auto mp = sy::models::mlp({784, 256, 128, 10}, sy::models::Activation::relu, d);
+  sy::nn::Module& m = *mp;
+  const std::string f32_path =
+      temp_path("mlp_f32_" + device_param_name(GetParam()) + ".safetensors");
+  sy::nn::save(m, f32_path);
+  for (sy::DType t : {sy::DType::bf16, sy::DType::f16}) {
+    const std::string path = temp_path(std::string("mlp_") + sy::dtype_name(t) + "_" +
+                                       device_param_name(GetParam()) + ".safetensors");
+    sy::nn::save(m, path, t);
+    const double ratio =
+        double(std::filesystem::file_size(path)) / double(std::filesystem::file_size(f32_path));
+    EXPECT_GT(ratio, 0.49);
+    EXPECT_LT(ratio, 0.51);
+    auto loaded = sy::nn::load(path, d);
+    const auto want = m.state_dict();
+    const auto got = loaded->state_dict();
+    ASSERT_EQ(got.size(), want.size());
+    for (size_t k = 0; k < got.size(); ++k) {
+      EXPECT_EQ(got[k].second.dtype(), sy::DType::f32) << got[k].first;
+      EXPECT_EQ(got[k].second.to_vector<float>(), want[k].second.to(t).to_vector<float>())
+          << got[k].first;
+    }
+  }
+  expect_error([&] { sy::nn::save(m, f32_path, sy::DType::i32); },
+               {"[nn::save]", "expected a floating dtype", "found i32"});
+  std::filesystem::remove_all(std::filesystem::path(f32_path).parent_path());
 }
 
 INSTANTIATE_TEST_SUITE_P(Devices, Half, ::testing::ValuesIn(conformance_devices()),

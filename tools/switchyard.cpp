@@ -240,6 +240,8 @@ int cmd_train(TrainFlags& f) {
                                  {"launches_per_step", rounded(r.launches_per_step, 1)},
                                  {"kernel_mb_per_step", rounded(r.kernel_bytes_per_step / 1e6, 2)},
                                  {"peak_rss_mb", rounded(peak_rss_mb(), 1)},
+                                 {"precision", cfg.precision},
+                                 {"peak_device_mb", rounded(r.peak_device_bytes / 1e6, 2)},
                                  {"world_size", r.world_size},
                                  {"devices", r.devices}};
   if (r.devices.size() > 1 || r.world_size > 1) {
@@ -247,6 +249,10 @@ int cmd_train(TrainFlags& f) {
     line["comm_s"] = rounded(r.comm_seconds, 4);
     line["exposed_comm_s"] = rounded(r.exposed_comm_seconds, 4);
     line["bytes_per_step"] = rounded(r.bytes_per_step, 0);
+  }
+  if (cfg.precision == "fp16") {
+    line["skipped_steps"] = r.skipped_steps;
+    line["loss_scale"] = r.loss_scale;
   }
   if (!r.resumed_from.empty()) {
     line["resumed_from"] = r.resumed_from;
@@ -475,6 +481,12 @@ int cli_main(int argc, char** argv, bool execute) {
   train->add_option("--save", tf.cfg.save,
                     "FILE.safetensors: save the final model there; DIR: a checkpoint after every "
                     "epoch, and DIR/model.safetensors");
+  train
+      ->add_option("--precision", tf.cfg.precision,
+                   "fp32; bf16 (autocast: GEMMs and convolutions in bf16); fp16 (autocast in f16 "
+                   "with dynamic loss scaling). Weights and optimizer stay f32")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))
+      ->capture_default_str();
   train
       ->add_option("--save-dtype", tf.save_dtype,
                    "the model file's weights: f32, or bf16/f16 (half the size)")

@@ -30,6 +30,12 @@ inline namespace SY_POINTWISE_ABI {
 
 constexpr float kGeluC = 0.7978845608028654f;  // sqrt(2/pi); GELU is the tanh form
 
+SY_HOST_DEVICE uint32_t float_bits(float f) {
+  uint32_t u;
+  memcpy(&u, &f, 4);
+  return u;
+}
+
 SY_HOST_DEVICE float unary(Unary op, float x) {
   switch (op) {
     case Unary::relu:
@@ -50,6 +56,8 @@ SY_HOST_DEVICE float unary(Unary op, float x) {
       return x * x;
     case Unary::abs:
       return fabsf(x);
+    case Unary::nonfinite:  // on the bits: immune to fast-math and flush modes
+      return (float_bits(x) & 0x7f800000u) == 0x7f800000u ? 1.f : 0.f;
     case Unary::none:
       return x;
   }
@@ -79,6 +87,8 @@ SY_HOST_DEVICE float unary_grad(Unary op, float x, float y) {
       return 2.f * x;
     case Unary::abs:
       return x > 0.f ? 1.f : (x < 0.f ? -1.f : 0.f);
+    case Unary::nonfinite:
+      return 0.f;
     case Unary::none:
       return 1.f;
   }
@@ -125,11 +135,6 @@ struct f16_t {
   uint16_t bits;
 };
 
-SY_HOST_DEVICE uint32_t float_bits(float f) {
-  uint32_t u;
-  memcpy(&u, &f, 4);
-  return u;
-}
 SY_HOST_DEVICE float bits_float(uint32_t u) {
   float f;
   memcpy(&f, &u, 4);

@@ -261,10 +261,33 @@ void run(const GemmParams& p, void* const* a) {
            "gemm", "expected dimensions below 2^31 on the CPU (BLAS takes int), found m=", p.m,
            " n=", p.n, " k=", p.k);
   const float* bias = p.has_bias ? as<const float>(a[3]) : nullptr;
+  // 16-bit A and B: each product's operands widened into f32 blocks (what
+  // they span with their leading dimensions), then OpenBLAS's sgemm.
+  const bool half = is_half(p.ab_dtype);
+  const int64_t lda = p.lda ? p.lda : (p.trans_a ? p.m : p.k);
+  const int64_t ldb = p.ldb ? p.ldb : (p.trans_b ? p.k : p.n);
+  const int64_t span_a =
+      p.m && p.k ? ((p.trans_a ? p.k : p.m) - 1) * lda + (p.trans_a ? p.m : p.k) : 0;
+  const int64_t span_b =
+      p.k && p.n ? ((p.trans_b ? p.n : p.k) - 1) * ldb + (p.trans_b ? p.k : p.n) : 0;
+  std::vector<float> wa(half ? size_t(span_a) : 0), wb(half ? size_t(span_b) : 0);
+  auto widen = [&](const void* src, int64_t first, int64_t n, float* dst) {
+    const uint16_t* h = as<const uint16_t>(const_cast<void*>(src)) + first;
+    const bool bf = p.ab_dtype == DType::bf16;
+    pfor(n, [&](int64_t lo, int64_t hi) {
+      for (int64_t j = lo; j < hi; ++j)
+        dst[j] = bf ? pointwise::bf16_to_float(h[j]) : pointwise::f16_to_float(h[j]);
+    });
+  };
   for (int64_t b = 0; b < std::max<int64_t>(p.batch, 1); ++b) {
     float* C = as<float>(a[0]) + b * p.stride_c;
-    gemm(p.trans_a, p.trans_b, p.m, p.n, p.k, p.lda, p.ldb, p.alpha,
-         as<const float>(a[1]) + b * p.stride_a, as<const float>(a[2]) + b * p.stride_b,
+    const float* A = half ? wa.data() : as<const float>(a[1]) + b * p.stride_a;
+    const float* B = half ? wb.data() : as<const float>(a[2]) + b * p.stride_b;
+    if (half) {
+      widen(a[1], b * p.stride_a, span_a, wa.data());
+      widen(a[2], b * p.stride_b, span_b, wb.data());
+    }
+    gemm(p.trans_a, p.trans_b, p.m, p.n, p.k, p.lda, p.ldb, p.alpha, A, B,
          p.bias_rows ? nullptr : bias, C);
     if (!(bias && p.bias_rows) && p.act == Unary::none) continue;
     pool().parallel_for(p.m, std::max<int64_t>(1, kGrain / std::max<int64_t>(p.n, 1)),

@@ -395,10 +395,12 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
       const auto m = params<Kernel::gemm>(p);
       int64_t lda = m.lda ? m.lda : (m.trans_a ? m.m : m.k);
       int64_t ldb = m.ldb ? m.ldb : (m.trans_b ? m.k : m.n);
-      // vec4 loads need every product's operand 16-byte aligned.
-      const bool one = m.batch <= 1;
-      if (o.off[1] % 16 == 0 && lda % 4 == 0 && (one || m.stride_a % 4 == 0)) fl |= 4u;
-      if (o.off[2] % 16 == 0 && ldb % 4 == 0 && (one || m.stride_b % 4 == 0)) fl |= 8u;
+      // vec4 loads need every product's operand 16-byte aligned (and f32:
+      // 16-bit operands are read as halves of words).
+      const bool one = m.batch <= 1, half = is_half(m.ab_dtype);
+      if (half) fl |= kGemmHalf | (m.ab_dtype == DType::f16 ? kGemmF16 : 0u);
+      if (!half && o.off[1] % 16 == 0 && lda % 4 == 0 && (one || m.stride_a % 4 == 0)) fl |= 4u;
+      if (!half && o.off[2] % 16 == 0 && ldb % 4 == 0 && (one || m.stride_b % 4 == 0)) fl |= 8u;
       if (m.has_bias) fl |= 16u;
       break;  // the variant's flags are the planner's (vk_gemm.h)
     }

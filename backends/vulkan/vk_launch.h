@@ -30,6 +30,9 @@ constexpr uint32_t kLargeTiles = 65536;   // gemm flag: the large tile set (vk_g
 // gemm flag: the GPU loop, the next K slice loaded into registers while the
 // current one is multiplied (shaders/gemm.comp's PREFETCH).
 constexpr uint32_t kGemmPrefetch = 131072;
+// gemm flags: A and B are 16-bit (GemmParams::ab_dtype), bf16 unless
+// kGemmF16; read as halves of 32-bit words (shaders/gemm.comp's HALF_AB).
+constexpr uint32_t kGemmHalf = 262144, kGemmF16 = 524288;
 // A reduction split in two launches (plan_launches): the first writes
 // partial results to the scratch (kPartials), the second reads them back in
 // a fixed order and writes the output (kFinish). Launch flags, so each pass

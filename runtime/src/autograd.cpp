@@ -5,6 +5,7 @@
 #include <unordered_set>
 
 #include "graph.h"
+#include "ops_internal.h"
 #include "switchyard/error.h"
 #include "switchyard/ops.h"
 
@@ -52,6 +53,8 @@ void Tensor::backward(const Tensor& grad, bool retain_graph) const {
   SY_CHECK(requires_grad(), "backward",
            "the tensor does not require grad and has no grad_fn (was it created under "
            "NoGradGuard, or from inputs that do not require grad?)");
+  // Each op's backward runs in the dtypes its forward chose, not autocast's.
+  detail::AutocastOff autocast_off;
   Tensor seed = grad.defined() ? grad.detach() : grad;
   if (!seed.defined()) {
     SY_CHECK(numel() == 1, "backward",

@@ -4,9 +4,11 @@
 #include "switchyard/ops.h"
 
 #include <algorithm>
+#include <string_view>
 
 #include "graph.h"
 #include "ops_internal.h"
+#include "switchyard/amp.h"
 #include "switchyard/error.h"
 
 namespace switchyard {
@@ -25,17 +27,45 @@ void check_f32(const char* op, const Tensor& t) {
 }
 
 std::optional<DType> half_inputs(std::initializer_list<const Tensor*> ts) {
-  bool any = false, mixed = false;
+  bool any = false, dimensioned = false;
+  for (const Tensor* t : ts)
+    if (t->defined() && is_floating(t->dtype())) {
+      any = any || is_half(t->dtype());
+      dimensioned = dimensioned || t->dim() > 0;
+    }
+  if (!any) return std::nullopt;
+  // As PyTorch: a 0-dim tensor (a scalar) does not widen dimensioned
+  // tensors of its category (bf16 + a 0-dim f32 is bf16).
+  bool seen = false, mixed = false;
   DType first = DType::f32;
-  bool seen = false;
   for (const Tensor* t : ts) {
-    if (!t->defined() || !is_floating(t->dtype())) continue;
-    any = any || is_half(t->dtype());
+    if (!t->defined() || !is_floating(t->dtype()) || (dimensioned && t->dim() == 0)) continue;
     if (seen && t->dtype() != first) mixed = true;
     if (!seen) first = t->dtype(), seen = true;
   }
-  if (!any) return std::nullopt;
   return mixed ? DType::f32 : first;
+}
+
+std::optional<DType> autocast_cast(std::initializer_list<const Tensor*> ts) {
+  const std::optional<DType> d = autocast_dtype();
+  if (!d) return std::nullopt;
+  for (const Tensor* t : ts)
+    if (t->defined() && is_floating(t->dtype()) && t->dtype() != *d) return d;
+  return std::nullopt;
+}
+
+Tensor cast_to(const Tensor& t, DType d) {
+  return t.defined() && is_floating(t.dtype()) ? t.to(d) : t;
+}
+
+DType f32_result(DType d) { return autocast_dtype() ? DType::f32 : d; }
+
+bool native_half_gemm(std::initializer_list<const Tensor*> ts, const Tensor& a, const Tensor& b) {
+  const std::optional<DType> h = half_inputs(ts);
+  if (!h || !is_half(*h) || !a.defined() || !b.defined() || a.dtype() != *h || b.dtype() != *h)
+    return false;
+  const NodePtr na = node_of(a);
+  return na->ctx == node_of(b)->ctx && na->ctx->device->gemm_reads(*h);
 }
 
 Tensor widen(const Tensor& t) { return t.defined() && is_half(t.dtype()) ? t.to(DType::f32) : t; }
@@ -102,10 +132,15 @@ std::pair<int64_t, int64_t> rows_cols(const char* op, const Tensor& x, int64_t a
 // ---- matmul / linear ---------------------------------------------------------
 // a (M,K) [or (K,M) when trans_a], b (K,N) [or (N,K) when trans_b] -> (M,N).
 
+// f32 operands, or 16-bit ones the device's gemm reads (native_half_gemm):
+// then the f32 result is rounded to their dtype, and a 16-bit bias widened.
 static Tensor gemm(const char* op, const Tensor& a, const Tensor& b, bool ta, bool tb,
                    const Tensor* bias, Unary act = Unary::none) {
-  check_f32(op, a);
-  check_f32(op, b);
+  const DType ab = a.defined() ? a.dtype() : DType::f32;
+  if (!is_half(ab) || b.dtype() != ab) {
+    check_f32(op, a);
+    check_f32(op, b);
+  }
   check_same_device(op, a, b);
   SY_CHECK(a.dim() == 2 && b.dim() == 2, op, "expected 2-D tensors, found shapes ",
            shape_str(a.shape()), " and ", shape_str(b.shape()));
@@ -114,17 +149,28 @@ static Tensor gemm(const char* op, const Tensor& a, const Tensor& b, bool ta, bo
   SY_CHECK(K == Kb, op, "shapes ", shape_str(a.shape()), (ta ? "^T" : ""), " and ",
            shape_str(b.shape()), (tb ? "^T" : ""), " cannot be multiplied: inner dims ", K,
            " != ", Kb);
-  GemmParams p{
-      .m = M, .n = N, .k = K, .trans_a = ta, .trans_b = tb, .act = act, .batch = 1, .alpha = 1.f};
+  GemmParams p{.m = M,
+               .n = N,
+               .k = K,
+               .trans_a = ta,
+               .trans_b = tb,
+               .act = act,
+               .batch = 1,
+               .ab_dtype = ab,
+               .alpha = 1.f};
+  Tensor out;
   if (bias) {
-    check_f32(op, *bias);
-    check_same_device(op, a, *bias);
+    const Tensor b32 = widen(*bias);
+    check_f32(op, b32);
+    check_same_device(op, a, b32);
     SY_CHECK(bias->dim() == 1 && bias->size(0) == N, op, "expected bias of shape (", N, "), found ",
              shape_str(bias->shape()));
     p.has_bias = true;
-    return node({a, b, *bias}, {M, N}, DType::f32, p);
+    out = node({a, b, b32}, {M, N}, DType::f32, p);
+  } else {
+    out = node({a, b}, {M, N}, DType::f32, p);
   }
-  return node({a, b}, {M, N}, DType::f32, p);
+  return is_half(ab) ? out.to(ab) : out;
 }
 
 // The product of matrices, plus PyTorch's other shapes that are reshapes
@@ -159,7 +205,12 @@ static Tensor matmul_nd(const Tensor& a, const Tensor& b) {
 Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   check_defined("matmul", a);
   check_defined("matmul", b);
-  if (auto h = half_inputs({&a, &b})) return narrow(matmul(widen(a), widen(b), ta, tb), *h);
+  if (auto d = autocast_cast({&a, &b})) return matmul(cast_to(a, *d), cast_to(b, *d), ta, tb);
+  const bool native = native_half_gemm({&a, &b}, a, b);
+  if (auto h = half_inputs({&a, &b}); h && !native) {
+    AutocastOff off;  // the f32 computation is not autocast again
+    return narrow(matmul(widen(a), widen(b), ta, tb), *h);
+  }
   if (!ta && !tb && (a.dim() != 2 || b.dim() != 2) && a.dim() >= 1 && b.dim() >= 1)
     return matmul_nd(a, b);
   Tensor out = gemm("matmul", a, b, ta, tb, nullptr);
@@ -188,8 +239,13 @@ namespace detail {
 // unary_backward on the output: y > 0 exactly where x > 0) ahead of the
 // layer's own.
 Tensor linear_act(const Tensor& x, const Tensor& w, const Tensor& b, bool relu) {
-  if (auto h = half_inputs({&x, &w, &b}))
+  if (auto d = autocast_cast({&x, &w, &b}))
+    return linear_act(cast_to(x, *d), cast_to(w, *d), cast_to(b, *d), relu);
+  const bool native = native_half_gemm({&x, &w, &b}, x, w);
+  if (auto h = half_inputs({&x, &w, &b}); h && !native) {
+    AutocastOff off;
     return narrow(linear_act(widen(x), widen(w), widen(b), relu), *h);
+  }
   const char* op = relu ? "linear+relu" : "linear";
   if (x.dim() != 2) {
     Tensor y = linear(x, w, b);
@@ -200,8 +256,10 @@ Tensor linear_act(const Tensor& x, const Tensor& w, const Tensor& b, bool relu) 
   Tensor xd = x.detach(), wd = w.detach(), yd = relu ? out.detach() : Tensor();
   bool has_b = b.defined();
   auto bw = [xd, wd, yd, has_b, relu](const Tensor& g0) {
-    const Tensor g = relu ? node({g0, yd, yd}, g0.shape(), DType::f32,
-                                 UnaryBackwardParams{.op = Unary::relu, .n = g0.numel()})
+    // (16-bit g0 and y: the mask computed in f32, the gradient rounded back.)
+    const Tensor g = relu ? narrow(node({widen(g0), widen(yd), widen(yd)}, g0.shape(), DType::f32,
+                                        UnaryBackwardParams{.op = Unary::relu, .n = g0.numel()}),
+                                   g0.dtype())
                           : g0;
     std::vector<Tensor> r{matmul(g, wd), matmul(g, xd, true, false)};
     if (has_b) r.push_back(sum(g, 0));
@@ -369,7 +427,10 @@ Tensor neg(const Tensor& a) { return affine("neg", a, -1.f, 0.f); }
 // Forward: y = f(x). Backward: dx = dy * f'(x, y) in one fused kernel.
 
 static Tensor unary(const char* op, Unary code, const Tensor& x) {
-  if (x.defined() && is_half(x.dtype())) return unary(op, code, x.to(DType::f32)).to(x.dtype());
+  if (x.defined() && is_half(x.dtype())) {  // exp and log are of autocast's f32 list
+    const bool f32_list = code == Unary::exp || code == Unary::log;
+    return unary(op, code, x.to(DType::f32)).to(f32_list ? f32_result(x.dtype()) : x.dtype());
+  }
   check_f32(op, x);
   Tensor y = node({x}, x.shape(), DType::f32, UnaryParams{.op = code, .n = x.numel()});
   Tensor xd = x.detach(), yd = y.detach();
@@ -380,6 +441,7 @@ static Tensor unary(const char* op, Unary code, const Tensor& x) {
 }
 
 Tensor relu(const Tensor& x) { return unary("relu", Unary::relu, x); }
+
 Tensor gelu(const Tensor& x) { return unary("gelu", Unary::gelu, x); }
 Tensor tanh(const Tensor& x) { return unary("tanh", Unary::tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary("sigmoid", Unary::sigmoid, x); }
@@ -389,13 +451,23 @@ Tensor sqrt(const Tensor& x) { return unary("sqrt", Unary::sqrt, x); }
 Tensor square(const Tensor& x) { return unary("square", Unary::square, x); }
 Tensor abs(const Tensor& x) { return unary("abs", Unary::abs, x); }
 
+namespace detail {
+Tensor nonfinite(const Tensor& x) {
+  check_f32("nonfinite", x);
+  return node({x}, x.shape(), DType::f32, UnaryParams{.op = Unary::nonfinite, .n = x.numel()});
+}
+}  // namespace detail
+
 // ---- reductions and broadcasts ------------------------------------------------
 // x viewed as (outer, len, inner); sum over len.
 
 static Tensor reduce(const char* op, const Tensor& x0, int64_t axis, bool keepdim, float scale) {
   check_defined(op, x0);
-  if (is_half(x0.dtype()))  // accumulated in f32, the result rounded once
-    return reduce(op, x0.to(DType::f32), axis, keepdim, scale).to(x0.dtype());
+  if (is_half(x0.dtype())) {  // accumulated in f32, the result rounded once
+    const bool f32_list = std::string_view(op) == "sum";  // autocast's (mean is not on it)
+    return reduce(op, x0.to(DType::f32), axis, keepdim, scale)
+        .to(f32_list ? f32_result(x0.dtype()) : x0.dtype());
+  }
   // Integer and u8 tensors (counts, masks) are summed in f32, exact below 2^24.
   const Tensor x = x0.dtype() == DType::f32 ? x0 : x0.to(DType::f32);
   int64_t a = norm_axis(op, x, axis);
@@ -498,7 +570,7 @@ Tensor sum_to(const Tensor& x, const Shape& shape) {
 
 static Tensor softmax_op(const char* op, bool log, const Tensor& x, int64_t axis) {
   if (x.defined() && is_half(x.dtype()))
-    return softmax_op(op, log, x.to(DType::f32), axis).to(x.dtype());
+    return softmax_op(op, log, x.to(DType::f32), axis).to(f32_result(x.dtype()));
   check_f32(op, x);
   SY_CHECK(x.dim() >= 1, op, "expected at least 1 dimension, found a scalar");
   if (const int64_t a = norm_axis(op, x, axis); a != x.dim() - 1)
@@ -521,7 +593,7 @@ Tensor log_softmax(const Tensor& x, int64_t axis) {
 
 Tensor cross_entropy(const Tensor& logits, const Tensor& labels0) {
   if (logits.defined() && is_half(logits.dtype()))
-    return cross_entropy(logits.to(DType::f32), labels0).to(logits.dtype());
+    return cross_entropy(logits.to(DType::f32), labels0).to(f32_result(logits.dtype()));
   check_f32("cross_entropy", logits);
   check_defined("cross_entropy", labels0);
   check_same_device("cross_entropy", logits, labels0);
@@ -548,7 +620,7 @@ Tensor cross_entropy(const Tensor& logits, const Tensor& labels0) {
 
 Tensor mse_loss(const Tensor& input, const Tensor& target) {
   if (auto h = half_inputs({&input, &target}))
-    return narrow(mse_loss(widen(input), widen(target)), *h);
+    return narrow(mse_loss(widen(input), widen(target)), f32_result(*h));
   check_f32("mse_loss", input);
   check_f32("mse_loss", target);
   SY_CHECK(input.shape() == target.shape(), "mse_loss",
@@ -625,7 +697,7 @@ Tensor dropout(const Tensor& x, float p, bool training) {
 
 Tensor layer_norm(const Tensor& x, const Tensor& weight, const Tensor& bias, float eps) {
   if (auto h = half_inputs({&x, &weight, &bias}))
-    return narrow(layer_norm(widen(x), widen(weight), widen(bias), eps), *h);
+    return narrow(layer_norm(widen(x), widen(weight), widen(bias), eps), f32_result(*h));
   check_f32("layer_norm", x);
   SY_CHECK(x.dim() >= 1, "layer_norm", "expected at least 1 dimension, found a scalar");
   SY_CHECK(eps > 0.f, "layer_norm", "expected eps > 0, found ", eps);

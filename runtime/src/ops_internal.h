@@ -24,6 +24,35 @@ void check_same_device(const char* op, const Tensor& a, const Tensor& b);
 std::optional<DType> half_inputs(std::initializer_list<const Tensor*> ts);
 Tensor widen(const Tensor& t);
 Tensor narrow(const Tensor& t, DType d);
+// A GEMM-like op on 16-bit operands that the device's gemm reads itself
+// (BackendDevice::gemm_reads): true when a and b share the dtype that
+// half_inputs(ts) gives (so the result's dtype is theirs, as the fallback's
+// would be). The op then runs the gemm kernel on them (f32 sums, f32
+// result, rounded once) instead of widening them first.
+bool native_half_gemm(std::initializer_list<const Tensor*> ts, const Tensor& a, const Tensor& b);
+// autocast (switchyard/amp.h). An op of the low-precision list starts with
+// `if (auto d = autocast_cast({&a, &b})) return op(cast_to(a, *d), ...)`:
+// the autocast dtype when a floating input is of another dtype (so the
+// recursion ends), else empty. An op of the f32 list returns its 16-bit
+// fallback's f32 result as is under autocast: f32_result(d) is f32 there,
+// d otherwise.
+std::optional<DType> autocast_cast(std::initializer_list<const Tensor*> ts);
+Tensor cast_to(const Tensor& t, DType d);  // floating t to d; others as they are
+DType f32_result(DType d);
+// autocast off on this thread while it lives (backward(), GradScaler).
+class AutocastOff {
+ public:
+  AutocastOff();
+  ~AutocastOff();
+  AutocastOff(const AutocastOff&) = delete;
+  AutocastOff& operator=(const AutocastOff&) = delete;
+
+ private:
+  std::optional<DType> prev_;
+};
+// 1 where x is infinite or NaN, 0 elsewhere (f32; read from the bits, so no
+// float mode of a device can change it); no gradient.
+Tensor nonfinite(const Tensor& x);
 // A node running kernel `p` on `in` (arguments 1.., argument 0 the result).
 Tensor node(std::initializer_list<Tensor> in, Shape shape, DType t, const KernelParams& p);
 // Records the backward of `out` when grad mode is on and an input needs it.

@@ -29,11 +29,14 @@ To same_fields(const From& from) {
   return std::bit_cast<To>(from);
 }
 
-// A GEMM node over `batch` (at least 1) products of the given strides.
+// A GEMM node over `batch` (at least 1) products of the given strides; 16-bit
+// operands (native_half_gemm) give their dtype, the f32 sums rounded once.
 Tensor gemm_node(std::initializer_list<Tensor> in, Shape out, GemmParams p) {
   if (p.batch == 0) p.batch = 1;  // a single product
   p.alpha = 1.f;
-  return node(in, std::move(out), DType::f32, p);
+  p.ab_dtype = in.begin()->dtype();
+  Tensor y = node(in, std::move(out), DType::f32, p);
+  return is_half(p.ab_dtype) ? y.to(p.ab_dtype) : y;
 }
 
 }  // namespace
@@ -171,7 +174,7 @@ static Tensor bmm_t(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   const int64_t B = a.size(0);
   const int64_t M = ta ? a.size(2) : a.size(1), K = ta ? a.size(1) : a.size(2);
   const int64_t N = tb ? b.size(1) : b.size(2);
-  if (B == 0) return zeros({0, M, N}, a.device());  // no product to run
+  if (B == 0) return zeros({0, M, N}, Options(a.device()).dtype(a.dtype()));  // no product to run
   GemmParams p{.m = M,
                .n = N,
                .k = K,
@@ -191,10 +194,17 @@ static Tensor bmm_t(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 }
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
-  if (auto h = half_inputs({&a, &b})) return narrow(bmm(widen(a), widen(b)), *h);
+  if (auto d = autocast_cast({&a, &b})) return bmm(cast_to(a, *d), cast_to(b, *d));
+  const bool native = native_half_gemm({&a, &b}, a, b);
+  if (auto h = half_inputs({&a, &b}); h && !native) {
+    AutocastOff off;  // the f32 computation is not autocast again
+    return narrow(bmm(widen(a), widen(b)), *h);
+  }
   const char* op = "bmm";
-  check_f32(op, a);
-  check_f32(op, b);
+  if (!native) {
+    check_f32(op, a);
+    check_f32(op, b);
+  }
   check_same_device(op, a, b);
   SY_CHECK(a.dim() == 3 && b.dim() == 3, op, "expected 3-D tensors (batch, rows, cols), found ",
            shape_str(a.shape()), " and ", shape_str(b.shape()));
@@ -351,8 +361,13 @@ ConvAlgorithm conv_algorithm() {
 
 Tensor conv2d(const Tensor& x, const Tensor& w, const Tensor& b, Size2 stride, Size2 padding,
               Size2 dilation, int64_t groups) {
-  if (auto h = half_inputs({&x, &w, &b}))
+  if (auto d = autocast_cast({&x, &w, &b}))
+    return conv2d(cast_to(x, *d), cast_to(w, *d), cast_to(b, *d), stride, padding, dilation,
+                  groups);
+  if (auto h = half_inputs({&x, &w, &b})) {
+    AutocastOff off;
     return narrow(conv2d(widen(x), widen(w), widen(b), stride, padding, dilation, groups), *h);
+  }
   const char* op = "conv2d";
   check_f32(op, x);
   check_f32(op, w);
@@ -577,10 +592,13 @@ Tensor batch_norm_fused(const Tensor& x, const Tensor& running_mean, const Tenso
   const char* op = pool > 0 ? (relu ? "batch_norm+relu+max_pool2d" : "batch_norm+max_pool2d")
                    : relu   ? "batch_norm+relu"
                             : "batch_norm";
-  if (auto h = half_inputs({&x, &weight, &bias})) {  // running statistics stay as they are (f32)
+  // 16-bit input: the result in the input's dtype whatever the affine
+  // parameters' (f32 under autocast), as PyTorch's batch norm on CUDA; the
+  // running statistics stay as they are (f32).
+  if (half_inputs({&x, &weight, &bias})) {
     return narrow(batch_norm_fused(widen(x), running_mean, running_var, widen(weight), widen(bias),
                                    training, momentum, eps, num_batches_tracked, relu, pool),
-                  *h);
+                  is_half(x.dtype()) ? x.dtype() : DType::f32);
   }
   check_f32(op, x);
   SY_CHECK(x.dim() >= 2, op, "expected input of shape (N, C, ...), found ", shape_str(x.shape()));

@@ -1,6 +1,7 @@
 // SPDX-License-Identifier: MIT
 // Switchyard: the whole public API.
 #pragma once
+#include "switchyard/amp.h"
 #include "switchyard/custom.h"
 #include "switchyard/data.h"
 #include "switchyard/device.h"

@@ -138,6 +138,10 @@ class BackendDevice : public Device {
   // through host_pointer(). The default waits for everything.
   virtual void wait_until_unused(Buffer) { synchronize(); }
   virtual bool supports(Kernel k) const = 0;
+  // Whether the gemm kernel reads A and B of dtype t (GemmParams::ab_dtype):
+  // f32 everywhere; bf16 and f16 where the backend says so. Elsewhere the
+  // ops widen 16-bit operands first (two casts more).
+  virtual bool gemm_reads(DType t) const { return t == DType::f32; }
   // Custom kernels (switchyard/custom.h): compiles `spec` (registry id
   // `id`) for this device, or loads it from the caches, so that Programs
   // launching it run. Called at every launch (a backend remembers what it
