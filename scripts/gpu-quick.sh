@@ -4,7 +4,7 @@
 # scripts/gpu-check.sh, which builds and runs the whole suite, does not
 # fit). Two steps:
 #   bash scripts/gpu-quick.sh pack [BUILD_DIR]   on the development machine:
-#       strips the CLI, test_conformance and test_gpu of an existing Release
+#       strips the CLI, test_conformance, test_gpu and bench_half_matmul of an existing Release
 #       build (default build/, CUDA architectures including the lent card's)
 #       into build-carry/bins.tar.gz (about 20 MB);
 #   bash scripts/gpu-quick.sh run [OUT]          on the GPU machine, with
@@ -19,7 +19,9 @@
 #      gemm,model`, then `switchyard tune --device vulkan:0`, then the GEMM
 #      bench on vulkan:0 again with the tuned variants;
 #   4. the CPU backend's MLP samples/s at 1, 2, 4, 8 and all threads, with
-#      the core count and OpenBLAS's core name.
+#      the core count and OpenBLAS's core name;
+#   5. f32, bf16 and f16 GEMMs of 2048^3 through the ops on vulkan:0 and
+#      cuda:0 (bench_half_matmul; docs/precision.md).
 # Each step's log is OUT/<step>.log; OUT/summary.txt has one line a step.
 # Under 10 minutes on an H100 (the device tool's per-call limit).
 set -uo pipefail
@@ -29,7 +31,7 @@ case $mode in
   pack)
     b=${2:-build}
     mkdir -p build-carry/bin
-    for f in tools/switchyard tests/test_conformance tests/test_gpu; do
+    for f in tools/switchyard tests/test_conformance tests/test_gpu bench/bench_half_matmul; do
       strip -o "build-carry/bin/$(basename "$f")" "$b/$f" || exit 1
     done
     tar -C build-carry -czf build-carry/bins.tar.gz bin && rm -rf build-carry/bin
@@ -90,3 +92,7 @@ for t in $threads; do
   grep -h "mlp train step" "$out/cpu_mlp_threads_$t.log" | sed "s/^/  threads $t: /" >>"$summary"
 done
 cat "$out/cpu_facts.log" >>"$summary"
+for d in vulkan:0 cuda:0; do
+  step "half_gemm_${d%:0}" 120 "$bin/bench_half_matmul" "$d" 2048 5
+  grep -hE "^  (f32|bf16|f16) " "$out/half_gemm_${d%:0}.log" | sed "s/^/  $d: /" >>"$summary"
+done
