@@ -216,8 +216,7 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
       opt->zero_grad();
       Tensor loss;
       {
-        std::optional<autocast> ac;
-        if (low != DType::f32) ac.emplace(low);
+        autocast ac(low, low != DType::f32);
         loss = cross_entropy((*net)(x), y);  // f32 under autocast (its f32 list)
       }
       if (scaler) {
@@ -274,8 +273,7 @@ TrainResult train_fashion_mnist(const TrainConfig& cfg, const Progress& progress
     // Every rank evaluates (rank 0 reports): none runs ahead into the next
     // epoch's collectives while another evaluates, whatever it takes.
     {
-      std::optional<autocast> ac;
-      if (low != DType::f32) ac.emplace(low);
+      autocast ac(low, low != DType::f32);
       s.test_acc = evaluate(*model, test, dev).accuracy;
     }
     r.epochs.push_back(s);

@@ -270,7 +270,8 @@ void run(const GemmParams& p, void* const* a) {
       p.m && p.k ? ((p.trans_a ? p.k : p.m) - 1) * lda + (p.trans_a ? p.m : p.k) : 0;
   const int64_t span_b =
       p.k && p.n ? ((p.trans_b ? p.n : p.k) - 1) * ldb + (p.trans_b ? p.k : p.n) : 0;
-  std::vector<float> wa(half ? size_t(span_a) : 0), wb(half ? size_t(span_b) : 0);
+  thread_local std::vector<float> wa, wb;  // kept: no allocation per launch once grown
+  if (half) wa.resize(size_t(span_a)), wb.resize(size_t(span_b));
   auto widen = [&](const void* src, int64_t first, int64_t n, float* dst) {
     const uint16_t* h = as<const uint16_t>(const_cast<void*>(src)) + first;
     const bool bf = p.ab_dtype == DType::bf16;

@@ -60,8 +60,7 @@ Tensor cast_to(const Tensor& t, DType d) {
 
 DType f32_result(DType d) { return autocast_dtype() ? DType::f32 : d; }
 
-bool native_half_gemm(std::initializer_list<const Tensor*> ts, const Tensor& a, const Tensor& b) {
-  const std::optional<DType> h = half_inputs(ts);
+bool native_half_gemm(std::optional<DType> h, const Tensor& a, const Tensor& b) {
   if (!h || !is_half(*h) || !a.defined() || !b.defined() || a.dtype() != *h || b.dtype() != *h)
     return false;
   const NodePtr na = node_of(a);
@@ -206,8 +205,7 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool ta, bool tb) {
   check_defined("matmul", a);
   check_defined("matmul", b);
   if (auto d = autocast_cast({&a, &b})) return matmul(cast_to(a, *d), cast_to(b, *d), ta, tb);
-  const bool native = native_half_gemm({&a, &b}, a, b);
-  if (auto h = half_inputs({&a, &b}); h && !native) {
+  if (auto h = half_inputs({&a, &b}); h && !native_half_gemm(h, a, b)) {
     AutocastOff off;  // the f32 computation is not autocast again
     return narrow(matmul(widen(a), widen(b), ta, tb), *h);
   }
@@ -241,8 +239,7 @@ namespace detail {
 Tensor linear_act(const Tensor& x, const Tensor& w, const Tensor& b, bool relu) {
   if (auto d = autocast_cast({&x, &w, &b}))
     return linear_act(cast_to(x, *d), cast_to(w, *d), cast_to(b, *d), relu);
-  const bool native = native_half_gemm({&x, &w, &b}, x, w);
-  if (auto h = half_inputs({&x, &w, &b}); h && !native) {
+  if (auto h = half_inputs({&x, &w, &b}); h && !native_half_gemm(h, x, w)) {
     AutocastOff off;
     return narrow(linear_act(widen(x), widen(w), widen(b), relu), *h);
   }
@@ -441,7 +438,6 @@ static Tensor unary(const char* op, Unary code, const Tensor& x) {
 }
 
 Tensor relu(const Tensor& x) { return unary("relu", Unary::relu, x); }
-
 Tensor gelu(const Tensor& x) { return unary("gelu", Unary::gelu, x); }
 Tensor tanh(const Tensor& x) { return unary("tanh", Unary::tanh, x); }
 Tensor sigmoid(const Tensor& x) { return unary("sigmoid", Unary::sigmoid, x); }

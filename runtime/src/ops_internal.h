@@ -25,11 +25,11 @@ std::optional<DType> half_inputs(std::initializer_list<const Tensor*> ts);
 Tensor widen(const Tensor& t);
 Tensor narrow(const Tensor& t, DType d);
 // A GEMM-like op on 16-bit operands that the device's gemm reads itself
-// (BackendDevice::gemm_reads): true when a and b share the dtype that
-// half_inputs(ts) gives (so the result's dtype is theirs, as the fallback's
-// would be). The op then runs the gemm kernel on them (f32 sums, f32
-// result, rounded once) instead of widening them first.
-bool native_half_gemm(std::initializer_list<const Tensor*> ts, const Tensor& a, const Tensor& b);
+// (BackendDevice::gemm_reads): true when a and b share `h`, the dtype
+// half_inputs gave for all the op's inputs (so the result's dtype is theirs,
+// as the fallback's would be). The op then runs the gemm kernel on them
+// (f32 sums, f32 result, rounded once) instead of widening them first.
+bool native_half_gemm(std::optional<DType> h, const Tensor& a, const Tensor& b);
 // autocast (switchyard/amp.h). An op of the low-precision list starts with
 // `if (auto d = autocast_cast({&a, &b})) return op(cast_to(a, *d), ...)`:
 // the autocast dtype when a floating input is of another dtype (so the

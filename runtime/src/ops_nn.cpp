@@ -195,8 +195,9 @@ static Tensor bmm_t(const Tensor& a, const Tensor& b, bool ta, bool tb) {
 
 Tensor bmm(const Tensor& a, const Tensor& b) {
   if (auto d = autocast_cast({&a, &b})) return bmm(cast_to(a, *d), cast_to(b, *d));
-  const bool native = native_half_gemm({&a, &b}, a, b);
-  if (auto h = half_inputs({&a, &b}); h && !native) {
+  const std::optional<DType> h = half_inputs({&a, &b});
+  const bool native = native_half_gemm(h, a, b);
+  if (h && !native) {
     AutocastOff off;  // the f32 computation is not autocast again
     return narrow(bmm(widen(a), widen(b)), *h);
   }
