@@ -3,7 +3,9 @@
 // public ops (so a 16-bit product includes whatever casts its kernels need):
 // the median of REPS timed products after a warm-up, in GFLOP/s, and the
 // kernel launches and argument bytes one product takes (the device's
-// counters). Compares the dtypes on the same device in the same run.
+// counters). Compares the dtypes on the same device in the same run; the
+// row "f32/high" is f32 under set_float32_matmul_precision("high") (TF32 on
+// CUDA devices of compute capability 8.0 and up, FP32 elsewhere).
 //   bench_half_matmul DEVICE [N=512] [REPS=7]
 #include <algorithm>
 #include <chrono>
@@ -35,7 +37,16 @@ int main(int argc, char** argv) {
     const sy::Tensor a32 = sy::randn({n, n}, d), b32 = sy::randn({n, n}, d);
     std::printf("matmul %lldx%lldx%lld on %s (median of %d)\n", (long long)n, (long long)n,
                 (long long)n, d.str().c_str(), reps);
-    for (sy::DType t : {sy::DType::f32, sy::DType::bf16, sy::DType::f16}) {
+    struct Row {
+      const char* name;
+      sy::DType t;
+      const char* precision;
+    };
+    for (const Row row :
+         {Row{"f32", sy::DType::f32, "highest"}, Row{"f32/high", sy::DType::f32, "high"},
+          Row{"bf16", sy::DType::bf16, "highest"}, Row{"f16", sy::DType::f16, "highest"}}) {
+      const sy::DType t = row.t;
+      sy::set_float32_matmul_precision(row.precision);
       const sy::Tensor a = a32.to(t), b = b32.to(t);
       sy::eval({a, b});
       sy::eval({sy::matmul(a, b)});  // warm-up: plans, pipelines
@@ -54,10 +65,11 @@ int main(int argc, char** argv) {
       }
       std::sort(s.begin(), s.end());
       const double med = s[s.size() / 2];
-      std::printf("  %-4s %8.2f GFLOP/s  %.3f ms  %llu launches  %.2f MB of kernel arguments\n",
-                  sy::dtype_name(t), 2.0 * double(n) * double(n) * double(n) / med * 1e-9,
-                  med * 1e3, (unsigned long long)launches, double(bytes) / 1e6);
+      std::printf("  %-8s %8.2f GFLOP/s  %.3f ms  %llu launches  %.2f MB of kernel arguments\n",
+                  row.name, 2.0 * double(n) * double(n) * double(n) / med * 1e-9, med * 1e3,
+                  (unsigned long long)launches, double(bytes) / 1e6);
     }
+    sy::set_float32_matmul_precision("highest");
     return 0;
   } catch (const std::exception& e) {
     std::fprintf(stderr, "bench_half_matmul: %s\n", e.what());

@@ -148,8 +148,8 @@ TEST_P(Conformance, KernelMatchesDoublePrecisionReference) {
   std::printf("%s on %s: %zu cases, %d failed%s\n", sy::kernel_name(k), dev.str().c_str(),
               cases.size() - size_t(not_read), failed,
               not_read ? sy::detail::cat(" (", not_read,
-                                         " with 16-bit operands not run: this backend's gemm "
-                                         "reads f32, the ops widen them first)")
+                                         " with 16-bit operands not run: this device's gemm "
+                                         "does not read them, the ops widen them first)")
                              .c_str()
                        : "");
 }

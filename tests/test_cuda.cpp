@@ -5,6 +5,7 @@
 // device and are skipped, with the reason, where there is none (failed where
 // SWITCHYARD_REQUIRE_CUDA=1). The GPU suites (test_gpu, test_conformance,
 // test_grad, test_ops) also run on cuda:0.
+#include <cstdio>
 #include <cstdlib>
 #include <map>
 #include <random>
@@ -175,7 +176,8 @@ TEST(CudaBlas, OpensCuBlasAndResolvesEveryEntryPoint) {
   try {
     const auto& api = sy::cuda_impl::blas_api();
     EXPECT_NE(api.cublasLtMatmul, nullptr);
-    EXPECT_NE(api.cublasSgemm_v2, nullptr);
+    EXPECT_NE(api.cublasGemmEx, nullptr);
+    EXPECT_NE(api.cublasGemmStridedBatchedEx, nullptr);
     EXPECT_GT(api.cublasLtGetVersion(), 0u);
     std::printf("cuBLAS: %s, cuBLASLt %zu: %s\n", api.cublas_path.c_str(), api.cublasLtGetVersion(),
                 api.lt_path.c_str());
@@ -488,12 +490,26 @@ TEST(Cuda, StagedUploadsPastTheInFlightLimitThenAKernel) {
   d.release(out);
 }
 
+// The device's compute capability (major), from its info.
+int cc_major(sy::Device& dev) {
+  int major = 0, minor = 0;
+  for (const auto& [k, v] : dev.info().properties)
+    if (k == "compute_capability") std::sscanf(v.c_str(), "%d.%d", &major, &minor);
+  return major;
+}
+
 TEST(Cuda, GemmFollowsTheTf32Setting) {
   SKIP_UNLESS_AVAILABLE(cuda_test_device());
+  sy::Device& dev = sy::device(cuda_test_device());
   sy::BackendDevice& d = sy::backend_device(cuda_test_device());
+  const bool tf32_env = env_set("SWITCHYARD_CUDA_TF32");
+  EXPECT_EQ(sy::float32_matmul_precision(), tf32_env ? "high" : "highest");
+  EXPECT_THROW(sy::set_float32_matmul_precision("tf32"), sy::Error);
+  // TF32 where the device has it (compute capability 8.0 and up).
+  const bool device_tf32 = cc_major(dev) >= 8;
   // 1 + 2^-12 is exact in FP32 and rounds to 1 in TF32 (10 mantissa bits):
   // the product shows which one the GEMM computed in, on whichever path
-  // (cuBLASLt, or cublasSgemm with SWITCHYARD_CUDA_GEMM=cublas).
+  // (cuBLASLt, or cublasGemmEx with SWITCHYARD_CUDA_GEMM=cublas).
   const float a = 1.f + 1.f / 4096.f;
   std::vector<float> A(16 * 16, 0.f), B(16 * 16, 0.f), C(16 * 16);
   for (int i = 0; i < 16; ++i)
@@ -506,23 +522,52 @@ TEST(Cuda, GemmFollowsTheTf32Setting) {
                              sy::GemmParams{.m = 16, .n = 16, .k = 16, .alpha = 1.f},
                              {16 * 16 * 4, 16 * 16 * 4, 16 * 16 * 4});
   sy::Binding b[3] = {{bc, 0}, {ba, 0}, {bb, 0}};
-  d.execute(p, b);
-  d.download(bc, 0, C.data(), C.size() * 4);
-  d.synchronize();
-  const bool tf32 = env_set("SWITCHYARD_CUDA_TF32");
+  // Each setting three times (eager, captured, replayed from a CUDA graph),
+  // then back: a graph recorded under one setting is not replayed in the
+  // other.
+  for (const char* prec : {"highest", "high", "medium", "highest"}) {
+    sy::set_float32_matmul_precision(prec);
+    const bool tf32 = device_tf32 && std::string(prec) != "highest";
+    for (int run = 0; run < 3; ++run) {
+      d.execute(p, b);
+      d.download(bc, 0, C.data(), C.size() * 4);
+      d.synchronize();
 #ifdef SWITCHYARD_TEST_CUDA_EMU
-  EXPECT_EQ(C[0], tf32 ? 1.f : a) << (tf32 ? "SWITCHYARD_CUDA_TF32=1 but the GEMM ran in FP32"
-                                           : "TF32 is off by default but the GEMM used it");
+      EXPECT_EQ(C[0], tf32 ? 1.f : a)
+          << prec << " run " << run << " on compute capability " << cc_major(dev);
 #else
-  // On a GPU, TF32 asked for is allowed, not forced (cuBLAS may pick an FP32
-  // kernel, and sm_75 has no TF32); off, it must not be used.
-  if (tf32)
-    EXPECT_TRUE(C[0] == 1.f || C[0] == a) << C[0];
-  else
-    EXPECT_EQ(C[0], a) << "TF32 is off by default but the GEMM used it";
+      // On a GPU, TF32 allowed is not forced (cuBLAS may pick an FP32
+      // kernel); not allowed, it must not be used.
+      if (tf32)
+        EXPECT_TRUE(C[0] == 1.f || C[0] == a) << C[0];
+      else
+        EXPECT_EQ(C[0], a) << prec << ": TF32 not allowed but the GEMM used it";
 #endif
-  EXPECT_EQ(C[17], C[0]);
+      EXPECT_EQ(C[17], C[0]);
+    }
+  }
+  sy::set_float32_matmul_precision(tf32_env ? "high" : "highest");
   for (sy::Buffer x : {ba, bb, bc}) d.release(x);
+}
+
+TEST(Cuda, GemmReadsBf16OnlyWhereTheDeviceHasIt) {
+  SKIP_UNLESS_AVAILABLE(cuda_test_device());
+  sy::Device& dev = sy::device(cuda_test_device());
+  sy::BackendDevice& d = sy::backend_device(cuda_test_device());
+  EXPECT_TRUE(d.gemm_reads(sy::DType::f32));
+  EXPECT_TRUE(d.gemm_reads(sy::DType::f16));
+  EXPECT_EQ(d.gemm_reads(sy::DType::bf16), cc_major(dev) >= 8);
+  EXPECT_FALSE(d.gemm_reads(sy::DType::i32));
+  // Where it does not, bf16 matmuls still run: widened first, the same values.
+  sy::manual_seed(7);
+  const sy::Tensor x = sy::randn({5, 7}, sy::Options(dev).dtype(sy::bf16));
+  const sy::Tensor w = sy::randn({7, 3}, sy::Options(dev).dtype(sy::bf16));
+  const auto on_dev = sy::matmul(x, w).to_vector<float>();
+  const auto on_cpu =
+      sy::matmul(x.to(sy::device("cpu")), w.to(sy::device("cpu"))).to_vector<float>();
+  ASSERT_EQ(on_dev.size(), on_cpu.size());
+  for (size_t i = 0; i < on_dev.size(); ++i)  // one bf16 rounding apart at most
+    EXPECT_NEAR(on_dev[i], on_cpu[i], 1e-2 * std::abs(on_cpu[i]) + 1e-3) << i;
 }
 
 TEST(Cuda, SoftmaxOfRowsWithMinusInfinityMatchesTheReference) {

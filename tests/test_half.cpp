@@ -459,5 +459,29 @@ TEST_P(Half, ModelFilesInSixteenBitsAreHalfTheSizeAndLoad) {
   std::filesystem::remove_all(std::filesystem::path(f32_path).parent_path());
 }
 
+// PyTorch's switch: three names, anything else refused; devices without
+// TF32 compute f32 GEMMs in FP32 whatever it says (the CUDA suites check
+// the devices that have it).
+TEST_P(Half, Float32MatmulPrecisionIsAProcessWideSwitch) {
+  sy::Device& d = sy::device(GetParam());
+  const std::string start = sy::float32_matmul_precision();
+  expect_error(
+      [] { sy::set_float32_matmul_precision("tf32"); },
+      {"[set_float32_matmul_precision]", "\"highest\", \"high\" or \"medium\"", "found \"tf32\""});
+  EXPECT_EQ(sy::float32_matmul_precision(), start);
+  const float a = 1.f + 1.f / 4096.f;  // exact in FP32, 1 in TF32
+  const sy::Tensor x = sy::from_vector(std::vector<float>{a, 0.f, 0.f, a}, {2, 2}, d);
+  const sy::Tensor eye = sy::from_vector(std::vector<float>{1.f, 0.f, 0.f, 1.f}, {2, 2}, d);
+  for (const char* p : {"high", "medium", "highest"}) {
+    sy::set_float32_matmul_precision(p);
+    EXPECT_EQ(sy::float32_matmul_precision(), p);
+    const bool tf32_device = d.info().backend == "cuda" || d.info().backend == "cudaemu";
+    if (!tf32_device) {
+      EXPECT_EQ(sy::matmul(x, eye).to_vector<float>()[0], a) << p;
+    }
+  }
+  sy::set_float32_matmul_precision(start);
+}
+
 INSTANTIATE_TEST_SUITE_P(Devices, Half, ::testing::ValuesIn(conformance_devices()),
                          [](const auto& i) { return device_param_name(i.param); });

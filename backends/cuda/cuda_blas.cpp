@@ -8,6 +8,11 @@
 // C^T that cuBLASLt's BIAS epilogue adds, and ReLU fuses as RELU_BIAS. Other
 // activations (GELU included: cuBLASLt does not document which GELU formula it
 // uses, and all backends must agree) run as our own pass over C.
+//
+// A and B may be bf16 or f16 (autocast's GEMMs): cuBLASLt's mixed-precision
+// row A/B 16BF or 16F, C/D 32F, CUBLAS_COMPUTE_32F (tensor cores, f32
+// accumulation, the bias in f32). f32 operands use CUBLAS_COMPUTE_32F, or
+// CUBLAS_COMPUTE_32F_FAST_TF32 when the run allows TF32 (LaunchEnv::tf32).
 #include "cuda_blas.h"
 
 #include <algorithm>
@@ -69,6 +74,7 @@ Loaded load() {
 #define SY_RESOLVE_CUBLAS(name) SY_RESOLVE(cublas_lib, name)
 #define SY_RESOLVE_LT(name) SY_RESOLVE(lt_lib, name)
   SY_CUBLAS_FUNCS(SY_RESOLVE_CUBLAS)
+  SY_CUBLAS_EX_FUNCS(SY_RESOLVE_CUBLAS)
   SY_CUBLASLT_FUNCS(SY_RESOLVE_LT)
 #undef SY_RESOLVE_LT
 #undef SY_RESOLVE_CUBLAS
@@ -86,11 +92,29 @@ void check(cublasStatus_t s, const char* call) {
   throw Error(msg);
 }
 
+cudaDataType cuda_type(DType t) {
+  switch (t) {
+    case DType::bf16:
+      return CUDA_R_16BF;
+    case DType::f16:
+      return CUDA_R_16F;
+    case DType::f32:
+      return CUDA_R_32F;
+    default:
+      throw Error(
+          detail::cat("[gemm] expected f32, bf16 or f16 operands on CUDA, found ", dtype_name(t)));
+  }
+}
+
+cublasComputeType_t compute_type(DType ab, bool tf32) {
+  return ab == DType::f32 && tf32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
+}
+
 }  // namespace
 
 int alignment_of(const void* p) {
   int a = 16;
-  while (a > 4 && reinterpret_cast<uintptr_t>(p) % uintptr_t(a)) a /= 2;
+  while (a > 2 && reinterpret_cast<uintptr_t>(p) % uintptr_t(a)) a /= 2;
   return a;
 }
 
@@ -117,7 +141,6 @@ void Blas::init(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
   const BlasApi& a = blas_api();
   workspace_ = workspace;
   workspace_bytes_ = workspace_bytes;
-  tf32_ = env_is("SWITCHYARD_CUDA_TF32", "1");
   // Made into locals and kept only when everything worked: nothing
   // half-made stays behind, and the next GEMM tries again.
   cublasHandle_t h = nullptr;
@@ -126,12 +149,11 @@ void Blas::init(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
     check(a.cublasCreate_v2(&h), "cublasCreate");
     check(a.cublasSetStream_v2(h, stream), "cublasSetStream");
     check(a.cublasSetWorkspace_v2(h, workspace, workspace_bytes), "cublasSetWorkspace");
-    // TF32 off unless asked for (as PyTorch since 1.12): FP32 GEMMs agree
-    // with the other backends to FP32 rounding. Set either way, so the
-    // cublasSgemm fallback follows the same setting as cuBLASLt's compute
-    // type (and NVIDIA_TF32_OVERRIDE is the only other say).
-    check(a.cublasSetMathMode(h, tf32_ ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH),
-          "cublasSetMathMode");
+    // TF32 only through the compute type each call passes (as PyTorch
+    // since 1.12, off unless set_float32_matmul_precision allows it): the
+    // handle's math mode stays the default, which never takes it for
+    // CUBLAS_COMPUTE_32F.
+    check(a.cublasSetMathMode(h, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
     check(a.cublasLtCreate(&lt), "cublasLtCreate");
   } catch (...) {
     if (h) a.cublasDestroy_v2(h);
@@ -162,7 +184,8 @@ void Blas::release() {
 Blas::Plan& Blas::plan(const Key& k) {
   if (auto it = plans_.find(k); it != plans_.end()) return it->second;
   const BlasApi& a = blas_api();
-  auto [M, N, K, ta, tb, has_bias, act, align_a, align_b, align_c] = k;
+  auto [M, N, K, ta, tb, has_bias, act, align_a, align_b, align_c, ab, tf32] = k;
+  const cudaDataType ab_type = cuda_type(ab);
   Plan pl;
   cublasLtMatmulPreference_t pref = nullptr;
   auto destroy = [&] {  // on failure: nothing leaks, the exception tells why
@@ -180,8 +203,7 @@ Blas::Plan& Blas::plan(const Key& k) {
                              : (pl.fused_act ? CUBLASLT_EPILOGUE_RELU : CUBLASLT_EPILOGUE_DEFAULT);
       cublasOperation_t op_first = tb ? CUBLAS_OP_T : CUBLAS_OP_N;   // B
       cublasOperation_t op_second = ta ? CUBLAS_OP_T : CUBLAS_OP_N;  // A
-      check(a.cublasLtMatmulDescCreate(
-                &pl.desc, tf32_ ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F, CUDA_R_32F),
+      check(a.cublasLtMatmulDescCreate(&pl.desc, compute_type(ab, tf32), CUDA_R_32F),
             "cublasLtMatmulDescCreate");
       check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_TRANSA, &op_first,
                                              sizeof(op_first)),
@@ -194,11 +216,11 @@ Blas::Plan& Blas::plan(const Key& k) {
             "cublasLtMatmulDescSetAttribute(EPILOGUE)");
       // Stored (column-major) shapes: B^T is N x K (ld N), or K x N (ld K) when
       // transposed; A^T is K x M (ld K), or M x K (ld M); C^T is N x M (ld N).
-      check(tb ? a.cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_32F, K, N, K)
-               : a.cublasLtMatrixLayoutCreate(&pl.a, CUDA_R_32F, N, K, N),
+      check(tb ? a.cublasLtMatrixLayoutCreate(&pl.a, ab_type, K, N, K)
+               : a.cublasLtMatrixLayoutCreate(&pl.a, ab_type, N, K, N),
             "cublasLtMatrixLayoutCreate(B)");
-      check(ta ? a.cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_32F, M, K, M)
-               : a.cublasLtMatrixLayoutCreate(&pl.b, CUDA_R_32F, K, M, K),
+      check(ta ? a.cublasLtMatrixLayoutCreate(&pl.b, ab_type, M, K, M)
+               : a.cublasLtMatrixLayoutCreate(&pl.b, ab_type, K, M, K),
             "cublasLtMatrixLayoutCreate(A)");
       check(a.cublasLtMatrixLayoutCreate(&pl.c, CUDA_R_32F, N, M, N),
             "cublasLtMatrixLayoutCreate(C)");
@@ -230,11 +252,11 @@ Blas::Plan& Blas::plan(const Key& k) {
     destroy();
     throw;
   }
-  if (!pl.use_lt) pl.fused_act = false;  // cublasSgemm, then our bias/activation pass
+  if (!pl.use_lt) pl.fused_act = false;  // cublasGemmEx, then our bias/activation pass
   return plans_.emplace(k, pl).first->second;
 }
 
-void Blas::gemm(const GemmParams& p, float* C, const float* A, const float* B, const float* bias,
+void Blas::gemm(const GemmParams& p, float* C, const void* A, const void* B, const float* bias,
                 const LaunchEnv& env) {
   const BlasApi& a = blas_api();
   const int64_t M = p.m, N = p.n, K = p.k;
@@ -258,17 +280,20 @@ void Blas::gemm(const GemmParams& p, float* C, const float* A, const float* B, c
                p.lda < (int64_t(1) << 31) && p.ldb < (int64_t(1) << 31),
            "gemm", "expected dimensions below 2^31 on CUDA, found ", M, "x", N, "x", K);
   const float alpha = p.alpha, beta = 0.f;
+  const cudaDataType ab_type = cuda_type(p.ab_dtype);
+  const cublasComputeType_t compute = compute_type(p.ab_dtype, env.tf32);
   const int64_t lda = p.lda ? p.lda : (ta ? M : K), ldb = p.ldb ? p.ldb : (tb ? K : N);
   const bool packed = lda == (ta ? M : K) && ldb == (tb ? K : N);
   if (p.batch > 1 || (bias && p.bias_rows) || !packed) {  // strided-batched cuBLAS, our epilogue
     const int64_t batch = std::max<int64_t>(p.batch, 1);
     SY_CHECK(batch < (int64_t(1) << 31), "gemm",
              "expected fewer than 2^31 products on CUDA, found ", batch);
-    check(a.cublasSgemmStridedBatched(handle_, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
-                                      ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(N), int(M), int(K),
-                                      &alpha, B, int(ldb), p.stride_b, A, int(lda), p.stride_a,
-                                      &beta, C, int(N), p.stride_c, int(batch)),
-          "cublasSgemmStridedBatched");
+    check(a.cublasGemmStridedBatchedEx(handle_, tb ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                       ta ? CUBLAS_OP_T : CUBLAS_OP_N, int(N), int(M), int(K),
+                                       &alpha, B, ab_type, int(ldb), p.stride_b, A, ab_type,
+                                       int(lda), p.stride_a, &beta, C, CUDA_R_32F, int(N),
+                                       p.stride_c, int(batch), compute, CUBLAS_GEMM_DEFAULT),
+          "cublasGemmStridedBatchedEx");
     launch_bias_act_batched(batch, M, N, p.stride_c, C, bias, p.bias_rows, act, env);
     return;
   }
@@ -278,7 +303,7 @@ void Blas::gemm(const GemmParams& p, float* C, const float* A, const float* B, c
   const bool lt_bias = bias && alignment_of(bias) == 16;
   const Unary epilogue_act = bias && !lt_bias ? Unary::none : act;
   Plan& pl = plan(Key{M, N, K, ta, tb, lt_bias, int(epilogue_act), alignment_of(A), alignment_of(B),
-                      alignment_of(C)});
+                      alignment_of(C), p.ab_dtype, env.tf32});
   if (pl.use_lt) {
     if (lt_bias)
       check(a.cublasLtMatmulDescSetAttribute(pl.desc, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
@@ -291,10 +316,10 @@ void Blas::gemm(const GemmParams& p, float* C, const float* A, const float* B, c
     launch_bias_act(M, N, C, lt_bias ? nullptr : bias, pl.fused_act ? Unary::none : act, env);
     return;
   }
-  check(a.cublasSgemm_v2(handle_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
-                         int(N), int(M), int(K), &alpha, B, int(tb ? K : N), A, int(ta ? M : K),
-                         &beta, C, int(N)),
-        "cublasSgemm");
+  check(a.cublasGemmEx(handle_, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                       int(N), int(M), int(K), &alpha, B, ab_type, int(tb ? K : N), A, ab_type,
+                       int(ta ? M : K), &beta, C, CUDA_R_32F, int(N), compute, CUBLAS_GEMM_DEFAULT),
+        "cublasGemmEx");
   launch_bias_act(M, N, C, bias, act, env);
 }
 

@@ -22,8 +22,10 @@ struct BlasApi {
 // clang-format off
 #define SY_CUBLAS_FUNCS(X)                                                              \
   X(cublasCreate_v2) X(cublasDestroy_v2) X(cublasSetStream_v2) X(cublasSetWorkspace_v2) \
-  X(cublasSgemm_v2) X(cublasSgemmStridedBatched) X(cublasGetStatusName) X(cublasGetVersion_v2) \
-  X(cublasSetMathMode)
+  X(cublasGetStatusName) X(cublasGetVersion_v2) X(cublasSetMathMode)
+// Overloaded in C++ (a wrapper takes the old cudaDataType compute type), so
+// declared with their C signatures.
+#define SY_CUBLAS_EX_FUNCS(X) X(cublasGemmEx) X(cublasGemmStridedBatchedEx)
 #define SY_CUBLASLT_FUNCS(X)                                                            \
   X(cublasLtCreate) X(cublasLtDestroy) X(cublasLtGetVersion) X(cublasLtMatmul)           \
   X(cublasLtMatmulDescCreate) X(cublasLtMatmulDescDestroy) X(cublasLtMatmulDescSetAttribute) \
@@ -34,6 +36,14 @@ struct BlasApi {
   SY_CUBLAS_FUNCS(SY_DECLARE_FN)
   SY_CUBLASLT_FUNCS(SY_DECLARE_FN)
 #undef SY_DECLARE_FN
+  cublasStatus_t (*cublasGemmEx)(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int,
+                                 const void*, const void*, cudaDataType, int, const void*,
+                                 cudaDataType, int, const void*, void*, cudaDataType, int,
+                                 cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
+  cublasStatus_t (*cublasGemmStridedBatchedEx)(
+      cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, const void*, const void*,
+      cudaDataType, int, long long, const void*, cudaDataType, int, long long, const void*, void*,
+      cudaDataType, int, long long, int, cublasComputeType_t, cublasGemmAlgo_t) = nullptr;
 };
 // clang-format on
 
@@ -43,8 +53,8 @@ struct BlasApi {
 // `errors` the first failure's text.
 void* open_toolkit_library(const std::string& soname, std::string& path, std::string& errors);
 
-// The largest power of two up to 16 dividing the address (f32: at least 4):
-// the alignment a library's plan for an operand is made for.
+// The largest power of two up to 16 dividing the address (at least 2; f32:
+// at least 4): the alignment a library's plan for an operand is made for.
 int alignment_of(const void* p);
 // Whether environment variable `name` is set to exactly `value`.
 bool env_is(const char* name, const char* value);
@@ -69,9 +79,11 @@ class Blas {
   void init(cudaStream_t stream, void* workspace, size_t workspace_bytes);
   bool ready() const { return lt_ != nullptr; }
   // C = alpha * op(A) op(B) (+ bias) then act, all row-major (the kernel
-  // table's gemm). Plans are made on first use of a shape; later calls make
-  // no host allocation and no device allocation.
-  void gemm(const GemmParams& p, float* C, const float* A, const float* B, const float* bias,
+  // table's gemm). A and B are p.ab_dtype (f32, bf16 or f16), C and the
+  // bias f32; products accumulate in f32, f32 operands as TF32 where
+  // env.tf32. Plans are made on first use of a shape; later calls make no
+  // host allocation and no device allocation.
+  void gemm(const GemmParams& p, float* C, const void* A, const void* B, const float* bias,
             const LaunchEnv& env);
   void release();
 
@@ -81,19 +93,19 @@ class Blas {
     cublasLtMatrixLayout_t a = nullptr, b = nullptr, c = nullptr;
     cublasLtMatmulAlgo_t algo{};
     cublasLtEpilogue_t epilogue = CUBLASLT_EPILOGUE_DEFAULT;
-    bool use_lt = false;  // false: cublasSgemm plus our epilogue kernel
+    bool use_lt = false;  // false: cublasGemmEx plus our epilogue kernel
     bool fused_act = false;
   };
   // (M, N, K, transA, transB, bias in the epilogue, activation, alignment
-  // of A, B and C in bytes)
-  using Key = std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, int, int, int, int>;
+  // of A, B and C in bytes, A's and B's dtype, TF32)
+  using Key =
+      std::tuple<int64_t, int64_t, int64_t, bool, bool, bool, int, int, int, int, DType, bool>;
   Plan& plan(const Key& k);
 
   cublasHandle_t handle_ = nullptr;
   cublasLtHandle_t lt_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  bool tf32_ = false;
   std::map<Key, Plan> plans_;
 };
 

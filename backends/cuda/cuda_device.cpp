@@ -41,6 +41,7 @@
 #include "cuda_graph_key.h"
 #include "switchyard/backend/custom.h"
 #include "switchyard/profile.h"
+#include "switchyard/settings.h"
 #include "units.h"
 
 namespace switchyard::cuda_impl {
@@ -75,7 +76,9 @@ CudaDevice::CudaDevice(DeviceInfo info, int ordinal, int64_t max_blocks)
             (void)cudaFree(p);
           }) {
   env_.max_blocks = std::max<int64_t>(max_blocks, 1);
-  gemm_ = [this](const GemmParams& p, float* C, const float* A, const float* B, const float* bias,
+  for (const auto& [k, v] : this->info().properties)
+    if (k == "compute_capability") std::sscanf(v.c_str(), "%d.%d", &cc_major_, &cc_minor_);
+  gemm_ = [this](const GemmParams& p, float* C, const void* A, const void* B, const float* bias,
                  const LaunchEnv& env) { blas_.gemm(p, C, A, B, bias, env); };
   env_.gemm = &gemm_;  // the device lives at one address: set once
   custom_ = [this](const CustomParams& p, void* const* a, const LaunchEnv& env) {
@@ -596,9 +599,7 @@ void CudaDevice::prepare_custom(const KernelSpec& s, int64_t id) {
   SY_CHECK(g_custom_cuda, what.c_str(),
            "expected NVRTC and the CUDA driver API, found this build runs without them (the CUDA "
            "emulation)");
-  int major = 0, minor = 0;
-  for (const auto& [k, v] : info().properties)
-    if (k == "compute_capability") std::sscanf(v.c_str(), "%d.%d", &major, &minor);
+  const int major = cc_major_, minor = cc_minor_;
   SY_CHECK(major > 0, what.c_str(), "expected the compute capability of ", str(), ", found none");
   {
     std::lock_guard lock(mu_);
@@ -618,6 +619,10 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
   ensure();
   ptrs_.assign(p.instrs.size() * kMaxKernelArgs, nullptr);
   key_.clear();
+  // TF32 for this run's f32 GEMMs and convolutions: baked into a captured
+  // graph, so part of its key (after the launches' words: the shape hash
+  // reads every kKeyWords-th word from the first).
+  env_.tf32 = cc_major_ >= 8 && detail::float32_matmul_allows_tf32();
   // The multi-tensor launches' arguments: each one's address, and after a
   // launch's addresses, each one's element count (cuda_kernels.h).
   more_ptrs_.assign(p.more_args.size() * 2, nullptr);
@@ -664,6 +669,7 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
                 ins.kernel == Kernel::conv2d_backward_weight;
     status_dirty_ |= kernel_has(ins.kernel, kReportsStatus);
   }
+  key_.push_back(env_.tf32);
   auto ensure_workspace = [&](const char* op) {
     if (workspace_) return;
     SY_CUDA(op, cudaMalloc(&workspace_, kWorkspaceBytes));

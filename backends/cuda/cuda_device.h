@@ -36,6 +36,11 @@ class CudaDevice final : public BackendDevice {
   // does not wait for the training step in flight).
   void wait_until_unused(Buffer b) override;
   bool supports(Kernel) const override { return true; }
+  // cuBLASLt reads f32, f16 and (compute capability 8.0 and up, as
+  // PyTorch's is_bf16_supported) bf16 operands, accumulating in f32.
+  bool gemm_reads(DType t) const override {
+    return t == DType::f32 || t == DType::f16 || (t == DType::bf16 && cc_major_ >= 8);
+  }
   // Compiles the kernel's CUDA source with NVRTC for this device's
   // architecture and loads it (cuda_custom.h).
   void prepare_custom(const KernelSpec& spec, int64_t id) override;
@@ -130,6 +135,7 @@ class CudaDevice final : public BackendDevice {
   void harvest();
 
   const int ordinal_;
+  int cc_major_ = 0, cc_minor_ = 0;  // compute capability (info's "compute_capability")
   std::mutex mu_;
   bool ready_ = false, down_ = false;
   cudaStream_t stream_ = nullptr;

@@ -7,12 +7,9 @@
 namespace switchyard::cuda_impl {
 
 void launch(const GemmParams& p, void* const* a, const LaunchEnv& env) {
-  auto f = [&](int j) { return static_cast<float*>(a[j]); };
   SY_CHECK(env.gemm, "gemm", "expected a GEMM implementation on the CUDA device, found none");
-  // gemm_reads() is f32 only here: the ops widen 16-bit operands first.
-  SY_CHECK(p.ab_dtype == DType::f32, "gemm", "expected f32 operands on CUDA, found ",
-           dtype_name(p.ab_dtype), " (internal error: gemm_reads says f32 only)");
-  (*env.gemm)(p, f(0), f(1), f(2), p.has_bias ? f(3) : nullptr, env);
+  (*env.gemm)(p, static_cast<float*>(a[0]), a[1], a[2],
+              p.has_bias ? static_cast<const float*>(a[3]) : nullptr, env);
 }
 
 void launch(const CustomParams& p, void* const* a, const LaunchEnv& env) {

@@ -157,7 +157,6 @@ void Dnn::init(cudaStream_t stream, void* workspace, size_t workspace_bytes) {
   stream_ = stream;
   workspace_ = workspace;
   workspace_bytes_ = workspace_bytes;
-  tf32_ = env_is("SWITCHYARD_CUDA_TF32", "1");
   deterministic_ = !env_is("SWITCHYARD_CUDNN_DETERMINISTIC", "0");
   benchmark_ = env_is("SWITCHYARD_CUDNN_BENCHMARK", "1");
 }
@@ -189,7 +188,8 @@ Dnn::Plan& Dnn::plan(Kernel k, const Conv2dBackwardInputParams& g, void* const* 
   // The alignments of the three operands join the key: an algorithm chosen
   // for aligned buffers may need them (16-byte vector loads).
   const Key key{int(k), geo,
-                alignment_of(args[0]) | alignment_of(args[1]) << 8 | alignment_of(args[2]) << 16};
+                alignment_of(args[0]) | alignment_of(args[1]) << 8 | alignment_of(args[2]) << 16 |
+                    int(tf32_) << 24};
   if (auto it = plans_.find(key); it != plans_.end()) return it->second;
   // A plan is made, and its algorithm first run, outside a graph capture:
   // timing runs and synchronizes, and an algorithm's first run may load its
@@ -338,6 +338,7 @@ bool Dnn::run(const Instr& ins, void* const* args, const LaunchEnv& env) {
   if (!handle_) return false;
   const DnnApi& a = dnn_api();
   const float one = 1.f, zero = 0.f;
+  tf32_ = env.tf32;  // this run's float32 matmul precision (plans are made per setting)
   const char* op = kernel_name(ins.kernel);
   // A plan's first run (eager: plan()) that cuDNN refuses leaves the shape
   // to the own kernels; later failures are errors.

@@ -13,8 +13,8 @@
 // SWITCHYARD_CUDNN_BENCHMARK=1 the fastest by timing every algorithm on the
 // launch's own buffers (cudnn.benchmark's choice, which may differ between
 // runs). Only deterministic algorithms are taken unless
-// SWITCHYARD_CUDNN_DETERMINISTIC=0, and TF32 only with
-// SWITCHYARD_CUDA_TF32=1, as for the GEMMs.
+// SWITCHYARD_CUDNN_DETERMINISTIC=0, and TF32 only where
+// set_float32_matmul_precision allows it, as for the GEMMs.
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -133,7 +133,7 @@ class Dnn {
     size_t workspace = 0;
     bool ran = false;  // run once: cuDNN took it
   };
-  // Kernel, geometry (14 numbers), the operands' alignments.
+  // Kernel, geometry (14 numbers), the operands' alignments and TF32.
   using Key = std::tuple<int, std::array<int64_t, 14>, int>;
   Plan& plan(Kernel k, const Conv2dBackwardInputParams& g, void* const* args);
   void make_plan(Plan& pl, Kernel k, const Conv2dBackwardInputParams& g,
@@ -144,7 +144,8 @@ class Dnn {
   cudaStream_t stream_ = nullptr;
   void* workspace_ = nullptr;
   size_t workspace_bytes_ = 0;
-  bool tf32_ = false, deterministic_ = true, benchmark_ = false;
+  bool tf32_ = false;  // the current run's LaunchEnv::tf32
+  bool deterministic_ = true, benchmark_ = false;
 #else
   void* handle_ = nullptr;  // (never set: a build without cuDNN's header)
 #endif

@@ -32,7 +32,8 @@ struct DeviceStatus {
 // The GEMM, which is cuBLAS's: the device's Blas (under tests/cuda_emu, the
 // emulated cuBLAS), reached from launch(GemmParams) through LaunchEnv::gemm.
 struct LaunchEnv;
-using GemmFn = std::function<void(const GemmParams& p, float* C, const float* A, const float* B,
+// A and B are f32, bf16 or f16 (GemmParams::ab_dtype); C and the bias f32.
+using GemmFn = std::function<void(const GemmParams& p, float* C, const void* A, const void* B,
                                   const float* bias, const LaunchEnv& env)>;
 
 // A custom kernel's launch (switchyard/custom.h), which the device makes:
@@ -46,9 +47,13 @@ using ConvFn = std::function<bool(const Instr& ins, void* const* args, const Lau
 
 struct LaunchEnv {
   cudaStream_t stream = nullptr;
-  DeviceStatus* status = nullptr;          // device address of the status words
-  int64_t max_blocks = 1024;               // grid cap for grid-stride loops (SMs x 32)
-  const GemmFn* gemm = nullptr;            // the device's cuBLAS GEMM
+  DeviceStatus* status = nullptr;  // device address of the status words
+  int64_t max_blocks = 1024;       // grid cap for grid-stride loops (SMs x 32)
+  const GemmFn* gemm = nullptr;    // the device's cuBLAS GEMM
+  // f32 GEMMs and convolutions may use TF32 in this run: the device has it
+  // (compute capability 8.0 and up) and set_float32_matmul_precision allows
+  // it. Part of a CUDA graph's key.
+  bool tf32 = false;
   const CustomLaunchFn* custom = nullptr;  // the device's custom kernels
   // The device's cuDNN convolutions, or null: the own kernels (k_conv.cu).
   // Returns false for a shape it leaves to them.

@@ -9,6 +9,8 @@
 #include <memory>
 #include <mutex>
 
+#include "switchyard/error.h"
+
 namespace switchyard {
 
 namespace {
@@ -25,6 +27,16 @@ Messages& messages() {
 }
 
 std::atomic<bool> g_disk_cache{true};
+
+// 0 highest, 1 high, 2 medium; the start value from the environment.
+std::atomic<int>& matmul_precision() {
+  static std::atomic<int> level{[] {
+    const char* e = std::getenv("SWITCHYARD_CUDA_TF32");
+    return e && std::strcmp(e, "1") == 0 ? 1 : 0;
+  }()};
+  return level;
+}
+constexpr const char* kMatmulPrecisions[] = {"highest", "high", "medium"};
 
 }  // namespace
 
@@ -69,5 +81,21 @@ bool disk_cache_enabled() {
   const char* e = std::getenv("SWITCHYARD_VK_NO_PIPELINE_CACHE");
   return !(e && *e && std::strcmp(e, "0") != 0);
 }
+
+void set_float32_matmul_precision(std::string_view precision) {
+  for (int i = 0; i < 3; ++i)
+    if (precision == kMatmulPrecisions[i]) {
+      matmul_precision().store(i);
+      return;
+    }
+  throw Error(
+      detail::cat("[set_float32_matmul_precision] expected \"highest\", \"high\" or "
+                  "\"medium\", found \"",
+                  precision, "\""));
+}
+
+std::string float32_matmul_precision() { return kMatmulPrecisions[matmul_precision().load()]; }
+
+bool detail::float32_matmul_allows_tf32() noexcept { return matmul_precision().load() > 0; }
 
 }  // namespace switchyard

@@ -4,7 +4,10 @@
 // double. They check what the backend passes (layouts against the operation's
 // shape, leading dimensions, epilogues), so the row-major to column-major
 // mapping in cuda_blas.cpp is exercised. Work is enqueued on the emulated
-// stream, so it is recorded into graphs like everything else.
+// stream, so it is recorded into graphs like everything else. A and B may be
+// f32, bf16 or f16 (cuBLAS's mixed-precision row: C and D f32, compute
+// 32F); TF32 comes from the compute type, or from the TF32 math mode for
+// CUBLAS_COMPUTE_32F, as cuBLAS documents.
 #include <cstdlib>
 #include <cstring>
 #include <string>
@@ -12,13 +15,14 @@
 
 #include "cuda_blas.h"
 #include "cuda_runtime_api.h"
+#include "pointwise.h"
 
 namespace switchyard::cuda_impl {
 namespace {
 
 // Descriptor fields, kept in the opaque structs' storage.
 enum { kTransA, kTransB, kEpilogue, kBias, kCompute };
-enum { kRows, kCols, kLd };
+enum { kRows, kCols, kLd, kType };
 // Preference and algorithm: the minimum alignments of A, B, C, D (bytes).
 // Unset, cuBLASLt assumes 256: a backend that does not state them gets
 // algorithms that fault on less aligned pointers.
@@ -37,18 +41,34 @@ float* at(const void* base, uint64_t ld, uint64_t i, uint64_t j) {  // column-ma
   return const_cast<float*>(static_cast<const float*>(base)) + i + j * ld;
 }
 
+// A matrix operand: its address and element type.
+struct Operand {
+  const void* p;
+  cudaDataType type;
+  // Column-major element (i, j), widened to f32.
+  float get(uint64_t ld, uint64_t i, uint64_t j) const {
+    const uint64_t e = i + j * ld;
+    if (type == CUDA_R_32F) return static_cast<const float*>(p)[e];
+    const uint16_t h = static_cast<const uint16_t*>(p)[e];
+    return type == CUDA_R_16BF ? pointwise::bf16_to_float(h) : pointwise::f16_to_float(h);
+  }
+};
+
+bool operand_type(cudaDataType t) { return t == CUDA_R_32F || t == CUDA_R_16BF || t == CUDA_R_16F; }
+size_t type_bytes(cudaDataType t) { return t == CUDA_R_32F ? 4 : 2; }
+
 // D (m x n) = alpha op(A) op(B) (+ bias per row) (relu), column-major.
-void matmul(bool ta, bool tb, uint64_t m, uint64_t n, uint64_t k, float alpha, const float* A,
-            uint64_t lda, const float* B, uint64_t ldb, float* D, uint64_t ldd, const float* bias,
+void matmul(bool ta, bool tb, uint64_t m, uint64_t n, uint64_t k, float alpha, Operand A,
+            uint64_t lda, Operand B, uint64_t ldb, float* D, uint64_t ldd, const float* bias,
             bool relu, bool tf32) {
   // op(A)'s rows and op(B)'s columns copied contiguous first: the dot
   // products then stream (strided reads made this most of the CNN tests'
   // time).
   std::vector<float> rows(m * k), cols(n * k);
   for (uint64_t i = 0; i < m; ++i)
-    for (uint64_t l = 0; l < k; ++l) rows[i * k + l] = ta ? *at(A, lda, l, i) : *at(A, lda, i, l);
+    for (uint64_t l = 0; l < k; ++l) rows[i * k + l] = ta ? A.get(lda, l, i) : A.get(lda, i, l);
   for (uint64_t j = 0; j < n; ++j)
-    for (uint64_t l = 0; l < k; ++l) cols[j * k + l] = tb ? *at(B, ldb, j, l) : *at(B, ldb, l, j);
+    for (uint64_t l = 0; l < k; ++l) cols[j * k + l] = tb ? B.get(ldb, j, l) : B.get(ldb, l, j);
   if (tf32)  // tensor cores read the inputs as TF32: 10 mantissa bits
     for (auto* v : {&rows, &cols})
       for (float& x : *v) x = sy_emu::to_tf32(x);
@@ -122,11 +142,12 @@ cublasStatus_t desc_set(cublasLtMatmulDesc_t d, cublasLtMatmulDescAttributes_t a
 }
 cublasStatus_t layout_create(cublasLtMatrixLayout_t* l, cudaDataType type, uint64_t rows,
                              uint64_t cols, int64_t ld) {
-  if (type != CUDA_R_32F || ld < int64_t(rows) || ld < 1) return CUBLAS_STATUS_INVALID_VALUE;
+  if (!operand_type(type) || ld < int64_t(rows) || ld < 1) return CUBLAS_STATUS_INVALID_VALUE;
   *l = new cublasLtMatrixLayoutOpaque_t{};
   fields(*l)[kRows] = rows;
   fields(*l)[kCols] = cols;
   fields(*l)[kLd] = uint64_t(ld);
+  fields(*l)[kType] = type;
   return CUBLAS_STATUS_SUCCESS;
 }
 cublasStatus_t layout_destroy(cublasLtMatrixLayout_t l) {
@@ -184,6 +205,11 @@ cublasStatus_t heuristic(cublasLtHandle_t, cublasLtMatmulDesc_t d, cublasLtMatri
                          cublasLtMatmulHeuristicResult_t results[], int* found) {
   uint64_t m, n, k;
   if (requested < 1 || !shape(d, a, b, c, m, n, k)) return CUBLAS_STATUS_INVALID_VALUE;
+  // The supported rows used: A and B of one type, C and D f32, and TF32
+  // only for f32 operands.
+  if (fields(a)[kType] != fields(b)[kType] || fields(c)[kType] != CUDA_R_32F ||
+      (fields(d)[kCompute] == CUBLAS_COMPUTE_32F_FAST_TF32 && fields(a)[kType] != CUDA_R_32F))
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   if (const char* e = std::getenv("SY_EMU_LT_NO_ALGO"); e && std::string(e) == "1") {
     *found = 0;  // as cuBLASLt does for shapes it has no kernel for: the backend must fall back
     return CUBLAS_STATUS_SUCCESS;
@@ -226,11 +252,12 @@ cublasStatus_t lt_matmul(cublasLtHandle_t, cublasLtMatmulDesc_t d, const void* a
   bool ta = fields(d)[kTransA], tb = fields(d)[kTransB];
   float al = *static_cast<const float*>(alpha);
   uint64_t lda = fields(a)[kLd], ldb = fields(b)[kLd], ldd = fields(dl)[kLd];
-  auto* Af = static_cast<const float*>(A);
-  auto* Bf = static_cast<const float*>(B);
+  const Operand Ao{A, cudaDataType(fields(a)[kType])}, Bo{B, cudaDataType(fields(b)[kType])};
+  if (Ao.type != Bo.type || fields(c)[kType] != CUDA_R_32F || fields(dl)[kType] != CUDA_R_32F)
+    return CUBLAS_STATUS_NOT_SUPPORTED;
   auto* Df = static_cast<float*>(D);
   bool tf32 = fields(d)[kCompute] == CUBLAS_COMPUTE_32F_FAST_TF32;
-  sy_emu::enqueue([=] { matmul(ta, tb, m, n, k, al, Af, lda, Bf, ldb, Df, ldd, bias, relu, tf32); },
+  sy_emu::enqueue([=] { matmul(ta, tb, m, n, k, al, Ao, lda, Bo, ldb, Df, ldd, bias, relu, tf32); },
                   sy_emu::kKernelNode);
   return CUBLAS_STATUS_SUCCESS;
 }
@@ -266,46 +293,61 @@ const char* status_name(cublasStatus_t s) {
       return "CUBLAS_STATUS_(emulated)";
   }
 }
-cublasStatus_t sgemm(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb, int m,
-                     int n, int k, const float* alpha, const float* A, int lda, const float* B,
-                     int ldb, const float* beta, float* C, int ldc) {
-  bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
+// cublasGemmEx's checks: the stream, the dimensions, the supported type
+// rows. Returns the TF32 rounding to apply through `tf32`.
+cublasStatus_t check_ex(bool ta, bool tb, int m, int n, int k, cudaDataType at, int lda,
+                        cudaDataType bt, int ldb, const void* beta, cudaDataType ct, int ldc,
+                        cublasComputeType_t compute, bool& tf32) {
   if (blas_stream != sy_emu::device_stream)
     return CUBLAS_STATUS_INVALID_VALUE;  // cublasSetStream forgotten
   if (m < 0 || n < 0 || k < 0 || lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m ||
-      *beta != 0.f)
+      *static_cast<const float*>(beta) != 0.f)
     return CUBLAS_STATUS_INVALID_VALUE;
-  float al = *alpha;
-  bool tf32 = math_mode == CUBLAS_TF32_TENSOR_OP_MATH;
+  if (!operand_type(at) || at != bt || ct != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+  if (compute == CUBLAS_COMPUTE_32F_FAST_TF32) {
+    if (at != CUDA_R_32F) return CUBLAS_STATUS_NOT_SUPPORTED;
+    tf32 = true;
+  } else if (compute == CUBLAS_COMPUTE_32F) {
+    tf32 = at == CUDA_R_32F && math_mode == CUBLAS_TF32_TENSOR_OP_MATH;
+  } else {
+    return CUBLAS_STATUS_NOT_SUPPORTED;
+  }
+  return CUBLAS_STATUS_SUCCESS;
+}
+
+cublasStatus_t gemm_strided_batched_ex(cublasHandle_t, cublasOperation_t transa,
+                                       cublasOperation_t transb, int m, int n, int k,
+                                       const void* alpha, const void* A, cudaDataType at, int lda,
+                                       long long stride_a, const void* B, cudaDataType bt, int ldb,
+                                       long long stride_b, const void* beta, void* C,
+                                       cudaDataType ct, int ldc, long long stride_c, int batch,
+                                       cublasComputeType_t compute, cublasGemmAlgo_t) {
+  bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T, tf32 = false;
+  if (cublasStatus_t st = check_ex(ta, tb, m, n, k, at, lda, bt, ldb, beta, ct, ldc, compute, tf32);
+      st != CUBLAS_STATUS_SUCCESS)
+    return st;
+  if (batch < 0 || stride_a < 0 || stride_b < 0 || stride_c < 0) return CUBLAS_STATUS_INVALID_VALUE;
+  const float al = *static_cast<const float*>(alpha);
+  const size_t eb = type_bytes(at);
   sy_emu::enqueue(
       [=] {
-        matmul(ta, tb, uint64_t(m), uint64_t(n), uint64_t(k), al, A, uint64_t(lda), B,
-               uint64_t(ldb), C, uint64_t(ldc), nullptr, false, tf32);
+        for (int b = 0; b < batch; ++b)
+          matmul(ta, tb, uint64_t(m), uint64_t(n), uint64_t(k), al,
+                 {static_cast<const char*>(A) + b * stride_a * eb, at}, uint64_t(lda),
+                 {static_cast<const char*>(B) + b * stride_b * eb, bt}, uint64_t(ldb),
+                 static_cast<float*>(C) + b * stride_c, uint64_t(ldc), nullptr, false, tf32);
       },
       sy_emu::kKernelNode);
   return CUBLAS_STATUS_SUCCESS;
 }
 
-cublasStatus_t sgemm_batched(cublasHandle_t, cublasOperation_t transa, cublasOperation_t transb,
-                             int m, int n, int k, const float* alpha, const float* A, int lda,
-                             long long stride_a, const float* B, int ldb, long long stride_b,
-                             const float* beta, float* C, int ldc, long long stride_c, int batch) {
-  bool ta = transa == CUBLAS_OP_T, tb = transb == CUBLAS_OP_T;
-  if (blas_stream != sy_emu::device_stream) return CUBLAS_STATUS_INVALID_VALUE;
-  if (m < 0 || n < 0 || k < 0 || batch < 0 || lda < (ta ? k : m) || ldb < (tb ? n : k) || ldc < m ||
-      *beta != 0.f || stride_a < 0 || stride_b < 0 || stride_c < 0)
-    return CUBLAS_STATUS_INVALID_VALUE;
-  float al = *alpha;
-  bool tf32 = math_mode == CUBLAS_TF32_TENSOR_OP_MATH;
-  sy_emu::enqueue(
-      [=] {
-        for (int b = 0; b < batch; ++b)
-          matmul(ta, tb, uint64_t(m), uint64_t(n), uint64_t(k), al, A + b * stride_a, uint64_t(lda),
-                 B + b * stride_b, uint64_t(ldb), C + b * stride_c, uint64_t(ldc), nullptr, false,
-                 tf32);
-      },
-      sy_emu::kKernelNode);
-  return CUBLAS_STATUS_SUCCESS;
+cublasStatus_t gemm_ex(cublasHandle_t h, cublasOperation_t transa, cublasOperation_t transb, int m,
+                       int n, int k, const void* alpha, const void* A, cudaDataType at, int lda,
+                       const void* B, cudaDataType bt, int ldb, const void* beta, void* C,
+                       cudaDataType ct, int ldc, cublasComputeType_t compute,
+                       cublasGemmAlgo_t algo) {
+  return gemm_strided_batched_ex(h, transa, transb, m, n, k, alpha, A, at, lda, 0, B, bt, ldb, 0,
+                                 beta, C, ct, ldc, 0, 1, compute, algo);
 }
 
 }  // namespace
@@ -319,8 +361,8 @@ const BlasApi& sy_emu_blas_api() {
     a.cublasSetStream_v2 = set_stream;
     a.cublasSetWorkspace_v2 = set_workspace;
     a.cublasSetMathMode = set_math_mode;
-    a.cublasSgemm_v2 = sgemm;
-    a.cublasSgemmStridedBatched = sgemm_batched;
+    a.cublasGemmEx = gemm_ex;
+    a.cublasGemmStridedBatchedEx = gemm_strided_batched_ex;
     a.cublasGetStatusName = status_name;
     a.cublasGetVersion_v2 = version;
     a.cublasLtCreate = lt_create;

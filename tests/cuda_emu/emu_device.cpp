@@ -7,6 +7,8 @@
 // linked into the same program.
 #include "emu_device.h"
 
+#include <cstdlib>
+
 #include "cuda_device.h"
 #include "cudart_emu.h"
 
@@ -24,7 +26,11 @@ Device& emulated_cuda_device() {
     info.name = "CudaDevice on the CPU emulation of CUDA (tests/cuda_emu)";
     info.type = DeviceType::other;
     info.memory_bytes = sy_emu::memory_limit;
-    info.properties = {{"memory", "staging ring (emulated)"}};
+    // An H100's compute capability unless SY_EMU_COMPUTE_CAPABILITY says
+    // another (what bf16 GEMMs and TF32 are chosen by: cuda_device.h).
+    const char* cc = std::getenv("SY_EMU_COMPUTE_CAPABILITY");
+    info.properties = {{"memory", "staging ring (emulated)"},
+                       {"compute_capability", cc && *cc ? cc : "9.0"}};
     for (auto& kv : conv_properties()) info.properties.push_back(kv);  // as a real device's
     // Two blocks per grid-stride launch: every loop goes round, and the
     // emulation (blocks one after another) stays quick.

@@ -6,6 +6,7 @@
 // the first and turn off the second here.
 #pragma once
 #include <functional>
+#include <string>
 #include <string_view>
 
 namespace switchyard {
@@ -33,5 +34,24 @@ void set_disk_cache(bool enabled);
 // Whether the disk cache may be used: set_disk_cache's setting, and
 // SWITCHYARD_VK_NO_PIPELINE_CACHE not 1.
 bool disk_cache_enabled();
+
+// The internal precision of f32 GEMMs and convolutions, as PyTorch's
+// torch.set_float32_matmul_precision:
+// - "highest" (the default): full FP32, so every backend agrees to FP32
+//   rounding;
+// - "high" and "medium": CUDA devices of compute capability 8.0 and up may
+//   read f32 operands as TF32 (10 mantissa bits) on tensor cores: cuBLASLt
+//   and cuDNN choose, about 1e-3 relative error for several times the
+//   speed. Devices without TF32 (older GPUs, Vulkan, the CPU) keep FP32.
+// Process-wide; read when a program runs (a CUDA graph recorded in one
+// setting is not replayed in the other). SWITCHYARD_CUDA_TF32=1 makes
+// "high" the starting value. Anything else throws Error naming the three.
+void set_float32_matmul_precision(std::string_view precision);
+std::string float32_matmul_precision();
+
+namespace detail {
+// Whether the setting above allows TF32 (what the CUDA backend reads).
+bool float32_matmul_allows_tf32() noexcept;
+}  // namespace detail
 
 }  // namespace switchyard
