@@ -62,6 +62,16 @@ const uint NB = (BN * BK / 4u + WG - 1u) / WG;
 // stay f32. Element indices then count halves from the binding's start.
 #define HALF_AB ((SPEC_FLAGS & 262144u) != 0u)
 #define HALF_DT ((SPEC_FLAGS & 524288u) != 0u ? DT_F16 : DT_BF16)
+// A 16-bit C (flag kGemmHalfC; f16 with kGemmF16C, else bf16): the f32
+// result (bias, accumulation and activation included) rounded once, stored
+// a word at a time; a word shared with another invocation's elements (or
+// another tensor's) is updated atomically, half by half. C's element indices
+// then count halves. (A later part of a K split adds to the rounded value
+// of the earlier ones: lavapipe's loop budget splits only K over ~50,000.)
+#define HALF_C ((SPEC_FLAGS & 1048576u) != 0u)
+#define HALF_CDT ((SPEC_FLAGS & 2097152u) != 0u ? DT_F16 : DT_BF16)
+#define C_BASE (HALF_C ? p.off[0] >> 1 : O(0))
+float load_c(uint i) { return HALF_C ? half_to_f32(HALF_CDT, LOAD_U16(0, i)) : F(0)[i]; }
 
 // Four consecutive values of a matrix row starting at `src` (elements),
 // zero past `limit` values left in the row; vec4 when aligned.
@@ -106,11 +116,17 @@ void finish(Op p, GemmParams prm) {
     float v = 0.0;
     for (uint s = 0u; s < parts; ++s) v += F(4)[O(4) + s * total + i];
     uint z = i / mn, r = i - z * mn, gm = r / N, gn = r - gm * N;
-    uint c = O(0) + z * uint(prm.stride_c) + gm * N + gn;
+    uint c = C_BASE + z * uint(prm.stride_c) + gm * N + gn;
     v *= prm.alpha;
     if (bias) v += F(3)[O(3) + (prm.bias_rows ? z * M + gm : gn)];
-    if (accumulate) v += F(0)[c];
-    F(0)[c] = unary_apply(p.op, v);
+    if (accumulate) v += load_c(c);
+    v = unary_apply(p.op, v);
+    if (HALF_C) {  // one half a invocation: atomically
+      uint h = f32_to_half(HALF_CDT, v);
+      STORE_U16_PAIR(0, c >> 1u, h, h, (c & 1u) == 0u, (c & 1u) != 0u)
+    } else {
+      F(0)[c] = v;
+    }
   }
 }
 
@@ -145,7 +161,7 @@ void main() {
   }
   uint ao = (HALF_AB ? p.off[1] >> 1 : O(1)) + z * uint(prm.stride_a) + (ta ? kb * lda : kb);
   uint bo = (HALF_AB ? p.off[2] >> 1 : O(2)) + z * uint(prm.stride_b) + (tb ? kb : kb * ldb);
-  uint co = O(0) + z * uint(prm.stride_c);
+  uint co = C_BASE + z * uint(prm.stride_c);
 
   vec4 acc[TM][TN / 4u];
   for (uint i = 0u; i < TM; ++i)
@@ -303,16 +319,53 @@ void main() {
   bool bias = (p.flags & 16u) != 0u;  // = has_bias, specialized
   bool accumulate = (p.flags & 32u) != 0u;
   uint ldc = p.aux != 0u ? p.aux : N;  // a block of a wider C (the backend's split)
+  // (Loops over TN, a constant, so that they unroll and acc stays in
+  // registers: a run-time bound makes its indices dynamic, and a CPU
+  // driver then keeps it in memory, at half the speed.)
+  if (!HALF_C) {
+    for (uint i = 0u; i < TM; ++i) {
+      uint gm = m0 + TM * ty + i;
+      if (gm >= M) continue;
+      for (uint j = 0u; j < TN; ++j) {
+        uint gn = gn0 + j;
+        if (gn >= N) continue;
+        float v = alpha * acc[i][j / 4u][j % 4u];
+        if (bias) v += F(3)[O(3) + (prm.bias_rows ? z * M + gm : gn)];
+        if (accumulate) v += F(0)[co + gm * ldc + gn];
+        F(0)[co + gm * ldc + gn] = unary_apply(p.op, v);  // p.op = SPEC_OP = act
+      }
+    }
+    return;
+  }
+  // 16-bit C: this invocation's columns of a row, gn0 .. gn0 + cols - 1,
+  // stored word by word.
+  uint cols = gn0 < N ? min(TN, N - gn0) : 0u;
   for (uint i = 0u; i < TM; ++i) {
     uint gm = m0 + TM * ty + i;
     if (gm >= M) continue;
+    float v[TN];
     for (uint j = 0u; j < TN; ++j) {
       uint gn = gn0 + j;
+      v[j] = 0.0;
       if (gn >= N) continue;
-      float v = alpha * acc[i][j / 4u][j % 4u];
-      if (bias) v += F(3)[O(3) + (prm.bias_rows ? z * M + gm : gn)];
-      if (accumulate) v += F(0)[co + gm * ldc + gn];
-      F(0)[co + gm * ldc + gn] = unary_apply(p.op, v);  // p.op = SPEC_OP = act
+      v[j] = alpha * acc[i][j / 4u][j % 4u];
+      if (bias) v[j] += F(3)[O(3) + (prm.bias_rows ? z * M + gm : gn)];
+      if (accumulate) v[j] += load_c(co + gm * ldc + gn);
+      v[j] = unary_apply(p.op, v[j]);
+    }
+    // Word q of the run holds elements 2q and 2q + 1 when the run starts
+    // on a word, else 2q - 1 and 2q (either may be another's: HALF_IN).
+    uint h0 = co + gm * ldc + gn0;
+    bool odd = (h0 & 1u) != 0u;
+    for (uint q = 0u; q <= TN / 2u; ++q) {
+      int jl = int(2u * q) - (odd ? 1 : 0);
+      bool has_lo = HALF_IN(jl, cols), has_hi = HALF_IN(jl + 1, cols);
+      if (!has_lo && !has_hi) continue;
+      float vl = odd ? v[max(2u * q, 1u) - 1u] : v[min(2u * q, TN - 1u)];
+      float vh = odd ? v[min(2u * q, TN - 1u)] : v[min(2u * q + 1u, TN - 1u)];
+      uint lo = has_lo ? f32_to_half(HALF_CDT, vl) : 0u;
+      uint hi = has_hi ? f32_to_half(HALF_CDT, vh) : 0u;
+      STORE_U16_PAIR(0, (h0 >> 1u) + q, lo, hi, has_lo, has_hi)
     }
   }
 }

@@ -64,7 +64,8 @@ class CpuDevice final : public BackendDevice {
 
   void* host_pointer(Buffer b) override { return b.handle; }
   bool supports(Kernel) const override { return true; }
-  bool gemm_reads(DType) const override { return true; }  // widened in blocks, then sgemm
+  bool gemm_reads(DType) const override { return true; }   // widened in blocks, then sgemm
+  bool gemm_writes(DType) const override { return true; }  // rounded from an f32 block
   std::string custom_unavailable_reason() const override { return ""; }
   void prepare_custom(const KernelSpec& spec, int64_t) override {
     SY_CHECK(bool(spec.cpu), detail::cat("custom kernel ", spec.name).c_str(),

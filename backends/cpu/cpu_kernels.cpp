@@ -280,8 +280,13 @@ void run(const GemmParams& p, void* const* a) {
         dst[j] = bf ? pointwise::bf16_to_float(h[j]) : pointwise::f16_to_float(h[j]);
     });
   };
+  // A 16-bit out: each product computed into an f32 block (M x N, packed),
+  // bias and activation included, then rounded into place.
+  const bool half_c = is_half(p.c_dtype);
+  thread_local std::vector<float> wc;
+  if (half_c) wc.resize(size_t(p.m * p.n));
   for (int64_t b = 0; b < std::max<int64_t>(p.batch, 1); ++b) {
-    float* C = as<float>(a[0]) + b * p.stride_c;
+    float* C = half_c ? wc.data() : as<float>(a[0]) + b * p.stride_c;
     const float* A = half ? wa.data() : as<const float>(a[1]) + b * p.stride_a;
     const float* B = half ? wb.data() : as<const float>(a[2]) + b * p.stride_b;
     if (half) {
@@ -290,18 +295,24 @@ void run(const GemmParams& p, void* const* a) {
     }
     gemm(p.trans_a, p.trans_b, p.m, p.n, p.k, p.lda, p.ldb, p.alpha, A, B,
          p.bias_rows ? nullptr : bias, C);
-    if (!(bias && p.bias_rows) && p.act == Unary::none) continue;
-    pool().parallel_for(p.m, std::max<int64_t>(1, kGrain / std::max<int64_t>(p.n, 1)),
-                        [&](int64_t lo, int64_t hi) {
-                          for (int64_t i = lo; i < hi; ++i) {
-                            float* c = C + i * p.n;
-                            const float add = bias && p.bias_rows ? bias[b * p.m + i] : 0.f;
-                            if (add != 0.f)
-                              for (int64_t j = 0; j < p.n; ++j) c[j] += add;
-                            if (p.act != Unary::none)
-                              for (int64_t j = 0; j < p.n; ++j) c[j] = unary_apply(p.act, c[j]);
-                          }
-                        });
+    if (!(bias && p.bias_rows) && p.act == Unary::none && !half_c) continue;
+    uint16_t* out16 = half_c ? as<uint16_t>(a[0]) + b * p.stride_c : nullptr;
+    const bool bf_c = p.c_dtype == DType::bf16;
+    pool().parallel_for(
+        p.m, std::max<int64_t>(1, kGrain / std::max<int64_t>(p.n, 1)), [&](int64_t lo, int64_t hi) {
+          for (int64_t i = lo; i < hi; ++i) {
+            float* c = C + i * p.n;
+            const float add = bias && p.bias_rows ? bias[b * p.m + i] : 0.f;
+            if (add != 0.f)
+              for (int64_t j = 0; j < p.n; ++j) c[j] += add;
+            if (p.act != Unary::none)
+              for (int64_t j = 0; j < p.n; ++j) c[j] = unary_apply(p.act, c[j]);
+            if (!out16) continue;
+            uint16_t* o = out16 + i * p.n;
+            for (int64_t j = 0; j < p.n; ++j)
+              o[j] = bf_c ? pointwise::float_to_bf16(c[j]) : pointwise::float_to_f16(c[j]);
+          }
+        });
   }
 }
 

@@ -8,6 +8,8 @@ namespace switchyard::cuda_impl {
 
 void launch(const GemmParams& p, void* const* a, const LaunchEnv& env) {
   SY_CHECK(env.gemm, "gemm", "expected a GEMM implementation on the CUDA device, found none");
+  SY_CHECK(p.c_dtype == DType::f32, "gemm", "expected an f32 output on CUDA, found ",
+           dtype_name(p.c_dtype), " (internal error: gemm_writes says f32 only)");
   (*env.gemm)(p, static_cast<float*>(a[0]), a[1], a[2],
               p.has_bias ? static_cast<const float*>(a[3]) : nullptr, env);
 }

@@ -57,7 +57,8 @@ class VulkanDevice final : public BackendDevice {
   void wait_until_unused(Buffer b) override;
   // Every kernel of the table, the multi-tensor ones included (vk_multi.cpp).
   bool supports(Kernel) const override { return true; }
-  bool gemm_reads(DType) const override { return true; }  // gemm.comp's 16-bit loads
+  bool gemm_reads(DType) const override { return true; }   // gemm.comp's 16-bit loads
+  bool gemm_writes(DType) const override { return true; }  // and 16-bit stores
 
   // Compiles the kernel's GLSL (vk_custom.h) for this device's Vulkan
   // version, within its workgroup limits.

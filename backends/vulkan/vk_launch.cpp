@@ -399,6 +399,7 @@ uint32_t kernel_flags(const LaunchConfig& c, const Instr& ins, const OpParams& o
       // 16-bit operands are read as halves of words).
       const bool one = m.batch <= 1, half = is_half(m.ab_dtype);
       if (half) fl |= kGemmHalf | (m.ab_dtype == DType::f16 ? kGemmF16 : 0u);
+      if (is_half(m.c_dtype)) fl |= kGemmHalfC | (m.c_dtype == DType::f16 ? kGemmF16C : 0u);
       if (!half && o.off[1] % 16 == 0 && lda % 4 == 0 && (one || m.stride_a % 4 == 0)) fl |= 4u;
       if (!half && o.off[2] % 16 == 0 && ldb % 4 == 0 && (one || m.stride_b % 4 == 0)) fl |= 8u;
       if (m.has_bias) fl |= 16u;

@@ -33,6 +33,9 @@ constexpr uint32_t kGemmPrefetch = 131072;
 // gemm flags: A and B are 16-bit (GemmParams::ab_dtype), bf16 unless
 // kGemmF16; read as halves of 32-bit words (shaders/gemm.comp's HALF_AB).
 constexpr uint32_t kGemmHalf = 262144, kGemmF16 = 524288;
+// gemm flags: C is 16-bit (GemmParams::c_dtype), bf16 unless kGemmF16C;
+// stored a word at a time (shaders/gemm.comp's HALF_C).
+constexpr uint32_t kGemmHalfC = 1048576, kGemmF16C = 2097152;
 // A reduction split in two launches (plan_launches): the first writes
 // partial results to the scratch (kPartials), the second reads them back in
 // a fixed order and writes the output (kFinish). Launch flags, so each pass

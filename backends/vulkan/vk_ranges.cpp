@@ -413,9 +413,12 @@ size_t split_gemm(const LaunchConfig& c, const Instr& ins, uint32_t at, int64_t 
               arg.bytes = 4;
               continue;
             }
-            // Bytes per element: 2 for 16-bit A and B (the element room
-            // above counts 4 for every operand: a 16-bit one fits twice).
-            const uint64_t es = (a == 1 || a == 2) ? dtype_size(g.ab_dtype) : 4;
+            // Bytes per element: 2 for 16-bit A, B and C (the element
+            // room above counts 4 for every operand: a 16-bit one fits
+            // twice).
+            const uint64_t es = a == 0               ? dtype_size(g.c_dtype)
+                                : (a == 1 || a == 2) ? dtype_size(g.ab_dtype)
+                                                     : 4;
             arg.offset += first[a] * es;
             arg.bytes = span_of(a, uint64_t(std::max<int64_t>(q.batch, 1)), uint64_t(q.m),
                                 uint64_t(q.n), uint64_t(q.k)) *

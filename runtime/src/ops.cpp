@@ -67,6 +67,10 @@ bool native_half_gemm(std::optional<DType> h, const Tensor& a, const Tensor& b) 
   return na->ctx == node_of(b)->ctx && na->ctx->device->gemm_reads(*h);
 }
 
+DType gemm_out_dtype(const Tensor& a, DType ab) {
+  return is_half(ab) && node_of(a)->ctx->device->gemm_writes(ab) ? ab : DType::f32;
+}
+
 Tensor widen(const Tensor& t) { return t.defined() && is_half(t.dtype()) ? t.to(DType::f32) : t; }
 
 Tensor narrow(const Tensor& t, DType d) {
@@ -132,7 +136,8 @@ std::pair<int64_t, int64_t> rows_cols(const char* op, const Tensor& x, int64_t a
 // a (M,K) [or (K,M) when trans_a], b (K,N) [or (N,K) when trans_b] -> (M,N).
 
 // f32 operands, or 16-bit ones the device's gemm reads (native_half_gemm):
-// then the f32 result is rounded to their dtype, and a 16-bit bias widened.
+// then the f32 sums are rounded to their dtype (by the kernel where the
+// device's gemm writes it, else by a cast), and a 16-bit bias widened.
 static Tensor gemm(const char* op, const Tensor& a, const Tensor& b, bool ta, bool tb,
                    const Tensor* bias, Unary act = Unary::none) {
   const DType ab = a.defined() ? a.dtype() : DType::f32;
@@ -156,6 +161,7 @@ static Tensor gemm(const char* op, const Tensor& a, const Tensor& b, bool ta, bo
                .act = act,
                .batch = 1,
                .ab_dtype = ab,
+               .c_dtype = gemm_out_dtype(a, ab),
                .alpha = 1.f};
   Tensor out;
   if (bias) {
@@ -165,11 +171,11 @@ static Tensor gemm(const char* op, const Tensor& a, const Tensor& b, bool ta, bo
     SY_CHECK(bias->dim() == 1 && bias->size(0) == N, op, "expected bias of shape (", N, "), found ",
              shape_str(bias->shape()));
     p.has_bias = true;
-    out = node({a, b, b32}, {M, N}, DType::f32, p);
+    out = node({a, b, b32}, {M, N}, p.c_dtype, p);
   } else {
-    out = node({a, b}, {M, N}, DType::f32, p);
+    out = node({a, b}, {M, N}, p.c_dtype, p);
   }
-  return is_half(ab) ? out.to(ab) : out;
+  return out.to(ab);  // (no-op when the kernel wrote ab)
 }
 
 // The product of matrices, plus PyTorch's other shapes that are reshapes
@@ -253,8 +259,10 @@ Tensor linear_act(const Tensor& x, const Tensor& w, const Tensor& b, bool relu) 
   Tensor xd = x.detach(), wd = w.detach(), yd = relu ? out.detach() : Tensor();
   bool has_b = b.defined();
   auto bw = [xd, wd, yd, has_b, relu](const Tensor& g0) {
-    // (16-bit g0 and y: the mask computed in f32, the gradient rounded back.)
-    const Tensor g = relu ? narrow(node({widen(g0), widen(yd), widen(yd)}, g0.shape(), DType::f32,
+    // (16-bit g0 and y: the mask computed in f32, the gradient rounded back;
+    // y widened once for both of its arguments.)
+    const Tensor y32 = relu ? widen(yd) : Tensor();
+    const Tensor g = relu ? narrow(node({widen(g0), y32, y32}, g0.shape(), DType::f32,
                                         UnaryBackwardParams{.op = Unary::relu, .n = g0.numel()}),
                                    g0.dtype())
                           : g0;

@@ -35,8 +35,8 @@ Tensor gemm_node(std::initializer_list<Tensor> in, Shape out, GemmParams p) {
   if (p.batch == 0) p.batch = 1;  // a single product
   p.alpha = 1.f;
   p.ab_dtype = in.begin()->dtype();
-  Tensor y = node(in, std::move(out), DType::f32, p);
-  return is_half(p.ab_dtype) ? y.to(p.ab_dtype) : y;
+  p.c_dtype = gemm_out_dtype(*in.begin(), p.ab_dtype);
+  return node(in, std::move(out), p.c_dtype, p).to(p.ab_dtype);  // (no-op when written so)
 }
 
 }  // namespace

@@ -81,12 +81,14 @@ constexpr int kNumBinary = 0 SWITCHYARD_BINARY_OPS(SY_COUNT_ENTRY);
 // channels, group b). lda and ldb are A's and B's row strides as stored (0: packed,
 // their stored row length), so a product can read columns [k0, k0 + k) of wider
 // matrices: a split of K into batched products. ab_dtype is A's and B's
-// element type: f32, or bf16/f16 (read widened; the sums, out and the bias
-// stay f32).
+// element type: f32, or bf16/f16 (read widened; the sums and the bias stay
+// f32). c_dtype is out's: f32, or bf16/f16 where the device's gemm_writes
+// says so (the f32 result, bias and activation included, rounded once).
 #define SY_PARAMS_gemm(I, D, W, A, F)                                                  \
   I(int64_t, m) I(int64_t, n) I(int64_t, k) I(bool, trans_a) I(bool, trans_b) I(bool, has_bias) \
   I(Unary, act) I(bool, bias_rows) I(int64_t, batch) I(int64_t, stride_a) I(int64_t, stride_b)  \
-  I(int64_t, stride_c) I(int64_t, lda) I(int64_t, ldb) I(DType, ab_dtype) F(alpha)
+  I(int64_t, stride_c) I(int64_t, lda) I(int64_t, ldb) I(DType, ab_dtype) I(DType, c_dtype)     \
+  F(alpha)
 // out[o, j, i, e] = in[o, i, j, e]: in is (outer, a, b, inner) of 32-bit elements.
 #define SY_PARAMS_swap_axes(I, D, W, A, F) I(int64_t, outer) I(int64_t, a) I(int64_t, b) I(int64_t, inner)
 // The im2col lowering (SWITCHYARD_CONV=im2col, ops.h): x (batch, channels, height, width) NCHW, a kernel of
