@@ -66,8 +66,9 @@ const uint NB = (BN * BK / 4u + WG - 1u) / WG;
 // result (bias, accumulation and activation included) rounded once, stored
 // a word at a time; a word shared with another invocation's elements (or
 // another tensor's) is updated atomically, half by half. C's element indices
-// then count halves. (A later part of a K split adds to the rounded value
-// of the earlier ones: lavapipe's loop budget splits only K over ~50,000.)
+// then count halves. (A later part of a serial K split would add to the
+// rounded value of the earlier ones: the device's gemm_writes refuses
+// 16-bit C for such products, so the ops ask for f32 and a cast.)
 #define HALF_C ((SPEC_FLAGS & 1048576u) != 0u)
 #define HALF_CDT ((SPEC_FLAGS & 2097152u) != 0u ? DT_F16 : DT_BF16)
 #define C_BASE (HALF_C ? p.off[0] >> 1 : O(0))

@@ -350,9 +350,15 @@ std::vector<Case> half_gemm_cases() {
                                 .batch = 1,
                                 .ab_dtype = t,
                                 .alpha = 1.f}));
-        if (M * N * K <= 100000) cs.push_back(half_out(cs.back(), e, t));
+        if (M * N * K > 100000) continue;
+        cs.push_back(half_out(cs.back(), e, t));
+        if (bias) continue;     // (an f32 bias cannot start mid-word)
+        Case view = cs.back();  // every operand, C included, starting mid-word
+        view.offset = 2;
+        view.name += " view+2";
+        cs.push_back(view);
       }
-    const int64_t S = 3, M = 5, N = 6, K = 7, sa = M * K + 1;
+    const int64_t S = 3, M = 5, N = 6, K = 7, sa = M * K + 2;  // odd: products start mid-word
     const auto A = rounded(random_vec(size_t(S * sa), 21), t);
     const auto B = rounded(random_vec(size_t(K * N), 22), t);
     std::vector<double> e(size_t(S * M * N));

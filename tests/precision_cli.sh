@@ -21,6 +21,13 @@ done
 "$sy" eval --device "$dev" --model "$tmp/bf16.safetensors" --json | tail -1 > "$tmp/eval.json"
 "$sy" "${common[@]}" --epochs 1 --precision fp16 --save "$tmp/ckpt" > /dev/null
 "$sy" "${common[@]}" --epochs 2 --precision fp16 --resume "$tmp/ckpt" | tail -1 > "$tmp/resumed.json"
+# DataParallel under autocast and the scaler: the CPU beside a GPU device.
+dp=()
+if [[ $dev != cpu ]]; then
+  "$sy" train --devices "cpu,$dev" --limit 3000 --batch 100 --json --epochs 2 --precision fp16 |
+    tail -1 > "$tmp/dp.json"
+  dp=("$tmp/dp.json")
+fi
 python3 - "$tmp" <<'PY'
 import json, os, sys
 d = sys.argv[1]
@@ -37,6 +44,11 @@ e = json.load(open(f"{d}/eval.json"))
 assert abs(e["test_acc"] - r["bf16"]["test_acc"]) <= 0.005, (e["test_acc"], r["bf16"]["test_acc"])
 res = json.load(open(f"{d}/resumed.json"))
 assert res["first_epoch"] == 2 and res["test_acc"] == r["fp16"]["test_acc"], (res, r["fp16"])
+if os.path.exists(f"{d}/dp.json"):
+    dp = json.load(open(f"{d}/dp.json"))
+    assert dp["precision"] == "fp16" and len(dp["devices"]) == 2 and "loss_scale" in dp, dp
+    assert abs(dp["test_acc"] - r["fp32"]["test_acc"]) <= 0.03, (dp["test_acc"], r["fp32"]["test_acc"])
+    print("DataParallel fp16:", dp["test_acc"], dp["devices"])
 print("precision:", {p: (j["test_acc"], j["peak_device_mb"]) for p, j in r.items()},
       "bf16 file ratio", round(ratio, 4), "eval", e["test_acc"], "fp16 resumed", res["test_acc"])
 print("ok")

@@ -188,6 +188,34 @@ TEST_P(Half, OpsComputeInF32AndRoundOnce) {
   }
 }
 
+// A product whose K a device splits into passes adding to C (lavapipe's
+// loop budget: K past about 5,000) is still rounded once: the device's gemm
+// does not write it in 16 bits (gemm_writes), the op casts an f32 result.
+TEST_P(Half, AMatmulWithALongKIsRoundedOnce) {
+  // Rows of ones times columns of +v (6,000 times), -v (6,000 times) and
+  // w: every partial sum, in any order, is exact in f32 (at most 22
+  // significant bits: w a multiple of 2^-9 below 2^15) and the product is
+  // exactly w, while a partial sum rounded to bf16 (8 bits) would be off by
+  // tens.
+  const int64_t M = 2, K = 12001, N = 3;
+  const DType t = DType::bf16;
+  std::vector<float> a(size_t(M * K), 1.f), b(size_t(K * N));
+  std::vector<float> w(static_cast<size_t>(N));
+  for (int64_t j = 0; j < N; ++j) {
+    const float v = 1.0078125f * float(j + 1);  // exact in bf16
+    w[size_t(j)] = 0.5f * float(j + 1);
+    for (int64_t k = 0; k < K - 1; ++k) b[size_t(k * N + j)] = k < (K - 1) / 2 ? v : -v;
+    b[size_t((K - 1) * N + j)] = w[size_t(j)];
+  }
+  const sy::Options o = sy::Options(D()).dtype(t);
+  const Tensor C = sy::matmul(sy::from_vector(a, {M, K}, o), sy::from_vector(b, {K, N}, o));
+  EXPECT_EQ(C.dtype(), t);
+  const auto got = C.to_vector<float>();
+  for (int64_t i = 0; i < M; ++i)
+    for (int64_t j = 0; j < N; ++j)
+      EXPECT_EQ(got[size_t(i * N + j)], w[size_t(j)]) << i << "," << j;
+}
+
 // PyTorch's promotion: one 16-bit dtype stays; mixed with f32 or with the
 // other 16-bit dtype, f32.
 TEST_P(Half, MixedDtypesPromoteAsPyTorch) {

@@ -4,7 +4,9 @@
 // relative, 50 steps' losses within 1e-4), over two CPU-backed devices and
 // over the CPU beside Vulkan; the devices run at once; a measured balance
 // gives a slow device fewer rows.
+#include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <functional>
 #include <map>
 #include <mutex>
@@ -40,7 +42,7 @@ struct Trained {
   std::vector<float> losses;
 };
 Trained train(const std::vector<std::string>& devices, int64_t batch, int steps = 50,
-              sy::nn::DataParallelOptions o = {}) {
+              sy::nn::DataParallelOptions o = {}, sy::DType precision = sy::DType::f32) {
   auto m = model(7);
   std::shared_ptr<sy::nn::Module> net = m;
   sy::Device* out_dev = &sy::device(devices[0]);
@@ -58,7 +60,11 @@ Trained train(const std::vector<std::string>& devices, int64_t batch, int steps 
     Tensor x = all.data.slice(s * batch, (s + 1) * batch);
     Tensor y = all.target.slice(s * batch, (s + 1) * batch).to(*out_dev);
     opt.zero_grad();
-    Tensor loss = sy::cross_entropy((*net)(x), y);
+    Tensor loss;
+    {
+      sy::autocast guard(precision, precision != sy::DType::f32);
+      loss = sy::cross_entropy((*net)(x), y);
+    }
     loss.backward();
     if (s == 0)
       for (const Tensor& p : net->parameters()) r.grads.push_back(p.grad().to_vector<float>());
@@ -85,6 +91,30 @@ TEST(DataParallel, TwoCpuDevicesMatchOneDeviceWithTheWholeBatch) {
   expect_matches(train({"cpu", "mock:0"}, 64), one, 1e-4);
   // An odd batch: 33 and 32 rows.
   expect_matches(train({"mock:0", "cpu"}, 65, 5), train({"cpu"}, 65, 5), 1e-4);
+}
+
+// Under autocast the replicas' forwards are recorded on the caller's thread,
+// inside its scope: every replica runs its GEMMs in bf16, the master
+// weights and their gradients stay f32, and the losses follow one device's
+// bf16 run (within bf16's rounding of differently split products), not the
+// f32 run's.
+TEST(DataParallel, AutocastRunsEveryReplicaInItsDtype) {
+  mock_device();
+  const Trained f32 = train({"cpu"}, 64, 12);
+  const Trained one = train({"cpu"}, 64, 12, {}, sy::bf16);
+  std::vector<std::string> devs = {"cpu", "mock:0"};
+  if (unavailable_reason("vulkan:0").empty()) devs.push_back("vulkan:0");
+  const Trained dp = train(devs, 64, 12, {}, sy::bf16);
+  ASSERT_EQ(dp.losses.size(), one.losses.size());
+  double off_f32 = 0;
+  for (size_t s = 0; s < one.losses.size(); ++s) {
+    EXPECT_NEAR(dp.losses[s], one.losses[s], 2e-2 * std::abs(one.losses[s])) << "step " << s;
+    off_f32 = std::max(off_f32, double(std::abs(one.losses[s] - f32.losses[s])));
+  }
+  EXPECT_GT(off_f32, 1e-4) << "bf16 losses equal to f32's: autocast did not take effect";
+  ASSERT_EQ(dp.grads.size(), one.grads.size());
+  for (size_t i = 0; i < one.grads.size(); ++i)
+    EXPECT_LE(max_rel(dp.grads[i], one.grads[i]), 5e-2) << "parameter " << i;
 }
 
 TEST(DataParallel, CpuBesideVulkanMatchesOneDevice) {

@@ -64,8 +64,9 @@ class CpuDevice final : public BackendDevice {
 
   void* host_pointer(Buffer b) override { return b.handle; }
   bool supports(Kernel) const override { return true; }
-  bool gemm_reads(DType) const override { return true; }   // widened in blocks, then sgemm
-  bool gemm_writes(DType) const override { return true; }  // rounded from an f32 block
+  bool gemm_reads(DType) const override { return true; }  // widened in blocks, then sgemm
+  // Rounded from an f32 block.
+  bool gemm_writes(const GemmParams&) const override { return true; }
   std::string custom_unavailable_reason() const override { return ""; }
   void prepare_custom(const KernelSpec& spec, int64_t) override {
     SY_CHECK(bool(spec.cpu), detail::cat("custom kernel ", spec.name).c_str(),

@@ -669,7 +669,7 @@ void CudaDevice::execute_impl(const Program& p, std::span<const Binding> binding
                 ins.kernel == Kernel::conv2d_backward_weight;
     status_dirty_ |= kernel_has(ins.kernel, kReportsStatus);
   }
-  key_.push_back(env_.tf32);
+  key_.push_back((has_gemm || has_conv) && env_.tf32);  // (other Programs: no new key)
   auto ensure_workspace = [&](const char* op) {
     if (workspace_) return;
     SY_CUDA(op, cudaMalloc(&workspace_, kWorkspaceBytes));

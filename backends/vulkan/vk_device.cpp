@@ -65,6 +65,14 @@ void VulkanDevice::ensure() {
   }
 }
 
+bool VulkanDevice::gemm_writes(const GemmParams& p) const {
+  if (!is_half(p.c_dtype)) return p.c_dtype == DType::f32;
+  std::lock_guard lock(mu_);
+  if (!ready_) return false;
+  const int64_t k_part = gemm_k_part(c_.lc);
+  return (k_part <= 0 || p.k <= k_part) && gemm_fits_bindings(c_.lc, p, p.has_bias);
+}
+
 void VulkanDevice::throw_if_lost() const {
   if (c_.lost)
     throw DeviceLost(cat("[vulkan] expected a working device, found ", str(),

@@ -57,8 +57,12 @@ class VulkanDevice final : public BackendDevice {
   void wait_until_unused(Buffer b) override;
   // Every kernel of the table, the multi-tensor ones included (vk_multi.cpp).
   bool supports(Kernel) const override { return true; }
-  bool gemm_reads(DType) const override { return true; }   // gemm.comp's 16-bit loads
-  bool gemm_writes(DType) const override { return true; }  // and 16-bit stores
+  bool gemm_reads(DType) const override { return true; }  // gemm.comp's 16-bit loads
+  // And its 16-bit stores, unless the product's K would run as passes that
+  // add to C (the loop budget's parts, or blocks of a binding range), which
+  // would round each pass: then f32 and a cast. (Conservatively f32 too
+  // before the device is set up: the limits are not known yet.)
+  bool gemm_writes(const GemmParams& p) const override;
 
   // Compiles the kernel's GLSL (vk_custom.h) for this device's Vulkan
   // version, within its workgroup limits.
@@ -108,7 +112,7 @@ class VulkanDevice final : public BackendDevice {
 
   void note_shapes(const Program& prog);  // while tuning: its GEMMs' shapes
 
-  std::mutex mu_;
+  mutable std::mutex mu_;
   bool noting_ = false;  // between tune_begin and tune_finish
   std::vector<LaunchConfig::Tuned> noted_;
   bool ready_ = false;  // ensure() completed

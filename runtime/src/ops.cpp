@@ -67,8 +67,10 @@ bool native_half_gemm(std::optional<DType> h, const Tensor& a, const Tensor& b) 
   return na->ctx == node_of(b)->ctx && na->ctx->device->gemm_reads(*h);
 }
 
-DType gemm_out_dtype(const Tensor& a, DType ab) {
-  return is_half(ab) && node_of(a)->ctx->device->gemm_writes(ab) ? ab : DType::f32;
+DType gemm_out_dtype(const Tensor& a, GemmParams p) {
+  if (!is_half(p.ab_dtype)) return DType::f32;
+  p.c_dtype = p.ab_dtype;
+  return node_of(a)->ctx->device->gemm_writes(p) ? p.ab_dtype : DType::f32;
 }
 
 Tensor widen(const Tensor& t) { return t.defined() && is_half(t.dtype()) ? t.to(DType::f32) : t; }
@@ -161,9 +163,10 @@ static Tensor gemm(const char* op, const Tensor& a, const Tensor& b, bool ta, bo
                .act = act,
                .batch = 1,
                .ab_dtype = ab,
-               .c_dtype = gemm_out_dtype(a, ab),
                .alpha = 1.f};
   Tensor out;
+  p.has_bias = bias != nullptr;
+  p.c_dtype = gemm_out_dtype(a, p);
   if (bias) {
     const Tensor b32 = widen(*bias);
     check_f32(op, b32);

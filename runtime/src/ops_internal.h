@@ -30,10 +30,11 @@ Tensor narrow(const Tensor& t, DType d);
 // as the fallback's would be). The op then runs the gemm kernel on them
 // (f32 sums, f32 result, rounded once) instead of widening them first.
 bool native_half_gemm(std::optional<DType> h, const Tensor& a, const Tensor& b);
-// The dtype a gemm on operands of dtype `ab` (on a's device) writes: ab when
-// it is 16-bit and the device's gemm writes it (BackendDevice::gemm_writes),
-// else f32 (rounded to ab afterwards by the op: one cast more).
-DType gemm_out_dtype(const Tensor& a, DType ab);
+// The dtype the gemm `p` on a's device writes: p.ab_dtype when it is 16-bit
+// and the device's gemm writes it for this product
+// (BackendDevice::gemm_writes), else f32 (rounded to ab_dtype afterwards by
+// the op: one cast more).
+DType gemm_out_dtype(const Tensor& a, GemmParams p);
 // autocast (switchyard/amp.h). An op of the low-precision list starts with
 // `if (auto d = autocast_cast({&a, &b})) return op(cast_to(a, *d), ...)`:
 // the autocast dtype when a floating input is of another dtype (so the

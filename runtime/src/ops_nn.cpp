@@ -35,7 +35,7 @@ Tensor gemm_node(std::initializer_list<Tensor> in, Shape out, GemmParams p) {
   if (p.batch == 0) p.batch = 1;  // a single product
   p.alpha = 1.f;
   p.ab_dtype = in.begin()->dtype();
-  p.c_dtype = gemm_out_dtype(*in.begin(), p.ab_dtype);
+  p.c_dtype = gemm_out_dtype(*in.begin(), p);
   return node(in, std::move(out), p.c_dtype, p).to(p.ab_dtype);  // (no-op when written so)
 }
 

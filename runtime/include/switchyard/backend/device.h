@@ -142,11 +142,12 @@ class BackendDevice : public Device {
   // f32 everywhere; bf16 and f16 where the backend says so. Elsewhere the
   // ops widen 16-bit operands first (two casts more).
   virtual bool gemm_reads(DType t) const { return t == DType::f32; }
-  // Whether the gemm kernel writes its output in dtype t
-  // (GemmParams::c_dtype): f32 everywhere; bf16 and f16 where the backend
-  // says so. Elsewhere the ops round the f32 result (one cast more, and a
-  // transient f32 copy).
-  virtual bool gemm_writes(DType t) const { return t == DType::f32; }
+  // Whether the gemm kernel writes this product's output in its
+  // GemmParams::c_dtype: f32 everywhere; bf16 and f16 where the backend
+  // says so (rounding the f32 result once: a backend that would split K
+  // into passes adding to C says no for those products). Elsewhere the ops
+  // round an f32 output (one cast more, and a transient f32 copy).
+  virtual bool gemm_writes(const GemmParams& p) const { return p.c_dtype == DType::f32; }
   // Custom kernels (switchyard/custom.h): compiles `spec` (registry id
   // `id`) for this device, or loads it from the caches, so that Programs
   // launching it run. Called at every launch (a backend remembers what it
