@@ -38,7 +38,7 @@ run_suites() {  # run_suites BUILD_DIR: each suite binary whole (one process eac
 }
 if [[ $mode == --tsan ]]; then
   CC=clang CXX=clang++ cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DSWITCHYARD_SANITIZE=thread -DSWITCHYARD_CUDA=OFF
+    -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DSWITCHYARD_SANITIZE=thread -DSWITCHYARD_CUDA=OFF
   cmake --build build-tsan -j2 --target "${SAN_SUITES[@]}"
   step "ThreadSanitizer build"
   TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1" run_suites build-tsan ThreadSanitizer
@@ -63,8 +63,11 @@ step "shared library (clang -Werror): build, install, example apps"
 # Without libshaderc (SWITCHYARD_SHADERC=OFF): custom GLSL kernels say why
 # they are unavailable and everything else works (test_custom checks the
 # message; the Release build above runs them).
+# Line tables only (-gline-tables-only): the reports keep their file:line
+# frames, and compiling and linking take a fifth less (test_ops.cpp 31 s to
+# 22 s) than with full debug information.
 CC=clang CXX=clang++ cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -g" -DSWITCHYARD_SANITIZE=address,undefined \
+  -DCMAKE_CXX_FLAGS_RELWITHDEBINFO="-O1 -gline-tables-only" -DSWITCHYARD_SANITIZE=address,undefined \
   -DSWITCHYARD_FUZZ=ON -DSWITCHYARD_CUDA=OFF -DSWITCHYARD_SHADERC=OFF
 cmake --build build-asan -j2 --target "${SAN_SUITES[@]}" fuzz_idx fuzz_device_name fuzz_cli fuzz_safetensors \
   switchyard_cli test_c_api
