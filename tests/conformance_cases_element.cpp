@@ -296,7 +296,7 @@ std::vector<Case> element_cases(Kernel k) {
 // takes seconds per large case.
 std::vector<Case> half_gemm_cases() {
   std::vector<Case> cs;
-  auto rounded = [](const std::vector<float>& v, sy::DType t) {
+  auto rounded = [](const auto& v, sy::DType t) {  // floats, or exact doubles
     std::vector<double> r(v.size());
     for (size_t j = 0; j < v.size(); ++j) r[j] = round_half(v[j], t);
     return r;
@@ -308,9 +308,7 @@ std::vector<Case> half_gemm_cases() {
     auto p = sy::params<Kernel::gemm>(c.ins.params);
     p.c_dtype = t;
     c.ins.params = p;
-    std::vector<double> r(e.size());
-    for (size_t j = 0; j < e.size(); ++j) r[j] = round_half(e[j], t);
-    c.args[0] = out(t, r);
+    c.args[0] = out(t, rounded(e, t));
     c.name += sy::detail::cat(" -> ", sy::dtype_name(t));
     c.half_ulps = 1;
     return c;

@@ -173,7 +173,6 @@ static Tensor gemm(const char* op, const Tensor& a, const Tensor& b, bool ta, bo
     check_same_device(op, a, b32);
     SY_CHECK(bias->dim() == 1 && bias->size(0) == N, op, "expected bias of shape (", N, "), found ",
              shape_str(bias->shape()));
-    p.has_bias = true;
     out = node({a, b, b32}, {M, N}, p.c_dtype, p);
   } else {
     out = node({a, b}, {M, N}, p.c_dtype, p);
